@@ -1,0 +1,269 @@
+// Every setting of SPEC §4, resolved once, in one place: flags > environment > `.env` > profile state >
+// defaults. Commands receive the resolved values; nothing below cli/ reads the environment itself.
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { parseEnv } from 'node:util';
+import envPaths from 'env-paths';
+import { ValidationError, type FieldIssue } from './errors.js';
+import { SCHEDULES, type Schedule } from './service/models.js';
+
+export type SettingSource = 'flag' | 'env' | 'dotenv' | 'profile' | 'default';
+
+interface SettingSpec<T> {
+  env: string;
+  /** Flag name in kebab case; absent for secrets, which are never taken from argv. */
+  flag?: string;
+  secret?: boolean;
+  parse: (raw: string) => T;
+  default?: () => T;
+  describe: string;
+}
+
+function text(raw: string): string {
+  return raw.trim();
+}
+
+function nonEmpty(raw: string): string {
+  const value = raw.trim();
+  if (!value) throw new Error('must not be empty');
+  return value;
+}
+
+function boolean(raw: string): boolean {
+  const value = raw.trim().toLowerCase();
+  if (['true', '1', 'yes', 'on'].includes(value)) return true;
+  if (['false', '0', 'no', 'off'].includes(value)) return false;
+  throw new Error('must be true or false');
+}
+
+function integer(min: number, max: number) {
+  return (raw: string): number => {
+    const value = raw.trim();
+    if (!/^\d+$/.test(value)) throw new Error(`must be a whole number from ${min} to ${max}`);
+    const n = Number(value);
+    if (n < min || n > max) throw new Error(`must be a whole number from ${min} to ${max}`);
+    return n;
+  };
+}
+
+function oneOf<T extends string>(values: readonly T[]) {
+  return (raw: string): T => {
+    const value = raw.trim() as T;
+    if (!values.includes(value)) throw new Error(`must be one of: ${values.join(', ')}`);
+    return value;
+  };
+}
+
+function httpUrl(raw: string): string {
+  const value = raw.trim();
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new Error('must be an absolute http(s) URL, like https://platform.example.com');
+  }
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new Error('must be an http(s) URL');
+  if (url.username || url.password) throw new Error('must not carry credentials in the URL');
+  return value.replace(/\/+$/, '');
+}
+
+function headerName(raw: string): string {
+  const value = raw.trim();
+  // RFC 9110 token characters; anything else would be rejected by the HTTP stack at send time.
+  if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(value)) throw new Error('must be a valid HTTP header name');
+  return value.toLowerCase();
+}
+
+function profileName(raw: string): string {
+  const value = raw.trim();
+  // The name becomes part of file names and keychain accounts, so keep it to a safe alphabet.
+  if (!/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/.test(value)) {
+    throw new Error('must be 1-64 letters, digits, dot, dash or underscore, starting with a letter or digit');
+  }
+  return value;
+}
+
+function loopbackListen(raw: string): { host: string; port: number } {
+  const match = /^(127\.\d{1,3}\.\d{1,3}\.\d{1,3}|localhost|\[::1\]):(\d{1,5})$/.exec(raw.trim());
+  const port = match ? Number(match[2]) : NaN;
+  if (!match || port > 65535) throw new Error('must be a loopback address and port, like 127.0.0.1:9464');
+  return { host: match[1] === 'localhost' ? '127.0.0.1' : (match[1] as string).replace(/^\[|\]$/g, ''), port };
+}
+
+function loopbackRedirect(raw: string): string {
+  const value = raw.trim();
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new Error('must be a URL like http://127.0.0.1:53682/callback');
+  }
+  if (url.protocol !== 'http:' || !['127.0.0.1', 'localhost', '[::1]'].includes(url.hostname) || !url.port) {
+    throw new Error('must be an http loopback URL with an explicit port, like http://127.0.0.1:53682/callback');
+  }
+  return value;
+}
+
+export const ACCESS_MODES = ['read', 'write', 'read-write'] as const;
+export type AccessMode = (typeof ACCESS_MODES)[number];
+export const STORES = ['keychain', 'file', 'env'] as const;
+export type StoreKind = (typeof STORES)[number];
+
+export const SETTINGS = {
+  profile: { env: 'SYNCAUTH_PROFILE', flag: 'profile', parse: profileName, default: () => 'default', describe: 'profile name' },
+  configDir: {
+    env: 'SYNCAUTH_CONFIG_DIR', flag: 'config-dir', parse: (raw: string) => path.resolve(nonEmpty(raw)),
+    default: () => envPaths('syncauth', { suffix: '' }).config, describe: 'where profile state lives',
+  },
+  baseUrl: { env: 'SYNCAUTH_BASE_URL', flag: 'base-url', parse: httpUrl, describe: "the service's base URL" },
+  apiKey: { env: 'SYNCAUTH_API_KEY', secret: true, parse: nonEmpty, describe: 'the service API key' },
+  apiKeyHeader: {
+    env: 'SYNCAUTH_API_KEY_HEADER', flag: 'api-key-header', parse: headerName, default: () => 'service-api-key',
+    describe: "the API key's header name",
+  },
+  // The app key is a public client identifier (it is in every authorize URL), so it may come from a flag.
+  appKey: { env: 'SYNCAUTH_APP_KEY', flag: 'app-key', parse: nonEmpty, describe: 'the Dropbox app key' },
+  appSecret: { env: 'SYNCAUTH_APP_SECRET', secret: true, parse: nonEmpty, describe: 'the Dropbox app secret' },
+  refreshToken: { env: 'SYNCAUTH_REFRESH_TOKEN', secret: true, parse: nonEmpty, describe: 'an existing Dropbox grant' },
+  remoteUrl: { env: 'SYNCAUTH_REMOTE_URL', flag: 'remote-url', parse: nonEmpty, describe: 'dropbox://<subfolder>' },
+  recursive: { env: 'SYNCAUTH_RECURSIVE', flag: 'recursive', parse: boolean, default: () => false, describe: 'read subfolders too' },
+  access: {
+    env: 'SYNCAUTH_ACCESS', flag: 'access', parse: oneOf(ACCESS_MODES), default: (): AccessMode => 'read',
+    describe: 'scopes to expect: read, write or read-write',
+  },
+  connectorName: { env: 'SYNCAUTH_CONNECTOR_NAME', flag: 'connector-name', parse: nonEmpty, describe: "the source connector's name" },
+  workflowId: { env: 'SYNCAUTH_WORKFLOW_ID', flag: 'workflow-id', parse: nonEmpty, describe: 'workflow to wire' },
+  schedule: {
+    env: 'SYNCAUTH_SCHEDULE', flag: 'schedule', parse: oneOf<Schedule>(SCHEDULES), describe: 'named workflow schedule',
+  },
+  authorizeUrl: {
+    env: 'SYNCAUTH_AUTHORIZE_URL', flag: 'authorize-url', parse: httpUrl,
+    default: () => 'https://www.dropbox.com/oauth2/authorize', describe: 'Dropbox authorize page',
+  },
+  tokenUrl: {
+    env: 'SYNCAUTH_TOKEN_URL', flag: 'token-url', parse: httpUrl,
+    default: () => 'https://api.dropboxapi.com/oauth2/token', describe: 'Dropbox token endpoint',
+  },
+  dropboxApiUrl: {
+    env: 'SYNCAUTH_DROPBOX_API_URL', flag: 'dropbox-api-url', parse: httpUrl,
+    default: () => 'https://api.dropboxapi.com', describe: 'Dropbox v2 API base',
+  },
+  redirectUri: {
+    env: 'SYNCAUTH_REDIRECT_URI', flag: 'redirect-uri', parse: loopbackRedirect,
+    default: () => 'http://127.0.0.1:53682/callback', describe: 'loopback redirect registered in the App Console',
+  },
+  store: { env: 'SYNCAUTH_STORE', flag: 'store', parse: oneOf(STORES), default: (): StoreKind => 'keychain', describe: 'secret store' },
+  storeKey: { env: 'SYNCAUTH_STORE_KEY', secret: true, parse: nonEmpty, describe: 'key of the encrypted file store' },
+  renewMargin: {
+    env: 'SYNCAUTH_RENEW_MARGIN', flag: 'renew-margin', parse: integer(1, 14_399), default: () => 900,
+    describe: 'seconds before expiry to renew',
+  },
+  sweep: { env: 'SYNCAUTH_SWEEP', flag: 'sweep', parse: nonEmpty, default: () => '* * * * *', describe: "the daemon's cron expression" },
+  tokenFile: { env: 'SYNCAUTH_TOKEN_FILE', flag: 'token-file', parse: (raw: string) => path.resolve(nonEmpty(raw)), describe: 'publish the access token here' },
+  listen: { env: 'SYNCAUTH_LISTEN', flag: 'listen', parse: loopbackListen, describe: 'health/metrics address' },
+  redisUrl: { env: 'SYNCAUTH_REDIS_URL', flag: 'redis-url', parse: nonEmpty, describe: 'coordinate replicas' },
+  logLevel: {
+    env: 'SYNCAUTH_LOG_LEVEL', flag: 'log-level', parse: oneOf(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const),
+    default: () => 'info' as const, describe: 'log level',
+  },
+} satisfies Record<string, SettingSpec<unknown>>;
+
+type Specs = typeof SETTINGS;
+export type SettingName = keyof Specs;
+type ValueOf<K extends SettingName> = ReturnType<Specs[K]['parse']>;
+export type Settings = { [K in SettingName]: ValueOf<K> | undefined } & {
+  profile: string;
+  configDir: string;
+  apiKeyHeader: string;
+  recursive: boolean;
+  access: AccessMode;
+  authorizeUrl: string;
+  tokenUrl: string;
+  dropboxApiUrl: string;
+  redirectUri: string;
+  store: StoreKind;
+  renewMargin: number;
+  sweep: string;
+  logLevel: string;
+};
+
+export interface ResolvedSettings {
+  values: Settings;
+  /** Where each value came from, for `status` and for error messages. */
+  sources: Partial<Record<SettingName, SettingSource>>;
+}
+
+export interface SettingInputs {
+  /** Parsed flags keyed by setting name (camelCase), as commander gives them. */
+  flags?: Partial<Record<SettingName, unknown>>;
+  env?: NodeJS.ProcessEnv;
+  /** Contents of a `.env` file, already parsed. */
+  dotenv?: Record<string, string>;
+  /** Non-secret per-profile state. */
+  profile?: Partial<Record<SettingName, unknown>>;
+}
+
+export const SECRET_SETTINGS = (Object.keys(SETTINGS) as SettingName[]).filter(
+  (name) => (SETTINGS[name] as SettingSpec<unknown>).secret,
+);
+
+/** Reads `.env` from `dir` without touching process.env; absent file gives an empty map. */
+export function readDotenv(dir: string): Record<string, string> {
+  let content: string;
+  try {
+    content = readFileSync(path.join(dir, '.env'), 'utf8');
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return {};
+    throw error;
+  }
+  return parseEnv(content) as Record<string, string>;
+}
+
+export function resolveSettings(inputs: SettingInputs): ResolvedSettings {
+  const env = inputs.env ?? {};
+  const dotenv = inputs.dotenv ?? {};
+  const values: Record<string, unknown> = {};
+  const sources: Partial<Record<SettingName, SettingSource>> = {};
+  const issues: FieldIssue[] = [];
+
+  for (const name of Object.keys(SETTINGS) as SettingName[]) {
+    const spec = SETTINGS[name] as SettingSpec<unknown>;
+    const label = spec.flag ? `--${spec.flag}` : spec.env;
+    const candidates: [SettingSource, unknown, string][] = [
+      ['flag', inputs.flags?.[name], label],
+      ['env', env[spec.env], spec.env],
+      ['dotenv', dotenv[spec.env], `${spec.env} (in .env)`],
+      ['profile', inputs.profile?.[name], `${name} (in the profile state)`],
+    ];
+    let resolved = false;
+    for (const [source, raw, where] of candidates) {
+      if (raw === undefined || raw === null || raw === '') continue;
+      if (source === 'flag' && spec.secret) {
+        issues.push({ field: label, message: 'secrets are never taken from flags' });
+        resolved = true;
+        break;
+      }
+      try {
+        values[name] = typeof raw === 'string' ? spec.parse(raw) : raw;
+        sources[name] = source;
+      } catch (error) {
+        // Never echo the rejected value: for a secret it would leak, for the rest the user has it already.
+        issues.push({ field: where, message: (error as Error).message });
+      }
+      resolved = true;
+      break;
+    }
+    if (!resolved && spec.default) {
+      values[name] = spec.default();
+      sources[name] = 'default';
+    }
+  }
+  if (issues.length > 0) throw new ValidationError(issues);
+  return { values: values as Settings, sources };
+}
+
+/** The flag for a setting, for messages such as "set --base-url or SYNCAUTH_BASE_URL". */
+export function howToSet(name: SettingName): string {
+  const spec = SETTINGS[name] as SettingSpec<unknown>;
+  return spec.flag ? `--${spec.flag} or ${spec.env}` : spec.env;
+}
