@@ -14,6 +14,10 @@ export default tseslint.config(
     },
   },
   {
+    files: ['bench/**/*.mjs'],
+    languageOptions: { globals: { process: 'readonly', console: 'readonly' } },
+  },
+  {
     files: ['bench/**', 'test/**', 'src/cli/**', 'src/emulator/cli.ts'],
     rules: { 'no-console': 'off' },
   },

@@ -1,0 +1,60 @@
+// `npm run bench`: measures what a user waits for and prints a table. Not a test: nothing here fails on a
+// number; targets are printed beside the measurements so a regression is visible.
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { performance } from 'node:perf_hooks';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const cli = path.join(root, 'dist/cli/main.js');
+const runs = Number(process.env.BENCH_RUNS ?? 15);
+
+function median(values) {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+}
+
+function timeCommand(args, env = {}) {
+  const samples = [];
+  // One warm-up run so the file-system cache is in the same state for every command.
+  for (let i = 0; i <= runs; i += 1) {
+    const start = performance.now();
+    const result = spawnSync(process.execPath, args, { env: { ...process.env, ...env }, encoding: 'utf8' });
+    const elapsed = performance.now() - start;
+    if (result.status !== 0) throw new Error(`${args.join(' ')} exited ${result.status}: ${result.stderr}`);
+    if (i > 0) samples.push(elapsed);
+  }
+  return median(samples);
+}
+
+const { startEmulator, DEFAULT_EMULATOR_API_KEY } = await import(path.join(root, 'dist/emulator/index.js'));
+const emulator = await startEmulator({});
+const configDir = mkdtempSync(path.join(tmpdir(), 'syncauth-bench-'));
+const serviceEnv = {
+  SYNCAUTH_BASE_URL: emulator.url,
+  SYNCAUTH_API_KEY: DEFAULT_EMULATOR_API_KEY,
+  SYNCAUTH_CONFIG_DIR: configDir,
+  SYNCAUTH_STORE: 'env',
+};
+
+const rows = [];
+try {
+  const bare = timeCommand(['-e', '0']);
+  rows.push(['node -e 0 (baseline)', bare, 1, '']);
+  const help = timeCommand([cli, '--help']);
+  rows.push(['syncauth --help', help, help / bare, '≤ 1.5x']);
+  const list = timeCommand([cli, 'source', 'list'], serviceEnv);
+  rows.push(['syncauth source list (emulator)', list, list / bare, '']);
+} finally {
+  await emulator.close();
+  rmSync(configDir, { recursive: true, force: true });
+}
+
+const header = ['measurement', 'median ms', 'x node', 'target'];
+const table = [header, ...rows.map(([name, ms, ratio, target]) => [name, ms.toFixed(1), ratio.toFixed(2), target])];
+const widths = header.map((_, i) => Math.max(...table.map((r) => r[i].length)));
+console.log(`syncauth bench — Node ${process.version}, ${runs} runs each, median`);
+for (const row of table) console.log(row.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  '));

@@ -1,0 +1,106 @@
+// `syncauth source …`: connectors of any of the 21 types. Everything is validated before a request is made.
+import { createInterface } from 'node:readline/promises';
+import { SyncauthError, ValidationError, ExitCode } from '../../errors.js';
+import { SOURCE_TYPES, Uuid, type SourceConnectorInformation } from '../../service/models.js';
+import { maskSourceConfig, validateSourceConfig } from '../../service/source-configs.js';
+import type { CommandContext } from '../context.js';
+import { readJsonObject } from '../input.js';
+import { printJson, printRecord, printTable } from '../output.js';
+import { withServiceClient } from '../service.js';
+
+function masked(source: SourceConnectorInformation): SourceConnectorInformation {
+  return { ...source, config: maskSourceConfig(source.config) };
+}
+
+function show(context: CommandContext, source: SourceConnectorInformation): void {
+  const view = masked(source);
+  if (context.json) {
+    printJson(context.io, view);
+    return;
+  }
+  const { config, ...rest } = view;
+  printRecord(context.io, { ...rest, config });
+}
+
+function checkId(id: string, field = 'id'): void {
+  if (!Uuid.safeParse(id).success) throw new ValidationError([{ field, message: `must be a UUID, got "${id}"` }]);
+}
+
+function checkType(type: string, field = '--type'): void {
+  if (!(SOURCE_TYPES as readonly string[]).includes(type)) {
+    throw new ValidationError([{ field, message: `unknown type "${type}"; it must be one of the 21 source types: ${SOURCE_TYPES.join(', ')}` }]);
+  }
+}
+
+function checkConfig(type: string, config: Record<string, unknown>): void {
+  const result = validateSourceConfig(type, config);
+  if (!result.ok) throw new ValidationError(result.issues);
+}
+
+export async function createSource(context: CommandContext, options: { type: string; name: string; config: string }): Promise<void> {
+  checkType(options.type);
+  const name = options.name.trim();
+  if (!name) throw new ValidationError([{ field: '--name', message: 'must not be empty' }]);
+  const config = await readJsonObject(options.config, '--config', context.stdin);
+  checkConfig(options.type, config);
+  const created = await withServiceClient(context, (client) => client.createSource({ name, type: options.type, config }));
+  if (!context.json) context.io.stderr.write(`created source connector ${created.name} (${created.id})\n`);
+  show(context, created);
+}
+
+export async function getSource(context: CommandContext, id: string): Promise<void> {
+  checkId(id);
+  show(context, await withServiceClient(context, (client) => client.getSource(id)));
+}
+
+export async function listSources(context: CommandContext, options: { type?: string }): Promise<void> {
+  if (options.type !== undefined) checkType(options.type);
+  const sources = await withServiceClient(context, (client) =>
+    client.listSources(options.type === undefined ? {} : { sourceType: options.type }),
+  );
+  if (context.json) {
+    printJson(context.io, sources.map(masked));
+    return;
+  }
+  if (sources.length === 0) {
+    context.io.stderr.write('no source connectors\n');
+    return;
+  }
+  printTable(context.io, ['ID', 'NAME', 'TYPE', 'CREATED'], sources.map((s) => [s.id, s.name, s.type, s.created_at]));
+}
+
+export async function updateSource(context: CommandContext, id: string, options: { config: string; type?: string }): Promise<void> {
+  checkId(id);
+  if (options.type !== undefined) checkType(options.type);
+  const config = await readJsonObject(options.config, '--config', context.stdin);
+  if (options.type !== undefined) checkConfig(options.type, config);
+  const updated = await withServiceClient(context, async (client) => {
+    // The config is validated for the connector's own type; reading it first sends nothing that changes state.
+    const type = options.type ?? (await client.getSource(id)).type;
+    checkConfig(type, config);
+    return client.updateSource(id, config, type);
+  });
+  if (!context.json) context.io.stderr.write(`updated source connector ${updated.name} (${updated.id})\n`);
+  show(context, updated);
+}
+
+export async function deleteSource(context: CommandContext, id: string, options: { yes?: boolean }): Promise<void> {
+  checkId(id);
+  if (!options.yes) {
+    if (!process.stdin.isTTY) {
+      throw new SyncauthError('SYNCAUTH_CONFIRMATION_REQUIRED', `refusing to delete source connector ${id} without confirmation`, {
+        exitCode: ExitCode.usage,
+        hint: 'pass --yes to delete without a prompt',
+      });
+    }
+    const prompt = createInterface({ input: process.stdin, output: process.stderr });
+    const answer = await prompt.question(`Delete source connector ${id}? Type "yes" to confirm: `);
+    prompt.close();
+    if (answer.trim().toLowerCase() !== 'yes') {
+      context.io.stderr.write('not deleted\n');
+      return;
+    }
+  }
+  await withServiceClient(context, (client) => client.deleteSource(id));
+  context.io.stderr.write(`deleted source connector ${id}\n`);
+}

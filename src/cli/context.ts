@@ -1,0 +1,39 @@
+// What a command gets when it runs: resolved settings, output streams, and whether to print JSON.
+import type { Command } from 'commander';
+import { Option } from 'commander';
+import { readDotenv, resolveSettings, SETTINGS, type ResolvedSettings, type SettingName } from '../config.js';
+import { processIo, type Io } from './output.js';
+
+export interface CommandContext {
+  settings: ResolvedSettings;
+  json: boolean;
+  io: Io;
+  stdin: NodeJS.ReadableStream;
+}
+
+const settingOptionsOf = new WeakMap<Command, SettingName[]>();
+
+/** Adds the flags of the given settings to a command, with their env names in the help text. */
+export function addSettingOptions(command: Command, names: SettingName[]): Command {
+  for (const name of names) {
+    const spec = SETTINGS[name] as { flag?: string; env: string; describe: string };
+    if (!spec.flag) continue;
+    const takesValue = name !== 'recursive';
+    const option = new Option(`--${spec.flag}${takesValue ? ' <value>' : ''}`, `${spec.describe} (env ${spec.env})`);
+    command.addOption(option);
+    if (name === 'recursive') command.addOption(new Option('--no-recursive', 'do not read subfolders'));
+  }
+  settingOptionsOf.set(command, [...(settingOptionsOf.get(command) ?? []), ...names]);
+  return command;
+}
+
+export function buildContext(command: Command): CommandContext {
+  const options = command.opts<Record<string, unknown>>();
+  const flags: Partial<Record<SettingName, unknown>> = {};
+  for (const name of settingOptionsOf.get(command) ?? []) {
+    const value = options[name];
+    if (value !== undefined) flags[name] = typeof value === 'boolean' ? String(value) : value;
+  }
+  const settings: ResolvedSettings = resolveSettings({ flags, env: process.env, dotenv: readDotenv(process.cwd()) });
+  return { settings, json: options.json === true, io: processIo, stdin: process.stdin };
+}

@@ -1,0 +1,62 @@
+// Reading JSON documents the user hands us (a file or stdin), with errors that say where.
+import { readFile } from 'node:fs/promises';
+import { ValidationError } from '../errors.js';
+
+export async function readTextSource(source: string, field: string, stdin: NodeJS.ReadableStream = process.stdin): Promise<string> {
+  if (source === '-') {
+    if ((stdin as NodeJS.ReadStream).isTTY) {
+      throw new ValidationError([{ field, message: 'reading from stdin (-), but stdin is a terminal; pipe the JSON in or name a file' }]);
+    }
+    const chunks: Buffer[] = [];
+    for await (const chunk of stdin) chunks.push(typeof chunk === 'string' ? Buffer.from(chunk) : (chunk as Buffer));
+    return Buffer.concat(chunks).toString('utf8');
+  }
+  try {
+    return await readFile(source, 'utf8');
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    const reason = code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'is a directory' : code === 'EACCES' ? 'permission denied' : `cannot be read (${code ?? 'error'})`;
+    throw new ValidationError([{ field, message: `${source}: ${reason}` }]);
+  }
+}
+
+/** Parses JSON and, on failure, names the line and column, which JSON.parse only gives as an offset. */
+export function parseJsonText(text: string, field: string, where: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch (error) {
+    const message = (error as Error).message;
+    const position = /position (\d+)/.exec(message);
+    let location = '';
+    if (position) {
+      const offset = Number(position[1]);
+      const before = text.slice(0, offset);
+      const line = before.split('\n').length;
+      const column = offset - before.lastIndexOf('\n');
+      location = ` at line ${line}, column ${column}`;
+    } else if (text.trim() === '') {
+      location = ': it is empty';
+    }
+    // JSON.parse quotes part of the input in its message; keep only its reason, never the text itself.
+    const reason = /^(Unexpected (?:token|end|non-whitespace)[^,"]*|Expected [^"]*?)(?: in JSON| after| at|,|$)/.exec(message)?.[1]?.trim();
+    throw new ValidationError([{ field, message: `${where} is not valid JSON${location}${reason ? ` (${reason})` : ''}` }]);
+  }
+}
+
+export async function readJsonObject(source: string, field: string, stdin?: NodeJS.ReadableStream): Promise<Record<string, unknown>> {
+  const text = await readTextSource(source, field, stdin);
+  const value = parseJsonText(text, field, source === '-' ? 'stdin' : source);
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    throw new ValidationError([{ field, message: `${source === '-' ? 'stdin' : source} must hold a JSON object` }]);
+  }
+  return value as Record<string, unknown>;
+}
+
+export async function readJsonArray(source: string, field: string, stdin?: NodeJS.ReadableStream): Promise<unknown[]> {
+  const text = await readTextSource(source, field, stdin);
+  const value = parseJsonText(text, field, source === '-' ? 'stdin' : source);
+  if (!Array.isArray(value)) {
+    throw new ValidationError([{ field, message: `${source === '-' ? 'stdin' : source} must hold a JSON array` }]);
+  }
+  return value;
+}

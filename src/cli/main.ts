@@ -1,0 +1,154 @@
+#!/usr/bin/env node
+// The command tree. Every command is declared here, cheaply; its code is imported only when it runs,
+// so `syncauth --help` costs little more than starting Node.
+import { createRequire } from 'node:module';
+import { Command, CommanderError, Option } from 'commander';
+import { ExitCode } from '../errors.js';
+import { addSettingOptions, buildContext, type CommandContext } from './context.js';
+import { processIo, reportError } from './output.js';
+import { SCHEDULES, SOURCE_TYPES, WORKFLOW_TYPES } from '../service/models.js';
+
+const { version } = createRequire(import.meta.url)('../../package.json') as { version: string };
+
+// Flags that would carry a secret. They are refused before parsing, without echoing the value: argv is
+// visible to every user of the machine (`ps`) and lands in shell history.
+const SECRET_FLAGS: Record<string, string> = {
+  '--api-key': 'SYNCAUTH_API_KEY',
+  '--app-secret': 'SYNCAUTH_APP_SECRET',
+  '--refresh-token': 'SYNCAUTH_REFRESH_TOKEN',
+  '--store-key': 'SYNCAUTH_STORE_KEY',
+  '--token': 'a prompt or stdin',
+};
+
+function refusedSecretFlag(argv: string[]): string | undefined {
+  for (const arg of argv) {
+    if (arg === '--') return undefined;
+    const name = arg.split('=')[0] ?? arg;
+    if (name in SECRET_FLAGS) return name;
+  }
+  return undefined;
+}
+
+type Runner = (context: CommandContext, ...args: unknown[]) => Promise<void>;
+
+/** An action that imports its command module only when invoked. */
+function lazy(load: () => Promise<Record<string, unknown>>, exportName: string) {
+  return async (...args: unknown[]): Promise<void> => {
+    const command = args[args.length - 1] as Command;
+    const positional = args.slice(0, -2);
+    const context = buildContext(command);
+    const module = await load();
+    const run = module[exportName] as Runner;
+    await run(context, ...positional, command.opts());
+  };
+}
+
+const SERVICE_SETTINGS = ['profile', 'baseUrl', 'apiKeyHeader'] as const;
+
+function jsonOption(command: Command): Command {
+  return command.option('--json', 'print machine-readable JSON');
+}
+
+export function buildProgram(): Command {
+  const program = new Command('syncauth')
+    .description('Onboard a Dropbox app folder into the ingestion service and keep its OAuth tokens fresh.')
+    .version(version, '-V, --version')
+    .showHelpAfterError('(run with --help for usage)')
+    .addHelpText('after', `
+Secrets (SYNCAUTH_API_KEY, SYNCAUTH_APP_SECRET, SYNCAUTH_REFRESH_TOKEN, SYNCAUTH_STORE_KEY) are read from
+the environment, a .env file or stdin, never from flags. Exit codes: 0 ok, 1 error, 2 bad input, 4 authentication needed.`);
+
+  const loadSource = () => import('./commands/source.js');
+  const source = program.command('source').description('create, inspect, update and delete source connectors of any of the 21 types');
+  const typeList = `one of: ${SOURCE_TYPES.join(', ')}`;
+  jsonOption(addSettingOptions(source.command('create'), [...SERVICE_SETTINGS]))
+    .description('create a source connector from a JSON config (validated for its type before anything is sent)')
+    .requiredOption('--type <type>', `connector type, ${typeList}`)
+    .requiredOption('--name <name>', 'connector name, unique in the workspace')
+    .requiredOption('--config <file>', 'JSON file with the config object, or - for stdin')
+    .addHelpText('after', '\nExample:\n  syncauth source create --type dropbox --name docs --config dropbox.json\n  echo \'{"remote_url":"s3://bucket/path","anonymous":true}\' | syncauth source create --type s3 --name bucket --config -')
+    .action(lazy(loadSource, 'createSource'));
+  jsonOption(addSettingOptions(source.command('get'), [...SERVICE_SETTINGS]))
+    .description('show one source connector (secret fields masked)')
+    .argument('<id>', 'connector id (uuid)')
+    .action(lazy(loadSource, 'getSource'));
+  jsonOption(addSettingOptions(source.command('list'), [...SERVICE_SETTINGS]))
+    .description('list source connectors')
+    .option('--type <type>', `only this type, ${typeList}`)
+    .action(lazy(loadSource, 'listSources'));
+  jsonOption(addSettingOptions(source.command('update'), [...SERVICE_SETTINGS]))
+    .description("replace a connector's whole config (name and type cannot change)")
+    .argument('<id>', 'connector id (uuid)')
+    .requiredOption('--config <file>', 'JSON file with the complete new config, or - for stdin')
+    .option('--type <type>', "the connector's type, to validate without looking it up first")
+    .action(lazy(loadSource, 'updateSource'));
+  addSettingOptions(source.command('delete'), [...SERVICE_SETTINGS])
+    .description('delete a source connector')
+    .argument('<id>', 'connector id (uuid)')
+    .option('-y, --yes', 'do not ask for confirmation')
+    .action(lazy(loadSource, 'deleteSource'));
+
+  const loadWorkflow = () => import('./commands/workflow.js');
+  const workflow = program.command('workflow').description('inspect and update workflows');
+  jsonOption(addSettingOptions(workflow.command('get'), [...SERVICE_SETTINGS]))
+    .description('show one workflow')
+    .argument('<id>', 'workflow id (uuid)')
+    .action(lazy(loadWorkflow, 'getWorkflow'));
+  jsonOption(addSettingOptions(workflow.command('list'), [...SERVICE_SETTINGS]))
+    .description('list workflows')
+    .action(lazy(loadWorkflow, 'listWorkflows'));
+  const scheduleHelp = `named schedule, one of: ${SCHEDULES.join(', ')}`;
+  jsonOption(addSettingOptions(workflow.command('update'), [...SERVICE_SETTINGS]))
+    .description('update a workflow; the request carries exactly the fields given')
+    .argument('<id>', 'workflow id (uuid)')
+    .option('--name <name>', 'new workflow name')
+    .option('--source-id <uuid>', 'source connector to read from')
+    .option('--destination-id <uuid>', 'destination connector to write to')
+    .addOption(new Option('--workflow-type <type>', 'workflow type').choices(WORKFLOW_TYPES))
+    .option('--nodes <file>', 'JSON file with the workflow_nodes array, or - for stdin')
+    .addOption(new Option('--schedule <schedule>', scheduleHelp).conflicts('clearSchedule'))
+    .option('--clear-schedule', 'remove the schedule (sends "schedule": null)')
+    .option('--reprocess-all', 'reprocess every file on the next run')
+    .option('--no-reprocess-all', 'process only new or changed files')
+    .addHelpText('after', '\nExample:\n  syncauth workflow update 3fa85f64-5717-4562-b3fc-2c963f66afa6 --source-id 9b2c… --schedule "every 4 hours"')
+    .action(lazy(loadWorkflow, 'updateWorkflow'));
+
+  addSettingOptions(program.command('emulate'), ['apiKeyHeader'])
+    .description('run a local stand-in for the service and for Dropbox OAuth, for trying syncauth without accounts')
+    .option('--port <port>', 'port on 127.0.0.1 (0 picks a free one)', '8765')
+    .option('--token-lifetime <seconds>', 'access-token lifetime', '14400')
+    .option('--auto-approve', 'approve authorize requests without showing the page')
+    .option('--fault <rule>', 'inject failures: ROUTE:STATUS[:RATE[:RETRY_AFTER]], e.g. token:503:0.5 (repeatable)', (v: string, prev: string[]) => [...prev, v], [] as string[])
+    .action(lazy(() => import('./commands/emulate.js'), 'emulate'));
+
+  program.command('demo')
+    .description('run the main job end to end on the built-in emulator: no accounts, no network')
+    .action(lazy(() => import('./commands/demo.js'), 'demo'));
+
+  return program;
+}
+
+export async function main(argv: string[]): Promise<number> {
+  const secretFlag = refusedSecretFlag(argv.slice(2));
+  if (secretFlag) {
+    processIo.stderr.write(
+      `error: ${secretFlag} is refused: secrets are never taken from flags, where every user can read them (ps, shell history).\n` +
+        `hint: set ${SECRET_FLAGS[secretFlag]} in the environment or a .env file instead; if a real secret was typed, rotate it.\n`,
+    );
+    return ExitCode.usage;
+  }
+  const program = buildProgram();
+  program.exitOverride();
+  program.configureOutput({ writeErr: (text) => processIo.stderr.write(text) });
+  try {
+    await program.parseAsync(argv);
+    return ExitCode.ok;
+  } catch (error) {
+    if (error instanceof CommanderError) {
+      return error.exitCode === 0 ? ExitCode.ok : ExitCode.usage;
+    }
+    return reportError(processIo, error);
+  }
+}
+
+process.exitCode = await main(process.argv);

@@ -1,0 +1,55 @@
+// Printing and failing, in one place, so every command speaks the same way.
+import { ExitCode, SyncauthError, ValidationError } from '../errors.js';
+
+export interface Io {
+  stdout: NodeJS.WritableStream;
+  stderr: NodeJS.WritableStream;
+}
+
+export const processIo: Io = { stdout: process.stdout, stderr: process.stderr };
+
+export function printJson(io: Io, value: unknown): void {
+  io.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+}
+
+/** Prints `key: value` lines, nested objects indented, aligned like `gh ... view`. */
+export function printRecord(io: Io, record: Record<string, unknown>, indent = ''): void {
+  const width = Math.max(0, ...Object.keys(record).map((k) => k.length)) + 1;
+  for (const [key, value] of Object.entries(record)) {
+    const label = `${indent}${`${key}:`.padEnd(width + 1)}`;
+    if (value !== null && typeof value === 'object' && !Array.isArray(value)) {
+      io.stdout.write(`${indent}${key}:\n`);
+      printRecord(io, value as Record<string, unknown>, `${indent}  `);
+    } else {
+      io.stdout.write(`${label}${formatScalar(value)}\n`);
+    }
+  }
+}
+
+function formatScalar(value: unknown): string {
+  if (value === null || value === undefined) return '-';
+  if (Array.isArray(value)) return value.length === 0 ? '-' : value.map((v) => (typeof v === 'object' ? JSON.stringify(v) : String(v))).join(', ');
+  return String(value);
+}
+
+/** Prints rows under a header, columns padded to the widest cell. */
+export function printTable(io: Io, header: string[], rows: string[][]): void {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  const line = (cells: string[]) => cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i] ?? 0))).join('  ');
+  io.stdout.write(`${line(header)}\n`);
+  for (const row of rows) io.stdout.write(`${line(row)}\n`);
+}
+
+/** Renders an error for people and returns the exit code; never prints a stack for expected failures. */
+export function reportError(io: Io, error: unknown): ExitCode {
+  if (error instanceof SyncauthError) {
+    io.stderr.write(`error: ${error.message}\n`);
+    if (error.hint) io.stderr.write(`hint: ${error.hint}\n`);
+    if (error instanceof ValidationError) io.stderr.write('nothing was sent or written.\n');
+    return error.exitCode;
+  }
+  const message = error instanceof Error ? error.message : String(error);
+  io.stderr.write(`error: unexpected failure: ${message}\n`);
+  if (process.env.SYNCAUTH_DEBUG && error instanceof Error && error.stack) io.stderr.write(`${error.stack}\n`);
+  return ExitCode.error;
+}
