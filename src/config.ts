@@ -121,8 +121,9 @@ export const SETTINGS = {
     env: 'SYNCAUTH_API_KEY_HEADER', flag: 'api-key-header', parse: headerName, default: () => 'service-api-key',
     describe: "the API key's header name",
   },
-  // The app key is a public client identifier (it is in every authorize URL), so it may come from a flag.
-  appKey: { env: 'SYNCAUTH_APP_KEY', flag: 'app-key', parse: nonEmpty, describe: 'the Dropbox app key' },
+  // OAuth calls the app key a public identifier, but it is half of the pair that renews tokens and the service
+  // keeps it with the other secrets; syncauth treats it as one, so it never lands in argv or shell history.
+  appKey: { env: 'SYNCAUTH_APP_KEY', secret: true, parse: nonEmpty, describe: 'the Dropbox app key' },
   appSecret: { env: 'SYNCAUTH_APP_SECRET', secret: true, parse: nonEmpty, describe: 'the Dropbox app secret' },
   refreshToken: { env: 'SYNCAUTH_REFRESH_TOKEN', secret: true, parse: nonEmpty, describe: 'an existing Dropbox grant' },
   remoteUrl: { env: 'SYNCAUTH_REMOTE_URL', flag: 'remote-url', parse: nonEmpty, describe: 'dropbox://<subfolder>' },

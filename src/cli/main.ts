@@ -14,6 +14,7 @@ const { version } = createRequire(import.meta.url)('../../package.json') as { ve
 // visible to every user of the machine (`ps`) and lands in shell history.
 const SECRET_FLAGS: Record<string, string> = {
   '--api-key': 'SYNCAUTH_API_KEY',
+  '--app-key': 'SYNCAUTH_APP_KEY',
   '--app-secret': 'SYNCAUTH_APP_SECRET',
   '--refresh-token': 'SYNCAUTH_REFRESH_TOKEN',
   '--store-key': 'SYNCAUTH_STORE_KEY',
@@ -55,7 +56,7 @@ export function buildProgram(): Command {
     .version(version, '-V, --version')
     .showHelpAfterError('(run with --help for usage)')
     .addHelpText('after', `
-Secrets (SYNCAUTH_API_KEY, SYNCAUTH_APP_SECRET, SYNCAUTH_REFRESH_TOKEN, SYNCAUTH_STORE_KEY) are read from
+Secrets (SYNCAUTH_API_KEY, SYNCAUTH_APP_KEY, SYNCAUTH_APP_SECRET, SYNCAUTH_REFRESH_TOKEN, SYNCAUTH_STORE_KEY) are read from
 the environment, a .env file or stdin, never from flags. Exit codes: 0 ok, 1 error, 2 bad input, 4 authentication needed.`);
 
   const loadSource = () => import('./commands/source.js');

@@ -37,7 +37,7 @@ describe('resolveSettings', () => {
       'SYNCAUTH_RENEW_MARGIN', 'SYNCAUTH_SCHEDULE', 'SYNCAUTH_STORE', 'SYNCAUTH_STORE_KEY', 'SYNCAUTH_SWEEP',
       'SYNCAUTH_TOKEN_FILE', 'SYNCAUTH_TOKEN_URL', 'SYNCAUTH_WORKFLOW_ID',
     ]);
-    expect(SECRET_SETTINGS.sort()).toEqual(['apiKey', 'appSecret', 'refreshToken', 'storeKey']);
+    expect(SECRET_SETTINGS.sort()).toEqual(['apiKey', 'appKey', 'appSecret', 'refreshToken', 'storeKey']);
   });
 
   it('refuses a secret given as a flag, naming it but not echoing it', () => {
