@@ -52,6 +52,21 @@ function check(schema: object, value: unknown, what: string): string[] {
   return (validate.errors ?? []).map((e) => `${what}${e.instancePath} ${e.message ?? ''}`.trim());
 }
 
+// Query values are text on the wire; a server coerces them to the declared type (FastAPI does, through
+// pydantic), so a value is valid when the text itself or its integer/number/boolean reading is.
+function checkQueryValue(schema: object, text: string, what: string): string[] {
+  const readings: unknown[] = [text];
+  if (/^-?\d+(\.\d+)?$/.test(text)) readings.push(Number(text));
+  if (text === 'true' || text === 'false') readings.push(text === 'true');
+  let first: string[] = [];
+  for (const [index, reading] of readings.entries()) {
+    const errors = check(schema, reading, what);
+    if (errors.length === 0) return [];
+    if (index === 0) first = errors;
+  }
+  return first;
+}
+
 // Schemas inside the document use local refs (#/components/...); resolve them against the document.
 function schemaWithBase(schema: object): object {
   return JSON.parse(JSON.stringify(schema).replaceAll('"#/components/', '"openapi.json#/components/')) as object;
@@ -64,7 +79,7 @@ export function requestErrors(method: string, url: string, body?: unknown): stri
   const query = new URL(url, 'http://x').searchParams;
   for (const p of operation.parameters ?? []) {
     if (p.in === 'path') errors.push(...check(p.schema, pathParams[p.name], `path.${p.name}`));
-    if (p.in === 'query' && query.has(p.name)) errors.push(...check(p.schema, query.get(p.name), `query.${p.name}`));
+    if (p.in === 'query' && query.has(p.name)) errors.push(...checkQueryValue(p.schema, query.get(p.name) ?? '', `query.${p.name}`));
   }
   const known = new Set((operation.parameters ?? []).filter((p) => p.in === 'query').map((p) => p.name));
   for (const name of query.keys()) if (!known.has(name)) errors.push(`query.${name} is not a parameter`);

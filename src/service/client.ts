@@ -1,0 +1,510 @@
+// The typed client of the ingestion service (SPEC §1). Every input is checked before anything is sent, every
+// answer is checked against the response models, and every failure is a ServiceError with a stable code.
+import { setTimeout as delay } from 'node:timers/promises';
+import { z } from 'zod';
+import type { Dispatcher } from 'undici';
+import { ValidationError, fieldName } from '../errors.js';
+import type { FieldIssue } from '../errors.js';
+import {
+  ServiceError,
+  errorFromResponse,
+  withHint,
+} from './errors.js';
+import type { RequestContext } from './errors.js';
+import {
+  DEFAULT_API_KEY_HEADER,
+  DEFAULT_TIMEOUTS,
+  DEFAULT_USER_AGENT,
+  Transport,
+  checkCredentials,
+  networkFailureKind,
+  parseRetryAfter,
+  resolveServiceEndpoint,
+} from './http.js';
+import type { HttpMethod, HttpRequest, HttpResponse } from './http.js';
+import {
+  SourceConnectorInformationSchema,
+  SourceTypeSchema,
+  Uuid,
+  WorkflowCreateSchema,
+  WorkflowInformationSchema,
+  WorkflowUpdateSchema,
+} from './models.js';
+import type { SourceConnectorInformation, WorkflowCreate, WorkflowInformation, WorkflowUpdate } from './models.js';
+import { isSecretConfigField, validateSourceConfig } from './source-configs.js';
+
+export interface ServiceClientOptions {
+  /**
+   * The service root, e.g. `https://platform.example.com`. A trailing slash or a trailing `/api/v1` is
+   * stripped (the docs publish the API root with `/api/v1`, and every path we send starts with it).
+   */
+  baseUrl: string;
+  apiKey: string;
+  /** Default `service-api-key`; real deployments call it `unstructured-api-key`. */
+  apiKeyHeader?: string;
+  /** Tests pass a MockAgent. Without it the client opens one keep-alive pool for the service's origin. */
+  dispatcher?: Dispatcher;
+  /** Defaults: connect 10 s, response headers 30 s, idle time between body chunks 30 s. */
+  timeouts?: { connectMs?: number; headersMs?: number; bodyMs?: number };
+  /** Defaults: 4 retries, backoff from 500 ms doubling up to 30 s, full jitter. */
+  retry?: { retries?: number; baseDelayMs?: number; maxDelayMs?: number };
+  sleep?: (ms: number) => Promise<void>;
+  /** Default `syncauth/<version>`. */
+  userAgent?: string;
+}
+
+export interface CreateSourceRequest {
+  name: string;
+  type: string;
+  config: Record<string, unknown>;
+}
+
+export interface ListWorkflowsFilter {
+  /** Sent as the service's `name` filter; only exact matches are returned. */
+  name?: string;
+}
+
+const SourceListSchema = z.array(SourceConnectorInformationSchema);
+const WorkflowListSchema = z.array(WorkflowInformationSchema);
+
+/** The service pages workflow lists (default page size 20) without an envelope: a full page may have more after it. */
+const WORKFLOW_PAGE_SIZE = 20;
+/** A service that ignores `page` and keeps inventing ids must not keep us here forever. */
+const MAX_WORKFLOW_PAGES = 500;
+const RETRYABLE_STATUS = new Set([429, 500, 502, 503, 504]);
+
+interface Operation extends HttpRequest {
+  context: RequestContext;
+}
+
+export class ServiceClient {
+  readonly #transport: Transport;
+  readonly #apiKey: string;
+  readonly #apiKeyHeader: string;
+  readonly #retries: number;
+  readonly #baseDelayMs: number;
+  readonly #maxDelayMs: number;
+  readonly #sleep: (ms: number) => Promise<void>;
+
+  constructor(options: ServiceClientOptions) {
+    const endpoint = resolveServiceEndpoint(options.baseUrl);
+    this.#apiKeyHeader = options.apiKeyHeader ?? DEFAULT_API_KEY_HEADER;
+    checkCredentials(options.apiKey, this.#apiKeyHeader);
+    this.#apiKey = options.apiKey;
+    this.#retries = nonNegative(options.retry?.retries, 4, 'retry.retries');
+    this.#baseDelayMs = nonNegative(options.retry?.baseDelayMs, 500, 'retry.baseDelayMs');
+    this.#maxDelayMs = nonNegative(options.retry?.maxDelayMs, 30_000, 'retry.maxDelayMs');
+    this.#sleep = options.sleep ?? ((ms) => delay(ms));
+    this.#transport = new Transport({
+      endpoint,
+      apiKey: options.apiKey,
+      apiKeyHeader: this.#apiKeyHeader,
+      userAgent: options.userAgent ?? DEFAULT_USER_AGENT,
+      timeouts: {
+        connectMs: nonNegative(options.timeouts?.connectMs, DEFAULT_TIMEOUTS.connectMs, 'timeouts.connectMs'),
+        headersMs: nonNegative(options.timeouts?.headersMs, DEFAULT_TIMEOUTS.headersMs, 'timeouts.headersMs'),
+        bodyMs: nonNegative(options.timeouts?.bodyMs, DEFAULT_TIMEOUTS.bodyMs, 'timeouts.bodyMs'),
+      },
+      dispatcher: options.dispatcher,
+    });
+  }
+
+  // ---- source connectors ----
+
+  async createSource(request: CreateSourceRequest): Promise<SourceConnectorInformation> {
+    const issues: FieldIssue[] = [];
+    if (typeof request.name !== 'string' || request.name.trim() === '') {
+      issues.push({ field: 'name', message: 'must not be empty' });
+    }
+    const checked = validateSourceConfig(request.type, request.config);
+    if (!checked.ok) issues.push(...checked.issues);
+    if (issues.length > 0) throw new ValidationError(issues);
+    const { name, type, config } = request;
+    const op = this.#operation('POST', '/api/v1/sources/', '/api/v1/sources/', {
+      action: `create the ${type} source connector "${name}"`,
+      creatingSourceType: type,
+      configType: type,
+      secrets: secretValues(config),
+      body: { name, type, config },
+    });
+    return this.#create(op, SourceConnectorInformationSchema, {
+      what: `the ${type} source connector "${name}"`,
+      listCommand: `syncauth source list`,
+      lookup: () => this.findSourceByName(name, type),
+    });
+  }
+
+  async getSource(id: string): Promise<SourceConnectorInformation> {
+    checkIds([['source_id', id]]);
+    const op = this.#operation('GET', '/api/v1/sources/{source_id}', `/api/v1/sources/${id}`, {
+      action: `get source connector ${id}`,
+      resource: { kind: 'source', id },
+    });
+    return this.#parse(op, await this.#send(op), SourceConnectorInformationSchema);
+  }
+
+  async listSources(filter: { sourceType?: string } = {}): Promise<SourceConnectorInformation[]> {
+    const query: Record<string, string> = {};
+    if (filter.sourceType !== undefined) {
+      const type = SourceTypeSchema.safeParse(filter.sourceType);
+      if (!type.success) throw new ValidationError(zodIssues(type.error, 'source_type'));
+      query.source_type = type.data;
+    }
+    const op = this.#operation('GET', '/api/v1/sources/', '/api/v1/sources/', {
+      action: 'list source connectors',
+      query,
+    });
+    return this.#parse(op, await this.#send(op), SourceListSchema);
+  }
+
+  /**
+   * The connector called `name` (of `type`, when given). Should the workspace hold several, the newest is
+   * the one a previous run of this tool most likely created.
+   */
+  async findSourceByName(name: string, type?: string): Promise<SourceConnectorInformation | undefined> {
+    checkName(name);
+    const sources = await this.listSources(type === undefined ? {} : { sourceType: type });
+    return newest(sources.filter((s) => s.name === name && (type === undefined || s.type === type)));
+  }
+
+  /** Full replace of the config (the service cannot change a connector's name or type). */
+  async updateSource(id: string, config: Record<string, unknown>, type?: string): Promise<SourceConnectorInformation> {
+    const issues = idIssues([['source_id', id]]);
+    if (!isPlainObject(config)) issues.push({ field: 'config', message: 'must be a JSON object' });
+    else if (type !== undefined) {
+      const checked = validateSourceConfig(type, config);
+      if (!checked.ok) issues.push(...checked.issues);
+    }
+    if (issues.length > 0) throw new ValidationError(issues);
+    const op = this.#operation('PUT', '/api/v1/sources/{source_id}', `/api/v1/sources/${id}`, {
+      action: `update source connector ${id}`,
+      resource: { kind: 'source', id },
+      configType: type ?? '',
+      secrets: secretValues(config),
+      body: { config },
+    });
+    return this.#parse(op, await this.#send(op), SourceConnectorInformationSchema);
+  }
+
+  async deleteSource(id: string): Promise<void> {
+    checkIds([['source_id', id]]);
+    const op = this.#operation('DELETE', '/api/v1/sources/{source_id}', `/api/v1/sources/${id}`, {
+      action: `delete source connector ${id}`,
+      resource: { kind: 'source', id },
+    });
+    let mayHaveDeleted = false;
+    try {
+      await this.#send(op, (failure) => {
+        if (outcomeUnknown(failure)) mayHaveDeleted = true;
+      });
+    } catch (err) {
+      // An earlier attempt whose answer was lost deleted it; the retry's 404 is that success, seen late.
+      if (mayHaveDeleted && err instanceof ServiceError && err.code === 'SERVICE_NOT_FOUND' && !err.unsupported) return;
+      throw err;
+    }
+  }
+
+  // ---- workflows ----
+
+  async createWorkflow(request: WorkflowCreate): Promise<WorkflowInformation> {
+    const checked = WorkflowCreateSchema.safeParse(request);
+    if (!checked.success) throw new ValidationError(zodIssues(checked.error));
+    const op = this.#operation('POST', '/api/v1/workflows/', '/api/v1/workflows/', {
+      action: `create the workflow "${request.name}"`,
+      body: request,
+    });
+    return this.#create(op, WorkflowInformationSchema, {
+      what: `the workflow "${request.name}"`,
+      listCommand: 'the service\'s workflow list',
+      lookup: () => this.findWorkflowByName(request.name),
+    });
+  }
+
+  async getWorkflow(id: string): Promise<WorkflowInformation> {
+    checkIds([['workflow_id', id]]);
+    const op = this.#operation('GET', '/api/v1/workflows/{workflow_id}', `/api/v1/workflows/${id}`, {
+      action: `get workflow ${id}`,
+      resource: { kind: 'workflow', id },
+    });
+    return this.#parse(op, await this.#send(op), WorkflowInformationSchema);
+  }
+
+  /** Every workflow (or every one with the given name), following the service's pages. */
+  async listWorkflows(filter: ListWorkflowsFilter = {}): Promise<WorkflowInformation[]> {
+    if (filter.name !== undefined) checkName(filter.name);
+    const found = new Map<string, WorkflowInformation>();
+    for (let page = 1; page <= MAX_WORKFLOW_PAGES; page++) {
+      const query: Record<string, string> = {};
+      if (filter.name !== undefined) query.name = filter.name;
+      // The first request leaves paging to the service's defaults, so a deployment without paging still works.
+      if (page > 1) query.page = String(page);
+      const op = this.#operation('GET', '/api/v1/workflows/', '/api/v1/workflows/', {
+        action: 'list workflows',
+        query,
+      });
+      const batch = this.#parse(op, await this.#send(op), WorkflowListSchema);
+      let added = 0;
+      for (const workflow of batch) {
+        if (!found.has(workflow.id)) {
+          found.set(workflow.id, workflow);
+          added += 1;
+        }
+      }
+      // A short page is the last one; a page of nothing new means the service ignores `page`.
+      if (batch.length < WORKFLOW_PAGE_SIZE || added === 0) break;
+    }
+    const all = [...found.values()];
+    return filter.name === undefined ? all : all.filter((w) => w.name === filter.name);
+  }
+
+  /** The workflow called `name`; the newest when there are several. */
+  async findWorkflowByName(name: string): Promise<WorkflowInformation | undefined> {
+    return newest(await this.listWorkflows({ name }));
+  }
+
+  /** Sends exactly the given fields: an absent field stays absent, `null` is sent as `null`. */
+  async updateWorkflow(id: string, update: WorkflowUpdate): Promise<WorkflowInformation> {
+    const issues = idIssues([['workflow_id', id]]);
+    const checked = WorkflowUpdateSchema.safeParse(update);
+    if (!checked.success) issues.push(...zodIssues(checked.error));
+    if (issues.length > 0) throw new ValidationError(issues);
+    const op = this.#operation('PUT', '/api/v1/workflows/{workflow_id}', `/api/v1/workflows/${id}`, {
+      action: `update workflow ${id}`,
+      resource: { kind: 'workflow', id },
+      body: update,
+    });
+    return this.#parse(op, await this.#send(op), WorkflowInformationSchema);
+  }
+
+  /** Closes the connection pool this client opened; a dispatcher passed in stays open for its owner. */
+  async close(): Promise<void> {
+    await this.#transport.close();
+  }
+
+  // ---- plumbing ----
+
+  #operation(
+    method: HttpMethod,
+    route: string,
+    path: string,
+    details: Pick<RequestContext, 'action' | 'resource' | 'creatingSourceType' | 'configType'> & {
+      query?: Record<string, string>;
+      body?: unknown;
+      secrets?: string[];
+    },
+  ): Operation {
+    const { query, body, secrets = [], ...context } = details;
+    const request: HttpRequest = { method, path, query, body };
+    return {
+      ...request,
+      context: {
+        ...context,
+        method,
+        route,
+        path: this.#transport.target(request),
+        apiKeyHeader: this.#apiKeyHeader,
+        secrets: [this.#apiKey, ...secrets],
+      },
+    };
+  }
+
+  /** One exchange; a non-2xx answer becomes a ServiceError. */
+  async #sendOnce(op: Operation): Promise<HttpResponse> {
+    const response = await this.#transport.send(op);
+    if (response.status >= 200 && response.status < 300) return response;
+    const location = response.headers.location;
+    throw errorFromResponse(
+      {
+        status: response.status,
+        json: response.json,
+        text: response.text,
+        retryAfterMs: parseRetryAfter(response.headers['retry-after'], Date.now()),
+        location: Array.isArray(location) ? location[0] : location,
+      },
+      op.context,
+    );
+  }
+
+  /** GET, PUT and DELETE: the same request twice has the effect of once, so transient failures are retried. */
+  async #send(op: Operation, onFailure?: (failure: ServiceError) => void): Promise<HttpResponse> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.#sendOnce(op);
+      } catch (err) {
+        if (!(err instanceof ServiceError)) throw err;
+        onFailure?.(err);
+        const kind = networkFailureKind(err);
+        const retryable = RETRYABLE_STATUS.has(err.status ?? 0) || (kind !== undefined && kind !== 'permanent');
+        if (!retryable || attempt >= this.#retries) throw err;
+        await this.#sleep(this.#backoff(attempt, err.retryAfterMs));
+      }
+    }
+  }
+
+  /**
+   * POST creates a resource each time it arrives, so a failure after the request may have arrived is never
+   * answered by sending it again: the resource is looked up by name first, and only its absence allows
+   * another attempt. A 429 or a failure to connect means nothing arrived, and is simply retried.
+   */
+  async #create<T>(
+    op: Operation,
+    schema: z.ZodType<T>,
+    recovery: { what: string; listCommand: string; lookup: () => Promise<T | undefined> },
+  ): Promise<T> {
+    for (let attempt = 0; ; attempt++) {
+      let response: HttpResponse;
+      try {
+        response = await this.#sendOnce(op);
+      } catch (err) {
+        if (!(err instanceof ServiceError)) throw err;
+        const kind = networkFailureKind(err);
+        if (err.status === 429 || kind === 'before-sending') {
+          if (attempt >= this.#retries) throw err;
+          await this.#sleep(this.#backoff(attempt, err.retryAfterMs));
+          continue;
+        }
+        if (!outcomeUnknown(err)) throw err;
+        // Give a create still in flight on the service time to land before asking whether it did.
+        await this.#sleep(this.#backoff(attempt, err.retryAfterMs));
+        let existing: T | undefined;
+        try {
+          existing = await recovery.lookup();
+        } catch {
+          throw withHint(
+            err,
+            `${recovery.what} may have been created anyway, and checking failed: look for it in ${recovery.listCommand} before trying again`,
+          );
+        }
+        if (existing !== undefined) return existing;
+        if (attempt >= this.#retries) throw err;
+        continue;
+      }
+      return this.#parse(op, response, schema);
+    }
+  }
+
+  #parse<T>(op: Operation, response: HttpResponse, schema: z.ZodType<T>): T {
+    const { method, route } = op.context;
+    if (response.json === undefined) {
+      const type = response.headers['content-type'];
+      throw new ServiceError(
+        'SERVICE_BAD_RESPONSE',
+        `the service's answer to ${method} ${route} was not JSON${type ? ` (content-type ${String(type)})` : ''}`,
+        {
+          status: response.status,
+          method,
+          path: op.context.path,
+          body: response.text,
+          hint: 'check that SYNCAUTH_BASE_URL points at the service itself, not at a web page or proxy',
+        },
+      );
+    }
+    const parsed = schema.safeParse(response.json);
+    if (parsed.success) return parsed.data;
+    const issues = zodIssues(parsed.error, 'response');
+    const shown = issues.slice(0, 5).map((i) => `${i.field}: ${i.message}`).join('; ');
+    throw new ServiceError(
+      'SERVICE_BAD_RESPONSE',
+      `the service's answer to ${method} ${route} lacks what this client needs: ${shown}${issues.length > 5 ? '; …' : ''}`,
+      {
+        status: response.status,
+        method,
+        path: op.context.path,
+        body: response.json,
+        hint: 'the service may run an incompatible version; report this with the service version',
+      },
+    );
+  }
+
+  /** Capped exponential backoff with full jitter; a Retry-After from the service wins, within the same cap. */
+  #backoff(attempt: number, retryAfterMs: number | undefined): number {
+    if (retryAfterMs !== undefined) return Math.min(retryAfterMs, this.#maxDelayMs);
+    const ceiling = Math.min(this.#maxDelayMs, this.#baseDelayMs * 2 ** attempt);
+    return Math.floor(Math.random() * ceiling);
+  }
+}
+
+function outcomeUnknown(err: ServiceError): boolean {
+  return networkFailureKind(err) === 'outcome-unknown' || (err.status !== undefined && err.status >= 500);
+}
+
+function nonNegative(value: number | undefined, fallback: number, field: string): number {
+  if (value === undefined) return fallback;
+  if (!Number.isFinite(value) || value < 0) {
+    throw new ValidationError([{ field, message: 'must be a finite number, 0 or more' }]);
+  }
+  return value;
+}
+
+function idIssues(ids: [field: string, value: unknown][]): FieldIssue[] {
+  const issues: FieldIssue[] = [];
+  for (const [field, value] of ids) {
+    const parsed = Uuid.safeParse(value);
+    if (!parsed.success) issues.push(...zodIssues(parsed.error, field));
+  }
+  return issues;
+}
+
+function checkIds(ids: [field: string, value: unknown][]): void {
+  const issues = idIssues(ids);
+  if (issues.length > 0) throw new ValidationError(issues);
+}
+
+function checkName(name: unknown): void {
+  if (typeof name !== 'string' || name.trim() === '') {
+    throw new ValidationError([{ field: 'name', message: 'must not be empty' }]);
+  }
+}
+
+/** zod issues as field issues; a refused unknown key is named itself rather than its parent. */
+function zodIssues(error: z.ZodError, prefix = ''): FieldIssue[] {
+  const issues: FieldIssue[] = [];
+  for (const issue of error.issues) {
+    if (issue.code === 'unrecognized_keys') {
+      for (const key of issue.keys) {
+        issues.push({ field: fieldName([...issue.path, key], prefix), message: 'is not a field of this request' });
+      }
+    } else {
+      issues.push({ field: fieldName(issue.path, prefix), message: issue.message });
+    }
+  }
+  return issues;
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** String values of secret fields (the same rule that masks configs for display), so an echo can be masked. */
+function secretValues(config: unknown): string[] {
+  const out: string[] = [];
+  const walk = (value: unknown, secret: boolean): void => {
+    if (typeof value === 'string') {
+      if (secret) out.push(value, ...urlPassword(value));
+    } else if (Array.isArray(value)) {
+      for (const item of value) walk(item, secret);
+    } else if (isPlainObject(value)) {
+      for (const [key, item] of Object.entries(value)) walk(item, secret || isSecretConfigField(key));
+    }
+  };
+  walk(config, false);
+  return out;
+}
+
+/** The password inside a connection URI, which a service may quote on its own. */
+function urlPassword(value: string): string[] {
+  try {
+    const { password } = new URL(value);
+    return password ? [decodeURIComponent(password)] : [];
+  } catch {
+    return [];
+  }
+}
+
+function newest<T extends { created_at: string }>(items: T[]): T | undefined {
+  let best: T | undefined;
+  for (const item of items) {
+    if (best === undefined || Date.parse(item.created_at) > Date.parse(best.created_at)) best = item;
+  }
+  return best;
+}

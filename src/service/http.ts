@@ -1,0 +1,253 @@
+// The transport under the service client: one undici dispatcher, the fixed headers, timeouts, JSON in and
+// out. It sends exactly one request per call; retry policy lives in client.ts, which knows the operation.
+import { createRequire } from 'node:module';
+import type { IncomingHttpHeaders } from 'node:http';
+import { Pool } from 'undici';
+import type { Dispatcher } from 'undici';
+import { ValidationError } from '../errors.js';
+import type { FieldIssue } from '../errors.js';
+import { ServiceError } from './errors.js';
+
+// package.json sits two levels above both src/service/ and dist/service/, so this works from either.
+const packageJson = createRequire(import.meta.url)('../../package.json') as { version: string };
+export const DEFAULT_USER_AGENT = `syncauth/${packageJson.version}`;
+export const DEFAULT_API_KEY_HEADER = 'service-api-key';
+export const DEFAULT_TIMEOUTS = { connectMs: 10_000, headersMs: 30_000, bodyMs: 30_000 } as const;
+
+export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'DELETE';
+
+export interface ServiceEndpoint {
+  /** scheme://host[:port], the key of the keep-alive pool. */
+  origin: string;
+  /** Any path the service is mounted under (a reverse proxy prefix), without a trailing slash. */
+  basePath: string;
+}
+
+/**
+ * The docs publish the API root as `https://platform.unstructuredapp.io/api/v1` and users paste it, while every
+ * path we send already starts with `/api/v1/`; the official Python SDK strips it for the same reason. A
+ * trailing slash is stripped so that joining never produces `//`. Any other prefix is kept: the service may sit
+ * behind a proxy under a path of its own.
+ */
+export function resolveServiceEndpoint(baseUrl: string): ServiceEndpoint {
+  const issue = (message: string): ValidationError => new ValidationError([{ field: 'baseUrl', message }]);
+  let url: URL;
+  try {
+    url = new URL(baseUrl);
+  } catch {
+    throw issue('must be an http(s) URL, like https://platform.example.com');
+  }
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') {
+    throw issue('must be an http(s) URL, like https://platform.example.com');
+  }
+  // Credentials in the URL would travel in logs and error messages; the API key has its own header.
+  if (url.username || url.password) throw issue('must not contain a user name or password');
+  if (url.search || url.hash) throw issue('must not contain a query or a fragment');
+  let basePath = url.pathname.replace(/\/+$/, '');
+  if (basePath.endsWith('/api/v1')) basePath = basePath.slice(0, -'/api/v1'.length).replace(/\/+$/, '');
+  return { origin: url.origin, basePath };
+}
+
+const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+// Visible ASCII only: a key with a line break or control character would corrupt the request.
+const HEADER_VALUE = /^[\x21-\x7e]+$/;
+
+export function checkCredentials(apiKey: unknown, apiKeyHeader: string): void {
+  const issues: FieldIssue[] = [];
+  if (typeof apiKey !== 'string' || apiKey === '') {
+    issues.push({ field: 'apiKey', message: 'must not be empty' });
+  } else if (!HEADER_VALUE.test(apiKey)) {
+    // The value itself is never echoed: it is the secret.
+    issues.push({ field: 'apiKey', message: 'contains spaces or characters not allowed in an HTTP header' });
+  }
+  if (!HEADER_NAME.test(apiKeyHeader)) {
+    issues.push({ field: 'apiKeyHeader', message: `"${apiKeyHeader}" is not a valid HTTP header name` });
+  }
+  if (issues.length > 0) throw new ValidationError(issues);
+}
+
+export interface TransportOptions {
+  endpoint: ServiceEndpoint;
+  apiKey: string;
+  apiKeyHeader: string;
+  userAgent: string;
+  timeouts: { connectMs: number; headersMs: number; bodyMs: number };
+  dispatcher: Dispatcher | undefined;
+}
+
+export interface HttpRequest {
+  method: HttpMethod;
+  /** From `/api/v1/…`; the base path is prepended here. */
+  path: string;
+  query?: Record<string, string>;
+  /** Serialised as JSON when present; `undefined` means no body at all. */
+  body?: unknown;
+}
+
+export interface HttpResponse {
+  status: number;
+  headers: IncomingHttpHeaders;
+  text: string;
+  /** The parsed body, or `undefined` when it was empty or not JSON. */
+  json: unknown;
+}
+
+export class Transport {
+  readonly endpoint: ServiceEndpoint;
+  readonly #dispatcher: Dispatcher;
+  /** Only a pool this transport created is closed by it; a dispatcher passed in belongs to the caller. */
+  readonly #ownsDispatcher: boolean;
+  readonly #headers: Record<string, string>;
+  readonly #timeouts: TransportOptions['timeouts'];
+  #closed = false;
+
+  constructor(options: TransportOptions) {
+    this.endpoint = options.endpoint;
+    this.#timeouts = options.timeouts;
+    this.#ownsDispatcher = options.dispatcher === undefined;
+    this.#dispatcher =
+      options.dispatcher ??
+      new Pool(options.endpoint.origin, {
+        connect: { timeout: options.timeouts.connectMs },
+        headersTimeout: options.timeouts.headersMs,
+        bodyTimeout: options.timeouts.bodyMs,
+      });
+    this.#headers = {
+      [options.apiKeyHeader.toLowerCase()]: options.apiKey,
+      accept: 'application/json',
+      'user-agent': options.userAgent,
+    };
+  }
+
+  /** The path as sent, query included, for messages and for call records. */
+  target(request: HttpRequest): string {
+    const query = request.query && Object.keys(request.query).length > 0
+      ? `?${new URLSearchParams(request.query).toString()}`
+      : '';
+    return `${this.endpoint.basePath}${request.path}${query}`;
+  }
+
+  /** One exchange. Throws ServiceError('SERVICE_NETWORK') when no complete response arrived. */
+  async send(request: HttpRequest): Promise<HttpResponse> {
+    if (this.#closed) throw new Error('ServiceClient.close() was called; create a new client to send requests');
+    const path = this.target(request);
+    const hasBody = request.body !== undefined;
+    const headers = hasBody ? { ...this.#headers, 'content-type': 'application/json' } : { ...this.#headers };
+    let status: number;
+    let responseHeaders: IncomingHttpHeaders;
+    let text: string;
+    try {
+      const response = await this.#dispatcher.request({
+        origin: this.endpoint.origin,
+        path,
+        method: request.method,
+        headers,
+        ...(hasBody ? { body: JSON.stringify(request.body) } : {}),
+        headersTimeout: this.#timeouts.headersMs,
+        bodyTimeout: this.#timeouts.bodyMs,
+      });
+      status = response.statusCode;
+      responseHeaders = response.headers;
+      text = await response.body.text();
+    } catch (err) {
+      throw networkError(err, request.method, path, this.endpoint.origin, this.#timeouts);
+    }
+    return { status, headers: responseHeaders, text, json: parseJson(text) };
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    if (this.#ownsDispatcher) await this.#dispatcher.close();
+  }
+}
+
+function parseJson(text: string): unknown {
+  if (text.trim() === '') return undefined;
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The error code of a network failure, whether undici raised it or wrapped Node's. */
+export function networkErrorCode(err: unknown): string | undefined {
+  for (let e: unknown = err, depth = 0; e && typeof e === 'object' && depth < 4; depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'string') return code;
+    e = (e as { cause?: unknown }).cause;
+  }
+  return undefined;
+}
+
+/**
+ * Failures that happen before a request leaves this machine: the service cannot have acted on it, so even a
+ * create may be sent again. ENOTFOUND is left out on purpose: a misspelt host does not heal with retries.
+ */
+const BEFORE_SENDING = new Set([
+  'ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL', 'EAI_AGAIN', 'ETIMEDOUT',
+  'UND_ERR_CONNECT_TIMEOUT',
+]);
+/** Failures after the request may have reached the service: the outcome is unknown. */
+const OUTCOME_UNKNOWN = new Set([
+  'ECONNRESET', 'EPIPE', 'ECONNABORTED', 'UND_ERR_SOCKET', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT',
+]);
+
+export type NetworkFailureKind = 'before-sending' | 'outcome-unknown' | 'permanent';
+
+export function networkFailureKind(err: ServiceError): NetworkFailureKind | undefined {
+  if (err.code !== 'SERVICE_NETWORK') return undefined;
+  const code = networkErrorCode(err.cause);
+  if (code !== undefined && BEFORE_SENDING.has(code)) return 'before-sending';
+  if (code !== undefined && OUTCOME_UNKNOWN.has(code)) return 'outcome-unknown';
+  return 'permanent';
+}
+
+function networkError(
+  err: unknown,
+  method: HttpMethod,
+  path: string,
+  origin: string,
+  timeouts: TransportOptions['timeouts'],
+): ServiceError {
+  const code = networkErrorCode(err);
+  const seconds = (ms: number): string => `${ms / 1000} s`;
+  let what: string;
+  switch (code) {
+    case 'UND_ERR_CONNECT_TIMEOUT':
+      what = `could not connect to ${origin} within ${seconds(timeouts.connectMs)}`;
+      break;
+    case 'UND_ERR_HEADERS_TIMEOUT':
+      what = `${origin} did not start answering within ${seconds(timeouts.headersMs)}`;
+      break;
+    case 'UND_ERR_BODY_TIMEOUT':
+      what = `${origin} stopped sending its answer for ${seconds(timeouts.bodyMs)}`;
+      break;
+    case 'ECONNREFUSED':
+      what = `${origin} refused the connection`;
+      break;
+    case 'ENOTFOUND':
+      what = `the host of ${origin} was not found`;
+      break;
+    default:
+      what = `the connection to ${origin} failed (${code ?? (err instanceof Error ? err.message : String(err))})`;
+  }
+  return new ServiceError('SERVICE_NETWORK', `${method} ${path}: ${what}`, {
+    method,
+    path,
+    cause: err,
+    hint: 'check SYNCAUTH_BASE_URL and the network; the service may also be down',
+  });
+}
+
+/** Retry-After is either delta-seconds or an HTTP date (RFC 9110 §10.2.3). */
+export function parseRetryAfter(value: string | string[] | undefined, now: number): number | undefined {
+  const raw = Array.isArray(value) ? value[0] : value;
+  if (raw === undefined) return undefined;
+  const trimmed = raw.trim();
+  if (/^\d+$/.test(trimmed)) return Number(trimmed) * 1000;
+  const date = Date.parse(trimmed);
+  if (Number.isNaN(date)) return undefined;
+  return Math.max(0, date - now);
+}
