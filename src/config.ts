@@ -19,10 +19,6 @@ interface SettingSpec<T> {
   describe: string;
 }
 
-function text(raw: string): string {
-  return raw.trim();
-}
-
 function nonEmpty(raw: string): string {
   const value = raw.trim();
   if (!value) throw new Error('must not be empty');

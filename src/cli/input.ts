@@ -1,6 +1,7 @@
 // Reading JSON documents the user hands us (a file or stdin), with errors that say where.
 import { readFile } from 'node:fs/promises';
 import { ValidationError } from '../errors.js';
+import { decodeJson } from '../emulator/json-decode.js';
 
 export async function readTextSource(source: string, field: string, stdin: NodeJS.ReadableStream = process.stdin): Promise<string> {
   if (source === '-') {
@@ -20,27 +21,16 @@ export async function readTextSource(source: string, field: string, stdin: NodeJ
   }
 }
 
-/** Parses JSON and, on failure, names the line and column, which JSON.parse only gives as an offset. */
+/** Parses JSON and, on failure, names the line and column, which JSON.parse does not reliably give. */
 export function parseJsonText(text: string, field: string, where: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch (error) {
-    const message = (error as Error).message;
-    const position = /position (\d+)/.exec(message);
-    let location = '';
-    if (position) {
-      const offset = Number(position[1]);
-      const before = text.slice(0, offset);
-      const line = before.split('\n').length;
-      const column = offset - before.lastIndexOf('\n');
-      location = ` at line ${line}, column ${column}`;
-    } else if (text.trim() === '') {
-      location = ': it is empty';
-    }
-    // JSON.parse quotes part of the input in its message; keep only its reason, never the text itself.
-    const reason = /^(Unexpected (?:token|end|non-whitespace)[^,"]*|Expected [^"]*?)(?: in JSON| after| at|,|$)/.exec(message)?.[1]?.trim();
-    throw new ValidationError([{ field, message: `${where} is not valid JSON${location}${reason ? ` (${reason})` : ''}` }]);
-  }
+  const decoded = decodeJson(text);
+  if (decoded.ok) return decoded.value;
+  if (text.trim() === '') throw new ValidationError([{ field, message: `${where} is not valid JSON: it is empty` }]);
+  // The decoder counts code points; lines and columns are counted the same way.
+  const before = Array.from(text).slice(0, decoded.failure.pos).join('');
+  const line = before.split('\n').length;
+  const column = Array.from(before.slice(before.lastIndexOf('\n') + 1)).length + 1;
+  throw new ValidationError([{ field, message: `${where} is not valid JSON at line ${line}, column ${column}: ${decoded.failure.msg}` }]);
 }
 
 export async function readJsonObject(source: string, field: string, stdin?: NodeJS.ReadableStream): Promise<Record<string, unknown>> {

@@ -55,6 +55,9 @@ export function buildProgram(): Command {
     .description('Onboard a Dropbox app folder into the ingestion service and keep its OAuth tokens fresh.')
     .version(version, '-V, --version')
     .showHelpAfterError('(run with --help for usage)')
+    // Both settings pass to subcommands only when set before those are created.
+    .exitOverride()
+    .configureOutput({ writeErr: (text) => processIo.stderr.write(text) })
     .addHelpText('after', `
 Secrets (SYNCAUTH_API_KEY, SYNCAUTH_APP_KEY, SYNCAUTH_APP_SECRET, SYNCAUTH_REFRESH_TOKEN, SYNCAUTH_STORE_KEY) are read from
 the environment, a .env file or stdin, never from flags. Exit codes: 0 ok, 1 error, 2 bad input, 4 authentication needed.`);
@@ -122,9 +125,6 @@ the environment, a .env file or stdin, never from flags. Exit codes: 0 ok, 1 err
     .option('--fault <rule>', 'inject failures: ROUTE:STATUS[:RATE[:RETRY_AFTER]], e.g. token:503:0.5 (repeatable)', (v: string, prev: string[]) => [...prev, v], [] as string[])
     .action(lazy(() => import('./commands/emulate.js'), 'emulate'));
 
-  program.command('demo')
-    .description('run the main job end to end on the built-in emulator: no accounts, no network')
-    .action(lazy(() => import('./commands/demo.js'), 'demo'));
 
   return program;
 }
@@ -139,8 +139,6 @@ export async function main(argv: string[]): Promise<number> {
     return ExitCode.usage;
   }
   const program = buildProgram();
-  program.exitOverride();
-  program.configureOutput({ writeErr: (text) => processIo.stderr.write(text) });
   try {
     await program.parseAsync(argv);
     return ExitCode.ok;
