@@ -1,11 +1,13 @@
 // What a command gets when it runs: resolved settings, output streams, and whether to print JSON.
 import type { Command } from 'commander';
 import { Option } from 'commander';
-import { readDotenv, resolveSettings, SETTINGS, type ResolvedSettings, type SettingName } from '../config.js';
+import { readDotenv, resolveSettings, SETTINGS, type ResolvedSettings, type SettingInputs, type SettingName } from '../config.js';
 import { processIo, type Io } from './output.js';
 
 export interface CommandContext {
   settings: ResolvedSettings;
+  /** What the settings were resolved from, so a command can resolve them again with its profile's state. */
+  inputs: SettingInputs;
   json: boolean;
   io: Io;
   stdin: NodeJS.ReadableStream;
@@ -34,6 +36,6 @@ export function buildContext(command: Command): CommandContext {
     const value = options[name];
     if (value !== undefined) flags[name] = typeof value === 'boolean' ? String(value) : value;
   }
-  const settings: ResolvedSettings = resolveSettings({ flags, env: process.env, dotenv: readDotenv(process.cwd()) });
-  return { settings, json: options.json === true, io: processIo, stdin: process.stdin };
+  const inputs: SettingInputs = { flags, env: process.env, dotenv: readDotenv(process.cwd()) };
+  return { settings: resolveSettings(inputs), inputs, json: options.json === true, io: processIo, stdin: process.stdin };
 }

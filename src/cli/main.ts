@@ -44,7 +44,7 @@ function lazy(load: () => Promise<Record<string, unknown>>, exportName: string) 
   };
 }
 
-const SERVICE_SETTINGS = ['profile', 'baseUrl', 'apiKeyHeader'] as const;
+const SERVICE_SETTINGS = ['profile', 'configDir', 'store', 'baseUrl', 'apiKeyHeader'] as const;
 
 function jsonOption(command: Command): Command {
   return command.option('--json', 'print machine-readable JSON');
@@ -61,6 +61,46 @@ export function buildProgram(): Command {
     .addHelpText('after', `
 Secrets (SYNCAUTH_API_KEY, SYNCAUTH_APP_KEY, SYNCAUTH_APP_SECRET, SYNCAUTH_REFRESH_TOKEN, SYNCAUTH_STORE_KEY) are read from
 the environment, a .env file or stdin, never from flags. Exit codes: 0 ok, 1 error, 2 bad input, 4 authentication needed.`);
+
+  const ONBOARDING = ['profile', 'configDir', 'store', 'baseUrl', 'apiKeyHeader', 'remoteUrl', 'recursive', 'access', 'connectorName',
+    'workflowId', 'schedule', 'authorizeUrl', 'tokenUrl', 'dropboxApiUrl', 'redirectUri'] as const;
+  const DROPBOX = ['profile', 'configDir', 'store', 'tokenUrl', 'dropboxApiUrl'] as const;
+  const flowOptions = (command: Command) => command
+    .option('--no-browser', 'paste mode: no redirect; Dropbox shows a code and you paste it here (headless hosts)')
+    .option('--no-open', 'loopback mode without starting a browser; open the printed URL yourself')
+    .option('--timeout <seconds>', 'how long to wait for the browser to come back', '300');
+
+  flowOptions(jsonOption(addSettingOptions(program.command('setup'), [...ONBOARDING])))
+    .description('onboard a Dropbox app folder: authorize, store the secrets, create the connector, wire the workflow')
+    .option('-y, --yes', 'never prompt: take everything from flags, the environment and .env, and fail naming what is missing')
+    .addHelpText('after', `
+Secrets (SYNCAUTH_API_KEY, SYNCAUTH_APP_KEY, SYNCAUTH_APP_SECRET) come from the environment, .env or hidden
+prompts. With SYNCAUTH_REFRESH_TOKEN set, the browser step is skipped (containers, CI).
+
+Examples:
+  syncauth setup                                          # asks for what it needs, opens the browser
+  syncauth setup --no-browser                             # on a server: paste the code Dropbox shows
+  SYNCAUTH_BASE_URL=https://platform.example.com SYNCAUTH_REMOTE_URL=dropbox://data \
+    syncauth setup --workflow-id 6f1c… --schedule "every 4 hours" --yes`)
+    .action(lazy(() => import('./commands/setup.js'), 'setup'));
+  flowOptions(jsonOption(addSettingOptions(program.command('authorize'), ['authorizeUrl', 'tokenUrl', 'redirectUri'])))
+    .description('only the OAuth flow, on a machine with a browser; prints the refresh token for another host')
+    .addHelpText('after', '\nThen, on the headless host: SYNCAUTH_REFRESH_TOKEN=<printed token> syncauth setup --yes')
+    .action(lazy(() => import('./commands/authorize.js'), 'authorize'));
+  addSettingOptions(program.command('token'), [...DROPBOX])
+    .description('print a valid access token alone on stdout (renewed first), for scripts')
+    .addHelpText('after', '\nExample:\n  curl -H "Authorization: Bearer $(syncauth token)" -X POST https://api.dropboxapi.com/2/users/get_current_account')
+    .action(lazy(() => import('./commands/token.js'), 'token'));
+  jsonOption(addSettingOptions(program.command('status'), ['profile', 'configDir']))
+    .description('every profile: token expiry, connector, workflow, last renewal and error; exit 4 if one needs re-authorization')
+    .action(lazy(() => import('./commands/status.js'), 'status'));
+  jsonOption(addSettingOptions(program.command('refresh'), [...DROPBOX, 'baseUrl', 'apiKeyHeader']))
+    .description('renew the access token now and update the connector with it')
+    .action(lazy(() => import('./commands/refresh.js'), 'refresh'));
+  addSettingOptions(program.command('logout'), [...DROPBOX])
+    .description("revoke the grant at Dropbox and delete the profile's secrets and state")
+    .option('--no-revoke', 'delete locally only, leave the grant valid')
+    .action(lazy(() => import('./commands/logout.js'), 'logout'));
 
   const loadSource = () => import('./commands/source.js');
   const source = program.command('source').description('create, inspect, update and delete source connectors of any of the 21 types');
@@ -116,6 +156,11 @@ the environment, a .env file or stdin, never from flags. Exit codes: 0 ok, 1 err
     .option('--no-reprocess-all', 'process only new or changed files')
     .addHelpText('after', '\nExample:\n  syncauth workflow update 3fa85f64-5717-4562-b3fc-2c963f66afa6 --source-id 9b2c… --schedule "every 4 hours"')
     .action(lazy(loadWorkflow, 'updateWorkflow'));
+
+  program.command('demo')
+    .description('run the main job end to end on the built-in emulator: no accounts, no network')
+    .option('--browser', "approve in your own browser instead of automatically")
+    .action(lazy(() => import('./commands/demo.js'), 'demo'));
 
   addSettingOptions(program.command('emulate'), ['apiKeyHeader'])
     .description('run a local stand-in for the service and for Dropbox OAuth, for trying syncauth without accounts')

@@ -1,29 +1,38 @@
-// Opens the service client from resolved settings, or says exactly which setting is missing.
+// Opens the service client from resolved settings (and, after `setup`, the profile's saved base URL and stored
+// API key), or says exactly which setting is missing.
 import { ExitCode, SyncauthError } from '../errors.js';
 import { howToSet } from '../config.js';
 import { ServiceClient } from '../service/client.js';
 import type { CommandContext } from './context.js';
+import { openSession, readSecrets } from './session.js';
 
-export function openServiceClient(context: CommandContext): ServiceClient {
-  const { values } = context.settings;
-  if (!values.baseUrl) {
-    throw new SyncauthError('SYNCAUTH_MISSING_SETTING', "the service's base URL is not set", {
-      exitCode: ExitCode.usage,
-      hint: `set ${howToSet('baseUrl')}, e.g. https://platform.example.com`,
-    });
+export async function openServiceClient(context: CommandContext): Promise<ServiceClient> {
+  let { baseUrl, apiKey, apiKeyHeader } = context.settings.values;
+  if (!baseUrl || !apiKey) {
+    // Only now touch the profile and its store: a command fully configured by the environment never needs them.
+    const session = await openSession(context);
+    baseUrl ??= session.values.baseUrl;
+    apiKeyHeader = session.values.apiKeyHeader;
+    if (!baseUrl) {
+      throw new SyncauthError('SYNCAUTH_MISSING_SETTING', "the service's base URL is not set", {
+        exitCode: ExitCode.usage,
+        hint: `set ${howToSet('baseUrl')}, e.g. https://platform.example.com, or run \`syncauth setup\``,
+      });
+    }
+    apiKey ??= (await readSecrets(session)).apiKey;
   }
-  if (!values.apiKey) {
+  if (!apiKey) {
     throw new SyncauthError('SYNCAUTH_NO_API_KEY', 'no service API key is available', {
       exitCode: ExitCode.authRequired,
-      hint: 'set SYNCAUTH_API_KEY in the environment or a .env file (generate a key under API Keys in the service web interface)',
+      hint: 'set SYNCAUTH_API_KEY in the environment or a .env file (generate a key under API Keys in the service web interface), or run `syncauth setup`',
     });
   }
-  return new ServiceClient({ baseUrl: values.baseUrl, apiKey: values.apiKey, apiKeyHeader: values.apiKeyHeader });
+  return new ServiceClient({ baseUrl, apiKey, apiKeyHeader });
 }
 
 /** Runs `work` with a client and always closes its connection pool, so the process can exit promptly. */
 export async function withServiceClient<T>(context: CommandContext, work: (client: ServiceClient) => Promise<T>): Promise<T> {
-  const client = openServiceClient(context);
+  const client = await openServiceClient(context);
   try {
     return await work(client);
   } finally {

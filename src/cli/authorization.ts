@@ -1,0 +1,68 @@
+// The interactive half of OAuth that `setup` and `authorize` share: send the person to Dropbox's authorize
+// page (loopback callback, or a code to paste), then exchange the code for tokens.
+import { ExitCode, SyncauthError } from '../errors.js';
+import type { Settings } from '../config.js';
+import {
+  createAuthorizationRequest, exchangeCode, looksLikeAccessToken, startLoopbackServer, type TokenSet,
+} from '../oauth/index.js';
+import type { Io } from './output.js';
+import { askText, isInteractive, readLine } from './prompt.js';
+
+export interface AuthorizationOptions {
+  settings: Settings;
+  appKey: string;
+  appSecret: string;
+  /** Paste mode: no redirect URI; Dropbox shows the code and the person pastes it here. */
+  paste: boolean;
+  /** Open the browser (loopback mode); the URL is printed either way. */
+  openBrowser: boolean;
+  timeoutMs: number;
+  io: Io;
+  stdin: NodeJS.ReadableStream;
+}
+
+export async function authorizeInteractively(options: AuthorizationOptions): Promise<TokenSet> {
+  const { settings, io } = options;
+  const app = { appKey: options.appKey, appSecret: options.appSecret };
+  if (options.paste) {
+    const request = createAuthorizationRequest({ authorizeUrl: settings.authorizeUrl, appKey: options.appKey });
+    io.stderr.write(`\nOpen this URL in a browser, sign in to Dropbox and click Allow:\n\n  ${request.url}\n\n`);
+    io.stderr.write('Dropbox then shows an access code. Paste it here.\n');
+    const code = isInteractive(options.stdin)
+      ? await askText('Access code', { validate: (v) => (v ? undefined : 'paste the code Dropbox shows after Allow') })
+      : await readLine(options.stdin);
+    if (!code) {
+      throw new SyncauthError('SYNCAUTH_NO_CODE', 'no access code was given', {
+        exitCode: ExitCode.usage,
+        hint: 'paste the code Dropbox shows after you click Allow (pipe it on stdin when there is no terminal)',
+      });
+    }
+    if (looksLikeAccessToken(code)) {
+      throw new SyncauthError('SYNCAUTH_TOKEN_NOT_CODE', 'that looks like an access token (it starts with "sl."), not the access code', {
+        exitCode: ExitCode.usage,
+        hint: 'paste the short code shown on the "Access code generated" page after Allow, not a token from the App Console',
+      });
+    }
+    return exchangeCode({ tokenUrl: settings.tokenUrl, app, code, codeVerifier: request.codeVerifier });
+  }
+
+  const request = createAuthorizationRequest({ authorizeUrl: settings.authorizeUrl, appKey: options.appKey, redirectUri: settings.redirectUri });
+  const server = await startLoopbackServer({ redirectUri: settings.redirectUri, state: request.state, timeoutMs: options.timeoutMs });
+  try {
+    io.stderr.write(`\nOpen this URL in a browser, sign in to Dropbox and click Allow:\n\n  ${request.url}\n\n`);
+    io.stderr.write(`Waiting for Dropbox to send the browser back to ${settings.redirectUri} (up to ${Math.round(options.timeoutMs / 1000)} s)…\n`);
+    if (options.openBrowser) {
+      try {
+        const { default: open } = await import('open');
+        // On a host without a browser this resolves all the same, hence the URL above.
+        await open(request.url);
+      } catch {
+        io.stderr.write('Could not start a browser; open the URL above yourself.\n');
+      }
+    }
+    const { code } = await server.result;
+    return await exchangeCode({ tokenUrl: settings.tokenUrl, app, code, redirectUri: settings.redirectUri, codeVerifier: request.codeVerifier });
+  } finally {
+    await server.close();
+  }
+}

@@ -1,0 +1,68 @@
+// `syncauth refresh`: renew now and bring the connector (and workflow) up to date with the fresh token.
+import { ExitCode, SyncauthError } from '../../errors.js';
+import { ServiceClient } from '../../service/client.js';
+import type { Schedule } from '../../service/models.js';
+import { reconcileConnector } from '../../sync/reconcile.js';
+import { recordFailure, renewProfileToken } from '../../sync/renew.js';
+import type { CommandContext } from '../context.js';
+import { printJson } from '../output.js';
+import { openSession, readSecrets, requireGrant } from '../session.js';
+import { reauthorizeHint } from './shared.js';
+
+export async function refresh(context: CommandContext): Promise<void> {
+  const session = await openSession(context);
+  const secrets = await readSecrets(session);
+  const grant = requireGrant(session, secrets);
+  const v = session.values;
+  if (!v.baseUrl || !v.remoteUrl || !secrets.apiKey) {
+    throw new SyncauthError('SYNCAUTH_INCOMPLETE_PROFILE', `profile "${session.name}" lacks ${[!v.baseUrl && 'the base URL', !v.remoteUrl && 'the remote URL', !secrets.apiKey && 'the API key'].filter(Boolean).join(', ')}`, {
+      exitCode: ExitCode.usage,
+      hint: `run \`syncauth setup --profile ${session.name}\`, or set SYNCAUTH_BASE_URL, SYNCAUTH_REMOTE_URL and SYNCAUTH_API_KEY`,
+    });
+  }
+  const tokens = await reauthorizeHint(session.name, () =>
+    renewProfileToken({
+      profiles: session.profiles,
+      name: session.name,
+      app: { appKey: grant.appKey, appSecret: grant.appSecret },
+      refreshToken: grant.refreshToken,
+      tokenUrl: v.tokenUrl,
+      ...(session.secrets.writable ? { onNewRefreshToken: (rt: string) => session.secrets.set(session.name, { refresh_token: rt }) } : {}),
+    }),
+  );
+  const folder = v.remoteUrl.replace(/^dropbox:\/+/, '').replace(/\/+$/, '').replaceAll('/', '-');
+  const client = new ServiceClient({ baseUrl: v.baseUrl, apiKey: secrets.apiKey, apiKeyHeader: v.apiKeyHeader });
+  try {
+    const result = await reconcileConnector({
+      client,
+      connector: {
+        name: v.connectorName ?? `dropbox-${folder}`,
+        remoteUrl: v.remoteUrl,
+        recursive: v.recursive,
+        appKey: grant.appKey,
+        appSecret: grant.appSecret,
+        refreshToken: tokens.refreshToken,
+        accessToken: tokens.accessToken,
+      },
+      ...(session.state?.connectorId ? { connectorId: session.state.connectorId } : {}),
+      ...(v.workflowId ? { workflow: { id: v.workflowId, ...(v.schedule ? { schedule: v.schedule as Schedule } : {}) } } : {}),
+    });
+    await session.profiles.update(session.name, (current) => {
+      const { version: _v, profile: _p, createdAt: _c, updatedAt: _u, ...rest } = current ?? { version: 1, profile: session.name, createdAt: '', updatedAt: '' };
+      return { ...rest, baseUrl: v.baseUrl, remoteUrl: v.remoteUrl, connectorId: result.connector.id, connectorName: result.connector.name, lastError: undefined };
+    });
+    const expiresAt = new Date(tokens.expiresAt).toISOString();
+    if (context.json) {
+      printJson(context.io, { profile: session.name, accessTokenExpiresAt: expiresAt, connector: { id: result.connector.id, action: result.action }, removed: result.removed, workflow: result.workflowAction ?? null });
+      return;
+    }
+    context.io.stdout.write(`✓ renewed: access token valid until ${expiresAt}\n✓ source connector ${result.connector.name} ${result.action} (${result.connector.id})\n`);
+    if (result.removed.length) context.io.stdout.write(`✓ removed the replaced connector(s) ${result.removed.join(', ')}\n`);
+    if (result.workflow) context.io.stdout.write(`✓ workflow ${result.workflow.id} ${result.workflowAction === 'updated' ? 'now reads from it' : 'already reads from it'}\n`);
+  } catch (error) {
+    await recordFailure(session.profiles, session.name, error);
+    throw error;
+  } finally {
+    await client.close();
+  }
+}

@@ -1,0 +1,297 @@
+// `syncauth setup`: from nothing to a working connector. Everything is gathered and checked before the browser
+// opens; the writes (secrets, connector, workflow, profile state) happen last, together, and Ctrl-C waits
+// for them, so an interrupted setup leaves either nothing or a complete profile.
+import { ExitCode, SyncauthError, ValidationError, type FieldIssue } from '../../errors.js';
+import { howToSet } from '../../config.js';
+import { newSecretsVersion } from '../../profile/index.js';
+import {
+  checkAccessTokenShape, checkGrantedScopes, isOAuthError, listFolder, renewAccessToken, SCOPES_FOR_ACCESS, type TokenSet,
+} from '../../oauth/index.js';
+import { SCHEDULE_CRON, Uuid, type Schedule } from '../../service/models.js';
+import { dropboxApiPath, dropboxRemoteUrlProblem } from '../../service/source-configs.js';
+import { reconcileConnector, type ReconcileResult } from '../../sync/reconcile.js';
+import { ServiceClient } from '../../service/client.js';
+import { authorizeInteractively } from '../authorization.js';
+import type { CommandContext } from '../context.js';
+import { printJson } from '../output.js';
+import { askSecret, askText, isInteractive } from '../prompt.js';
+import { openSession, readSecrets, type ProfileSession } from '../session.js';
+
+export interface SetupOptions {
+  browser?: boolean;
+  open?: boolean;
+  yes?: boolean;
+  timeout?: string;
+}
+
+function checklist(session: ProfileSession, paste: boolean): string {
+  const v = session.values;
+  const scopes = [...SCOPES_FOR_ACCESS[v.access], 'files.metadata.read'];
+  const folder = v.remoteUrl && !dropboxRemoteUrlProblem(v.remoteUrl) ? dropboxApiPath(v.remoteUrl).slice(1) : '<subfolder>';
+  return [
+    'Before you start, check the app in the Dropbox App Console (https://www.dropbox.com/developers/apps):',
+    '  1. Scoped access, access type "App folder".',
+    `  2. Permissions tab: tick ${scopes.join(', ')} and click Submit (files.metadata.read lets syncauth check the folder).`,
+    paste
+      ? '  3. No redirect URI is needed: you will paste the code Dropbox shows.'
+      : `  3. Settings tab, OAuth 2, Redirect URIs: add exactly ${v.redirectUri} (localhost and 127.0.0.1 are different URIs).`,
+    `  4. In Dropbox, create the folder Apps/<your app folder>/${folder}: the service cannot read the app folder itself.`,
+    '  Changing permissions later means running setup again: a grant keeps the permissions it was made with.',
+    '',
+  ].join('\n');
+}
+
+interface Gathered {
+  baseUrl: string;
+  apiKey: string;
+  appKey: string;
+  appSecret: string;
+  refreshToken?: string;
+  remoteUrl: string;
+  connectorName: string;
+  workflowId?: string;
+  schedule?: Schedule;
+}
+
+async function gather(session: ProfileSession, context: CommandContext, options: SetupOptions): Promise<Gathered> {
+  const v = session.values;
+  // Reading the store first also proves it works: finding out after the browser step would waste the grant.
+  const secrets = await readSecrets(session);
+  if (session.secrets.writable) await session.secrets.get(session.name);
+  const interactive = !options.yes && isInteractive(context.stdin);
+  const issues: FieldIssue[] = [];
+  const ask = async (field: string, have: string | undefined, question: string, secret: boolean, check?: (value: string) => string | undefined): Promise<string | undefined> => {
+    if (have) return have;
+    if (!interactive) {
+      issues.push({ field, message: `is required${secret ? ' (secrets come from the environment, a .env file or a prompt, never from flags)' : ''}` });
+      return undefined;
+    }
+    return secret ? askSecret(question) : askText(question, check ? { validate: check } : {});
+  };
+  const urlCheck = (value: string) => (/^https?:\/\/[^\s/]+/.test(value) ? undefined : 'an http(s) URL, like https://platform.example.com');
+  const baseUrl = await ask(howToSet('baseUrl'), v.baseUrl, "The ingestion service's base URL", false, urlCheck);
+  const apiKey = await ask('SYNCAUTH_API_KEY', secrets.apiKey, 'Service API key (hidden)', true);
+  const appKey = await ask('SYNCAUTH_APP_KEY', secrets.appKey, 'Dropbox app key (hidden)', true);
+  const appSecret = await ask('SYNCAUTH_APP_SECRET', secrets.appSecret, 'Dropbox app secret (hidden)', true);
+  const remoteUrl = await ask(howToSet('remoteUrl'), v.remoteUrl, 'Subfolder to read, as dropbox://<subfolder>', false, (value) => dropboxRemoteUrlProblem(value) ?? undefined);
+  if (issues.length) throw new ValidationError(issues, { hint: 'run `syncauth setup` in a terminal to be asked, or see .env.example' });
+
+  if (remoteUrl) {
+    const problem = dropboxRemoteUrlProblem(remoteUrl);
+    if (problem) issues.push({ field: howToSet('remoteUrl'), message: problem });
+  }
+  if (v.workflowId && !Uuid.safeParse(v.workflowId).success) issues.push({ field: howToSet('workflowId'), message: `must be a UUID, got "${v.workflowId}"` });
+  if (v.schedule && !v.workflowId) issues.push({ field: howToSet('schedule'), message: `a schedule needs a workflow to apply to: set ${howToSet('workflowId')} too` });
+  if (baseUrl) {
+    try {
+      // The client refuses base URLs it cannot use (credentials, query); find out before the browser opens.
+      await new ServiceClient({ baseUrl, apiKey: apiKey ?? 'x', apiKeyHeader: v.apiKeyHeader }).close();
+    } catch (error) {
+      issues.push({ field: howToSet('baseUrl'), message: (error as Error).message });
+    }
+  }
+  if (session.secrets.kind === 'env' && !secrets.refreshToken) {
+    issues.push({
+      field: 'SYNCAUTH_STORE',
+      message: 'is env, which is read-only: the new grant would have nowhere to be kept. Use keychain or file, or set SYNCAUTH_REFRESH_TOKEN to use an existing grant',
+    });
+  }
+  if (issues.length) throw new ValidationError(issues);
+  const folder = dropboxApiPath(remoteUrl as string).slice(1).replaceAll('/', '-');
+  return {
+    baseUrl: baseUrl as string,
+    apiKey: apiKey as string,
+    appKey: appKey as string,
+    appSecret: appSecret as string,
+    ...(secrets.refreshToken ? { refreshToken: secrets.refreshToken } : {}),
+    remoteUrl: remoteUrl as string,
+    connectorName: v.connectorName ?? `dropbox-${folder}`,
+    ...(v.workflowId ? { workflowId: v.workflowId } : {}),
+    ...(v.schedule ? { schedule: v.schedule } : {}),
+  };
+}
+
+/** Checks what the grant allows against what the connector needs, before anything is stored. */
+async function verifyGrant(session: ProfileSession, tokens: TokenSet, remoteUrl: string, context: CommandContext): Promise<string[]> {
+  const notes: string[] = [];
+  const shape = checkAccessTokenShape(tokens.accessToken);
+  if (shape) notes.push(shape);
+  for (const warning of tokens.warnings) if (!notes.includes(warning)) notes.push(warning);
+  // A renewal answer lists no scopes; only a fresh grant can be checked.
+  if (tokens.scopes.length > 0) {
+    const scopeCheck = checkGrantedScopes(tokens.scopes, session.values.access);
+    if (scopeCheck.missing.length > 0) {
+      throw new SyncauthError('SYNCAUTH_SCOPES_MISSING', `the grant lacks ${scopeCheck.missing.join(', ')}`, {
+        exitCode: ExitCode.error,
+        hint: scopeCheck.message ?? 'tick the permissions in the App Console, then run setup again',
+      });
+    }
+  }
+  if (tokens.scopes.length === 0 || tokens.scopes.includes('files.metadata.read')) {
+    const folder = dropboxApiPath(remoteUrl);
+    try {
+      const listing = await listFolder({ apiUrl: session.values.dropboxApiUrl, accessToken: tokens.accessToken, path: folder });
+      context.io.stderr.write(`✓ ${remoteUrl} is readable (${listing.entries.length}${listing.hasMore ? '+' : ''} entries)\n`);
+    } catch (error) {
+      if (isOAuthError(error, 'OAUTH_PATH_NOT_FOUND')) {
+        throw new SyncauthError('SYNCAUTH_FOLDER_MISSING', `the folder ${folder} does not exist in the app folder`, {
+          exitCode: ExitCode.error,
+          hint: `create it inside Dropbox/Apps/<your app folder>/ (the service cannot read the app folder's root), then run setup again`,
+        });
+      }
+      if (isOAuthError(error, 'OAUTH_MISSING_SCOPE')) notes.push('could not check the folder: the grant lacks files.metadata.read');
+      else throw error;
+    }
+  } else {
+    notes.push(`could not check ${remoteUrl}: tick files.metadata.read in the App Console to let setup check it`);
+  }
+  return notes;
+}
+
+/** Runs `work` with Ctrl-C deferred until it is done, so the writes inside it are never cut in half. */
+async function uninterruptible<T>(context: CommandContext, work: () => Promise<T>): Promise<T> {
+  let interrupted = false;
+  const onSignal = () => {
+    if (!interrupted) context.io.stderr.write('\nfinishing the writes in progress, then stopping…\n');
+    interrupted = true;
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  try {
+    return await work();
+  } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+    if (interrupted) process.exitCode = 130;
+  }
+}
+
+export async function setup(context: CommandContext, options: SetupOptions): Promise<void> {
+  const session = await openSession(context);
+  const paste = options.browser === false;
+  const timeoutSeconds = Number(options.timeout ?? '300');
+  if (!Number.isInteger(timeoutSeconds) || timeoutSeconds < 1) {
+    throw new ValidationError([{ field: '--timeout', message: 'must be whole seconds, at least 1' }]);
+  }
+  const { io } = context;
+  io.stderr.write(checklist(session, paste));
+  const gathered = await gather(session, context, options);
+
+  let tokens: TokenSet;
+  if (gathered.refreshToken) {
+    io.stderr.write('Using the existing grant from SYNCAUTH_REFRESH_TOKEN; no browser needed.\n');
+    tokens = await renewAccessToken({
+      tokenUrl: session.values.tokenUrl,
+      app: { appKey: gathered.appKey, appSecret: gathered.appSecret },
+      refreshToken: gathered.refreshToken,
+    });
+  } else {
+    tokens = await authorizeInteractively({
+      settings: session.values,
+      appKey: gathered.appKey,
+      appSecret: gathered.appSecret,
+      paste,
+      openBrowser: options.open !== false,
+      timeoutMs: timeoutSeconds * 1000,
+      io,
+      stdin: context.stdin,
+    });
+  }
+  io.stderr.write(`✓ authorized${tokens.accountId ? ` Dropbox account ${tokens.accountId}` : ''}; access token valid until ${new Date(tokens.expiresAt).toISOString()}\n`);
+  const notes = await verifyGrant(session, tokens, gathered.remoteUrl, context);
+  for (const note of notes) io.stderr.write(`! ${note}\n`);
+
+  const outcome = await uninterruptible(context, () => commit(session, gathered, tokens));
+  const { result } = outcome;
+  if (context.json) {
+    printJson(io, {
+      profile: session.name,
+      store: session.secrets.kind,
+      connector: { id: result.connector.id, name: result.connector.name, action: result.action },
+      workflow: result.workflow ? { id: result.workflow.id, action: result.workflowAction, schedule: result.workflow.schedule ?? null } : null,
+      accessTokenExpiresAt: new Date(tokens.expiresAt).toISOString(),
+      notes,
+    });
+    return;
+  }
+  const lines = [
+    `✓ secrets ${session.secrets.writable ? `stored in the ${session.secrets.kind} store` : 'read from the environment (nothing stored)'} for profile "${session.name}"`,
+    `✓ source connector ${result.connector.name} ${result.action} (${result.connector.id})`,
+  ];
+  if (result.workflow) {
+    const cron = result.workflow.schedule?.crontab_entries.map((e) => e.cron_expression).join(', ');
+    const schedule = gathered.schedule ? `, schedule ${gathered.schedule} (${SCHEDULE_CRON[gathered.schedule]})` : cron ? `, schedule ${cron}` : '';
+    lines.push(`✓ workflow ${result.workflow.name} (${result.workflow.id}) reads from it${schedule}`);
+  }
+  lines.push('', `Next: keep the token fresh with \`syncauth daemon --profile ${session.name}\`; check it with \`syncauth status\`.`);
+  io.stdout.write(`${lines.join('\n')}\n`);
+}
+
+async function commit(session: ProfileSession, gathered: Gathered, tokens: TokenSet): Promise<{ result: ReconcileResult }> {
+  const v = session.values;
+  const secretsVersion = newSecretsVersion();
+  if (session.secrets.writable) {
+    await session.secrets.set(session.name, {
+      app_key: gathered.appKey,
+      app_secret: gathered.appSecret,
+      refresh_token: tokens.refreshToken,
+      api_key: gathered.apiKey,
+    });
+  }
+  const baseState = {
+    baseUrl: gathered.baseUrl,
+    apiKeyHeader: v.apiKeyHeader,
+    remoteUrl: gathered.remoteUrl,
+    recursive: v.recursive,
+    access: v.access,
+    connectorName: gathered.connectorName,
+    ...(gathered.workflowId ? { workflowId: gathered.workflowId } : {}),
+    ...(gathered.schedule ? { schedule: gathered.schedule } : {}),
+    authorizeUrl: v.authorizeUrl,
+    tokenUrl: v.tokenUrl,
+    dropboxApiUrl: v.dropboxApiUrl,
+    redirectUri: v.redirectUri,
+    accessTokenExpiresAt: new Date(tokens.expiresAt).toISOString(),
+    lastRenewalAt: new Date().toISOString(),
+    needsReauthorization: false,
+    secretsVersion,
+  };
+  const client = new ServiceClient({ baseUrl: gathered.baseUrl, apiKey: gathered.apiKey, apiKeyHeader: v.apiKeyHeader });
+  try {
+    const result = await reconcileConnector({
+      client,
+      connector: {
+        name: gathered.connectorName,
+        remoteUrl: gathered.remoteUrl,
+        recursive: v.recursive,
+        appKey: gathered.appKey,
+        appSecret: gathered.appSecret,
+        refreshToken: tokens.refreshToken,
+        accessToken: tokens.accessToken,
+      },
+      ...(session.state?.connectorId && session.state.connectorName === gathered.connectorName ? { connectorId: session.state.connectorId } : {}),
+      ...(gathered.workflowId ? { workflow: { id: gathered.workflowId, ...(gathered.schedule ? { schedule: gathered.schedule } : {}) } } : {}),
+    });
+    await session.profiles.update(session.name, () => ({
+      ...baseState,
+      connectorId: result.connector.id,
+      connectorName: result.connector.name,
+    }), { resetCorrupt: true });
+    return { result };
+  } catch (error) {
+    // The grant is kept (a code cannot be used twice); record where setup stopped so `refresh` can finish it.
+    const message = error instanceof Error ? error.message : String(error);
+    const code = error instanceof SyncauthError ? error.code : 'UNKNOWN';
+    await session.profiles.update(session.name, (current) => ({
+      ...baseState,
+      ...(current?.connectorId ? { connectorId: current.connectorId } : {}),
+      lastError: { code, message, at: new Date().toISOString(), terminal: false },
+    }), { resetCorrupt: true });
+    if (error instanceof SyncauthError && !error.hint) {
+      throw new SyncauthError(error.code, error.message, { exitCode: error.exitCode, hint: `the grant is stored; run \`syncauth refresh --profile ${session.name}\` to finish`, cause: error });
+    }
+    throw error;
+  } finally {
+    await client.close();
+  }
+}

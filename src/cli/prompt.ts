@@ -1,0 +1,52 @@
+// Asking the person at the terminal. Prompts go to stderr so stdout stays clean for data; secrets are asked
+// with hidden input. Without a terminal nothing is asked: the caller gets an error naming what is missing.
+import { createInterface } from 'node:readline';
+import { ExitCode, SyncauthError } from '../errors.js';
+
+export function isInteractive(stdin: NodeJS.ReadableStream = process.stdin): boolean {
+  return (stdin as NodeJS.ReadStream).isTTY === true && process.stderr.isTTY === true;
+}
+
+function cancelled(): SyncauthError {
+  return new SyncauthError('SYNCAUTH_CANCELLED', 'cancelled; nothing was written', { exitCode: ExitCode.error });
+}
+
+export async function askText(message: string, options: { placeholder?: string; initial?: string; validate?: (value: string) => string | undefined } = {}): Promise<string> {
+  const { text, isCancel } = await import('@clack/prompts');
+  const answer = await text({
+    message,
+    output: process.stderr,
+    ...(options.placeholder ? { placeholder: options.placeholder } : {}),
+    ...(options.initial ? { initialValue: options.initial } : {}),
+    ...(options.validate ? { validate: (v: string | undefined) => options.validate?.(v ?? '') } : {}),
+  });
+  if (isCancel(answer)) throw cancelled();
+  return answer.trim();
+}
+
+export async function askSecret(message: string): Promise<string> {
+  const { password, isCancel } = await import('@clack/prompts');
+  const answer = await password({
+    message,
+    output: process.stderr,
+    validate: (v: string | undefined) => (v && v.trim() ? undefined : 'required'),
+  });
+  if (isCancel(answer)) throw cancelled();
+  return answer.trim();
+}
+
+/** Reads one line from a non-terminal stdin (a pasted code piped in), or undefined at end of input. */
+export function readLine(stdin: NodeJS.ReadableStream = process.stdin): Promise<string | undefined> {
+  return new Promise((resolve) => {
+    const lines = createInterface({ input: stdin, terminal: false });
+    let done = false;
+    lines.once('line', (line) => {
+      done = true;
+      lines.close();
+      resolve(line.trim());
+    });
+    lines.once('close', () => {
+      if (!done) resolve(undefined);
+    });
+  });
+}

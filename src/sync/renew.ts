@@ -1,0 +1,62 @@
+// Renewing one profile's access token and recording the outcome in its state, under the profile's renewal
+// lock so that two processes never renew the same grant at once.
+import { isOAuthError, renewAccessToken, type AppCredentials, type TokenSet } from '../oauth/index.js';
+import type { ProfileState, ProfileStore } from '../profile/index.js';
+
+export interface RenewOptions {
+  profiles: ProfileStore;
+  name: string;
+  app: AppCredentials;
+  refreshToken: string;
+  tokenUrl: string;
+  /** Called under the lock when Dropbox hands out a new refresh token, to store it before anything else. */
+  onNewRefreshToken?: (refreshToken: string) => Promise<void>;
+  now?: () => number;
+}
+
+/** Renews and records expiry and renewal time; a failure is recorded too (terminal ones flag re-authorization). */
+export async function renewProfileToken(options: RenewOptions): Promise<TokenSet> {
+  const { profiles, name } = options;
+  return profiles.withLock(name, async () => {
+    let tokens: TokenSet;
+    try {
+      tokens = await renewAccessToken({
+        tokenUrl: options.tokenUrl,
+        app: options.app,
+        refreshToken: options.refreshToken,
+        ...(options.now ? { now: options.now } : {}),
+      });
+    } catch (error) {
+      await recordFailure(profiles, name, error, options.now);
+      throw error;
+    }
+    if (tokens.refreshToken !== options.refreshToken && options.onNewRefreshToken) {
+      await options.onNewRefreshToken(tokens.refreshToken);
+    }
+    await profiles.update(name, (current) => ({
+      ...baseState(current),
+      accessTokenExpiresAt: new Date(tokens.expiresAt).toISOString(),
+      lastRenewalAt: new Date(options.now?.() ?? Date.now()).toISOString(),
+      lastError: undefined,
+      needsReauthorization: false,
+    }));
+    return tokens;
+  });
+}
+
+function baseState(current: ProfileState | undefined): Omit<ProfileState, 'version' | 'profile' | 'createdAt' | 'updatedAt'> {
+  if (!current) return {};
+  const { version: _v, profile: _p, createdAt: _c, updatedAt: _u, ...rest } = current;
+  return rest;
+}
+
+export async function recordFailure(profiles: ProfileStore, name: string, error: unknown, now?: () => number): Promise<void> {
+  const terminal = isOAuthError(error) && (error.kind === 'terminal' || error.kind === 'configuration');
+  const code = error instanceof Error && 'code' in error && typeof error.code === 'string' ? error.code : 'UNKNOWN';
+  const message = error instanceof Error ? error.message : String(error);
+  await profiles.update(name, (current) => ({
+    ...baseState(current),
+    lastError: { code, message, at: new Date(now?.() ?? Date.now()).toISOString(), terminal },
+    ...(isOAuthError(error) && error.kind === 'terminal' ? { needsReauthorization: true } : {}),
+  }));
+}
