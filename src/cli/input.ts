@@ -1,7 +1,7 @@
 // Reading JSON documents the user hands us (a file or stdin), with errors that say where.
 import { readFile } from 'node:fs/promises';
 import { ValidationError } from '../errors.js';
-import { decodeJson } from '../emulator/json-decode.js';
+import { decodeJson } from '../json-decode.js';
 
 export async function readTextSource(source: string, field: string, stdin: NodeJS.ReadableStream = process.stdin): Promise<string> {
   if (source === '-') {
