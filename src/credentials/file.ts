@@ -1,0 +1,257 @@
+// The encrypted file store, for hosts without a keychain (containers, headless servers), used only when
+// chosen with SYNCAUTH_STORE=file. One file holds every profile: AES-256-GCM under a key derived with scrypt
+// from SYNCAUTH_STORE_KEY. The header (format, version, KDF parameters and salt) is authenticated as
+// associated data, so weakening the parameters in the file is detected like any other tampering.
+import { createCipheriv, createDecipheriv, randomBytes, scrypt } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { z } from 'zod';
+import { ensurePrivateDir, writePrivateFile } from '../profile/files.js';
+import { withFileLock } from '../profile/lock.js';
+import { PROFILE_NAME_PATTERN, assertProfileName } from '../profile/name.js';
+import { SecretStoreError } from './errors.js';
+import { SECRET_NAMES, planMerge } from './types.js';
+import type { ProfileSecrets, SecretStore } from './types.js';
+
+export const SECRET_FILE_NAME = 'secrets.enc';
+const FORMAT = 'syncauth-secrets';
+const VERSION = 1;
+// 2^15 × 8 × 128 bytes = 32 MiB and about 0.1 s per derivation: OWASP's floor for scrypt, paid once per process
+// because the derived key is cached for the file's salt.
+const DEFAULT_KDF = { N: 2 ** 15, r: 8, p: 1 } as const;
+const SALT_BYTES = 16;
+const IV_BYTES = 12;
+const TAG_BYTES = 16;
+
+const base64Of = (bytes: number) =>
+  z.base64().refine((value) => Buffer.from(value, 'base64').length === bytes, `must be ${bytes} bytes`);
+
+// Bounds on the parameters keep a crafted file from making us allocate gigabytes before the tag is checked.
+const EnvelopeSchema = z.strictObject({
+  format: z.literal(FORMAT),
+  version: z.literal(VERSION),
+  kdf: z.strictObject({
+    name: z.literal('scrypt'),
+    N: z.number().int().min(2 ** 14).max(2 ** 17).refine((n) => (n & (n - 1)) === 0, 'must be a power of two'),
+    r: z.number().int().min(1).max(8),
+    p: z.number().int().min(1).max(4),
+    salt: base64Of(SALT_BYTES),
+  }),
+  cipher: z.strictObject({ name: z.literal('aes-256-gcm'), iv: base64Of(IV_BYTES), tag: base64Of(TAG_BYTES) }),
+  data: z.base64(),
+});
+type Envelope = z.infer<typeof EnvelopeSchema>;
+type KdfParams = Envelope['kdf'];
+
+const SecretsSchema = z.strictObject(
+  Object.fromEntries(SECRET_NAMES.map((name) => [name, z.string().min(1).optional()])) as Record<
+    (typeof SECRET_NAMES)[number],
+    z.ZodOptional<z.ZodString>
+  >,
+);
+const PlaintextSchema = z.strictObject({
+  profiles: z.record(z.string().regex(PROFILE_NAME_PATTERN), SecretsSchema),
+});
+type Profiles = Record<string, ProfileSecrets>;
+
+export interface FileSecretStoreOptions {
+  configDir: string;
+  /** Reads the key at call time, so a key set after the store was opened is honoured. */
+  storeKey: () => string | undefined;
+}
+
+export function openFileSecretStore(options: FileSecretStoreOptions): SecretStore {
+  const file = path.join(options.configDir, SECRET_FILE_NAME);
+  let cachedKey: { pass: string; kdf: string; key: Buffer } | undefined;
+
+  function requireKey(): string {
+    const pass = options.storeKey()?.trim();
+    if (!pass) {
+      throw new SecretStoreError(
+        'STORE_KEY_MISSING',
+        `SYNCAUTH_STORE=file needs SYNCAUTH_STORE_KEY to open ${file}: set it to the key that file was written ` +
+          'with (for a new store, a long random value such as the output of `openssl rand -base64 32`), or ' +
+          'choose SYNCAUTH_STORE=keychain or SYNCAUTH_STORE=env.',
+        { path: file },
+      );
+    }
+    return pass;
+  }
+
+  async function deriveKey(pass: string, kdf: KdfParams): Promise<Buffer> {
+    const id = JSON.stringify(kdf);
+    if (cachedKey && cachedKey.pass === pass && cachedKey.kdf === id) return cachedKey.key;
+    const key = await new Promise<Buffer>((resolve, reject) => {
+      scrypt(
+        pass,
+        Buffer.from(kdf.salt, 'base64'),
+        32,
+        { N: kdf.N, r: kdf.r, p: kdf.p, maxmem: 256 * kdf.N * kdf.r },
+        (error, derived) => (error ? reject(error) : resolve(derived)),
+      );
+    });
+    cachedKey = { pass, kdf: id, key };
+    return key;
+  }
+
+  async function readEnvelope(): Promise<Envelope | undefined> {
+    let text: string;
+    try {
+      text = await readFile(file, 'utf8');
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      throw error;
+    }
+    let data: unknown;
+    try {
+      data = JSON.parse(text);
+    } catch {
+      throw corrupt('it is not JSON');
+    }
+    const version = (data as { version?: unknown } | null)?.version;
+    if (typeof version === 'number' && version > VERSION) {
+      throw corrupt(`it was written by a newer syncauth (format version ${version}); upgrade syncauth to read it`);
+    }
+    const parsed = EnvelopeSchema.safeParse(data);
+    if (!parsed.success) throw corrupt('its header is not valid');
+    return parsed.data;
+  }
+
+  async function open(envelope: Envelope, pass: string): Promise<Profiles> {
+    const key = await deriveKey(pass, envelope.kdf);
+    let plaintext: Buffer;
+    try {
+      const decipher = createDecipheriv('aes-256-gcm', key, Buffer.from(envelope.cipher.iv, 'base64'));
+      decipher.setAAD(associatedData(envelope.kdf));
+      decipher.setAuthTag(Buffer.from(envelope.cipher.tag, 'base64'));
+      plaintext = Buffer.concat([decipher.update(Buffer.from(envelope.data, 'base64')), decipher.final()]);
+    } catch {
+      // GCM cannot tell a wrong key from a changed file: both fail the tag.
+      throw new SecretStoreError(
+        'STORE_LOCKED',
+        `the store key does not open ${file}: SYNCAUTH_STORE_KEY is not the key it was written with, or the ` +
+          'file was changed since. Set the right key; if it is lost, delete the file and run `syncauth setup` ' +
+          'to store the secrets again.',
+        { path: file },
+      );
+    }
+    let data: unknown;
+    try {
+      data = JSON.parse(plaintext.toString('utf8'));
+    } catch {
+      throw corrupt('its content is not JSON');
+    } finally {
+      plaintext.fill(0);
+    }
+    const parsed = PlaintextSchema.safeParse(data);
+    // Neither zod's issues nor the data go into the message: the data are the secrets.
+    if (!parsed.success) throw corrupt('its content is not a set of profile secrets');
+    return parsed.data.profiles;
+  }
+
+  async function seal(profiles: Profiles, pass: string, kdf: KdfParams): Promise<string> {
+    const key = await deriveKey(pass, kdf);
+    const iv = randomBytes(IV_BYTES);
+    const cipher = createCipheriv('aes-256-gcm', key, iv);
+    cipher.setAAD(associatedData(kdf));
+    const plaintext = Buffer.from(JSON.stringify({ profiles }), 'utf8');
+    const data = Buffer.concat([cipher.update(plaintext), cipher.final()]);
+    plaintext.fill(0);
+    const envelope: Envelope = {
+      format: FORMAT,
+      version: VERSION,
+      kdf,
+      cipher: { name: 'aes-256-gcm', iv: iv.toString('base64'), tag: cipher.getAuthTag().toString('base64') },
+      data: data.toString('base64'),
+    };
+    return `${JSON.stringify(envelope, null, 2)}\n`;
+  }
+
+  async function load(pass: string): Promise<{ profiles: Profiles; kdf: KdfParams } | undefined> {
+    const envelope = await readEnvelope();
+    if (!envelope) return undefined;
+    return { profiles: await open(envelope, pass), kdf: envelope.kdf };
+  }
+
+  async function modify(change: (profiles: Profiles) => boolean): Promise<void> {
+    const pass = requireKey();
+    await ensurePrivateDir(options.configDir);
+    const lockPath = `${file}.lock`;
+    await withFileLock(
+      lockPath,
+      async () => {
+        const loaded = await load(pass);
+        const profiles = loaded?.profiles ?? {};
+        if (!change(profiles)) return;
+        // A new file gets a fresh salt; a rewrite keeps it (and so the cached key) and only draws a new IV.
+        const kdf = loaded?.kdf ?? { name: 'scrypt' as const, ...DEFAULT_KDF, salt: randomBytes(SALT_BYTES).toString('base64') };
+        await writePrivateFile(file, await seal(profiles, pass, kdf));
+      },
+      {
+        waitMs: 15_000,
+        staleMs: 10_000,
+        timeoutError: () =>
+          new SecretStoreError(
+            'STORE_LOCK_TIMEOUT',
+            `could not lock ${file} within 15 s: another syncauth process holds ${lockPath}. Try again in a moment.`,
+            { path: file },
+          ),
+      },
+    );
+  }
+
+  function corrupt(reason: string): SecretStoreError {
+    return new SecretStoreError(
+      'STORE_CORRUPT',
+      `${file} is not a readable syncauth secret store: ${reason}. Restore it from a backup, or delete it and ` +
+        'run `syncauth setup` to store the secrets again.',
+      { path: file },
+    );
+  }
+
+  return {
+    kind: 'file',
+    writable: true,
+
+    async get(profile) {
+      assertProfileName(profile);
+      const loaded = await load(requireKey());
+      return loaded && Object.hasOwn(loaded.profiles, profile) ? { ...loaded.profiles[profile] } : {};
+    },
+
+    async set(profile, secrets) {
+      assertProfileName(profile);
+      const { write, remove } = planMerge(secrets);
+      if (write.length === 0 && remove.length === 0) return;
+      await modify((profiles) => {
+        const next: ProfileSecrets = Object.hasOwn(profiles, profile) ? { ...profiles[profile] } : {};
+        for (const [name, value] of write) next[name] = value;
+        for (const name of remove) delete next[name];
+        if (Object.keys(next).length === 0) delete profiles[profile];
+        else profiles[profile] = next;
+        return true;
+      });
+    },
+
+    async delete(profile) {
+      assertProfileName(profile);
+      await modify((profiles) => {
+        if (!Object.hasOwn(profiles, profile)) return false;
+        delete profiles[profile];
+        return true;
+      });
+    },
+
+    async listProfiles() {
+      const loaded = await load(requireKey());
+      return Object.keys(loaded?.profiles ?? {}).sort();
+    },
+  };
+}
+
+function associatedData(kdf: KdfParams): Buffer {
+  return Buffer.from(
+    JSON.stringify({ format: FORMAT, version: VERSION, kdf: { name: kdf.name, N: kdf.N, r: kdf.r, p: kdf.p, salt: kdf.salt } }),
+    'utf8',
+  );
+}

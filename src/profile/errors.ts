@@ -1,0 +1,19 @@
+import { SyncauthError } from '../errors.js';
+
+export const PROFILE_STORE_ERROR_CODES = ['PROFILE_CORRUPT', 'PROFILE_LOCK_TIMEOUT', 'PROFILE_MISMATCH'] as const;
+export type ProfileStoreErrorCode = (typeof PROFILE_STORE_ERROR_CODES)[number];
+
+export class ProfileStoreError extends SyncauthError {
+  declare readonly code: ProfileStoreErrorCode;
+  /** The state file or lock the error is about. */
+  readonly path: string;
+
+  constructor(code: ProfileStoreErrorCode, message: string, options: { path: string; cause?: unknown }) {
+    super(code, message, { cause: options.cause });
+    this.path = options.path;
+  }
+}
+
+export function isProfileStoreError(error: unknown, code?: ProfileStoreErrorCode): error is ProfileStoreError {
+  return error instanceof ProfileStoreError && (code === undefined || error.code === code);
+}

@@ -1,0 +1,24 @@
+// File-system primitives shared by the profile state and the encrypted secret file: private directories and
+// atomic private files.
+import { chmod, mkdir, stat } from 'node:fs/promises';
+import writeFileAtomic from 'write-file-atomic';
+
+/**
+ * Creates `dir` (and its parents) as 0700. An existing directory is tightened to 0700 only when `tighten` is
+ * set: syncauth owns its `profiles` directory, but a config dir the user pointed us at keeps its mode.
+ */
+export async function ensurePrivateDir(dir: string, options: { tighten?: boolean } = {}): Promise<void> {
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  if (options.tighten) {
+    const info = await stat(dir);
+    if ((info.mode & 0o777) !== 0o700) await chmod(dir, 0o700);
+  }
+}
+
+/**
+ * Writes a 0600 file through a temporary file in the same directory and a rename, so a reader sees either the
+ * old content or the new, never a torn write; on failure the temporary file is removed and the old file stays.
+ */
+export async function writePrivateFile(file: string, data: string | Buffer): Promise<void> {
+  await writeFileAtomic(file, data, { mode: 0o600, fsync: true });
+}

@@ -1,0 +1,197 @@
+// The keychain store against a real Secret Service (gnome-keyring on a private D-Bus session), and against
+// the ways a keychain is out of reach: no bus, a bus without a Secret Service, a bus that never answers.
+import { mkdtempSync, rmSync, unlinkSync } from 'node:fs';
+import net from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
+import { AsyncEntry } from '@napi-rs/keyring';
+import { DEFAULT_KEYCHAIN_TIMEOUT_MS, isSecretStoreError, openSecretStore } from '../../src/credentials/index.js';
+import type { SecretStoreError, SecretStoreErrorCode } from '../../src/credentials/index.js';
+import { isCI, startBareBus, startSecretService } from '../helpers/secret-service.js';
+
+const CANARY = 'canary-7f3a9c2e-keychain-secret';
+const ALTERNATIVES = ['SYNCAUTH_STORE=file', 'SYNCAUTH_STORE_KEY', 'SYNCAUTH_STORE=env'];
+// Generous for the tests that are about storage, not time limits, so a loaded CI machine cannot flake them.
+const FUNCTIONAL_TIMEOUT_MS = 10_000;
+
+const started = await startSecretService();
+const unavailableReason = started.ok ? undefined : started.reason;
+const skip = unavailableReason !== undefined && !isCI();
+if (skip) console.warn(`keychain tests on a real Secret Service skipped (outside CI): ${unavailableReason}`);
+
+let configDir: string;
+const savedAddress = process.env.DBUS_SESSION_BUS_ADDRESS;
+
+beforeAll(() => {
+  configDir = mkdtempSync(path.join(tmpdir(), 'syncauth-keychain-'));
+});
+
+afterAll(async () => {
+  if (savedAddress === undefined) delete process.env.DBUS_SESSION_BUS_ADDRESS;
+  else process.env.DBUS_SESSION_BUS_ADDRESS = savedAddress;
+  if (started.ok) await started.bus.stop();
+  rmSync(configDir, { recursive: true, force: true });
+});
+
+async function expectStoreError(promise: Promise<unknown>, code: SecretStoreErrorCode): Promise<SecretStoreError> {
+  const error = await promise.then(
+    () => {
+      throw new Error(`expected ${code}, but the call succeeded`);
+    },
+    (caught: unknown) => caught,
+  );
+  expect(isSecretStoreError(error, code), String(error)).toBe(true);
+  return error as SecretStoreError;
+}
+
+function expectNoCanary(error: Error): void {
+  for (const text of [error.message, error.stack ?? '', JSON.stringify(error), String(error.cause ?? '')]) {
+    expect(text).not.toContain(CANARY);
+  }
+}
+
+describe.skipIf(skip)(
+  `keychain store on a real Secret Service${skip ? ` (skipped: ${unavailableReason})` : ''}`,
+  () => {
+    beforeAll(() => {
+      if (!started.ok) throw new Error(`a Secret Service is required in CI and could not be started: ${started.reason}`);
+      // The store reads the bus address from process.env at each call.
+      process.env.DBUS_SESSION_BUS_ADDRESS = started.bus.address;
+    });
+
+    afterEach(() => {
+      if (started.ok) process.env.DBUS_SESSION_BUS_ADDRESS = started.bus.address;
+    });
+
+    test('stores, merges, removes and reads back the secrets of a profile', async () => {
+      const store = openSecretStore({ kind: 'keychain', configDir, timeoutMs: FUNCTIONAL_TIMEOUT_MS });
+      expect(store.kind).toBe('keychain');
+      expect(store.writable).toBe(true);
+      expect(await store.get('kc-round')).toEqual({});
+
+      await store.set('kc-round', { app_key: 'ak-1', app_secret: 'as-1', refresh_token: CANARY, api_key: 'api-1' });
+      expect(await store.get('kc-round')).toEqual({
+        app_key: 'ak-1',
+        app_secret: 'as-1',
+        refresh_token: CANARY,
+        api_key: 'api-1',
+      });
+
+      // undefined leaves a name alone, a new value replaces, an empty string removes.
+      await store.set('kc-round', { app_key: undefined, refresh_token: 'rt-2', api_key: '' });
+      expect(await store.get('kc-round')).toEqual({ app_key: 'ak-1', app_secret: 'as-1', refresh_token: 'rt-2' });
+    });
+
+    test('keeps each secret in the Secret Service under service "syncauth", account "<profile>:<name>"', async () => {
+      const store = openSecretStore({ kind: 'keychain', configDir, timeoutMs: FUNCTIONAL_TIMEOUT_MS });
+      await store.set('kc-where', { refresh_token: 'rt-where' });
+      const entry = new AsyncEntry('syncauth', 'kc-where:refresh_token', { linux: { store: 'secret-service' } });
+      expect(await entry.getPassword()).toBe('rt-where');
+      await store.delete('kc-where');
+      expect(await entry.getPassword()).toBeNull();
+    });
+
+    test('lists the profiles that have secrets and forgets deleted ones', async () => {
+      const store = openSecretStore({ kind: 'keychain', configDir, timeoutMs: FUNCTIONAL_TIMEOUT_MS });
+      await store.set('kc-list-a', { app_key: 'a' });
+      await store.set('kc-list-b', { app_key: 'b', app_secret: 'b2' });
+      expect(await store.listProfiles()).toEqual(expect.arrayContaining(['kc-list-a', 'kc-list-b']));
+
+      await store.delete('kc-list-a');
+      expect(await store.get('kc-list-a')).toEqual({});
+      expect(await store.get('kc-list-b')).toEqual({ app_key: 'b', app_secret: 'b2' });
+      let names = await store.listProfiles();
+      expect(names).toContain('kc-list-b');
+      expect(names).not.toContain('kc-list-a');
+
+      // Removing the last secret one by one also takes the profile off the list.
+      await store.set('kc-list-b', { app_key: '', app_secret: '' });
+      names = await store.listProfiles();
+      expect(names).not.toContain('kc-list-b');
+
+      // Deleting a profile that has nothing is not an error.
+      await store.delete('kc-never-stored');
+    });
+
+    test('profiles stored at the same time all reach the index', async () => {
+      const store = openSecretStore({ kind: 'keychain', configDir, timeoutMs: FUNCTIONAL_TIMEOUT_MS });
+      const names = ['kc-race-1', 'kc-race-2', 'kc-race-3', 'kc-race-4'];
+      await Promise.all(names.map((name) => store.set(name, { app_key: name })));
+      expect(await store.listProfiles()).toEqual(expect.arrayContaining(names));
+      await Promise.all(names.map((name) => store.delete(name)));
+      const left = await store.listProfiles();
+      for (const name of names) expect(left).not.toContain(name);
+    });
+
+    test('a bus without a Secret Service fails with KEYCHAIN_UNAVAILABLE naming the alternatives', async () => {
+      const bare = await startBareBus();
+      try {
+        process.env.DBUS_SESSION_BUS_ADDRESS = bare.address;
+        const store = openSecretStore({ kind: 'keychain', configDir, timeoutMs: 3_000 });
+        const error = await expectStoreError(store.set('kc-bare', { refresh_token: CANARY }), 'KEYCHAIN_UNAVAILABLE');
+        for (const alternative of ALTERNATIVES) expect(error.message).toContain(alternative);
+        expectNoCanary(error);
+      } finally {
+        await bare.stop();
+      }
+    });
+  },
+);
+
+describe('keychain store without a usable D-Bus session', () => {
+  const saved = process.env.DBUS_SESSION_BUS_ADDRESS;
+  afterEach(() => {
+    if (saved === undefined) delete process.env.DBUS_SESSION_BUS_ADDRESS;
+    else process.env.DBUS_SESSION_BUS_ADDRESS = saved;
+  });
+
+  test('a dead bus socket fails fast with KEYCHAIN_UNAVAILABLE naming both alternatives', async () => {
+    const timeoutMs = DEFAULT_KEYCHAIN_TIMEOUT_MS;
+    expect(timeoutMs).toBe(3_000);
+    process.env.DBUS_SESSION_BUS_ADDRESS = `unix:path=${path.join(configDir, 'no-such-bus')}`;
+    const store = openSecretStore({ kind: 'keychain', configDir });
+    for (const call of [() => store.get('kc-dead'), () => store.set('kc-dead', { refresh_token: CANARY }), () => store.listProfiles()]) {
+      const startedAt = Date.now();
+      const error = await expectStoreError(call(), 'KEYCHAIN_UNAVAILABLE');
+      expect(Date.now() - startedAt).toBeLessThan(timeoutMs + 1_000);
+      for (const alternative of ALTERNATIVES) expect(error.message).toContain(alternative);
+      expect(error.message).toMatch(/Failed to connect|No such file/);
+      expectNoCanary(error);
+    }
+  });
+
+  test('no session bus at all (nothing in the environment) fails with KEYCHAIN_UNAVAILABLE', async () => {
+    const store = openSecretStore({ kind: 'keychain', configDir, env: { PATH: process.env.PATH ?? '/usr/bin:/bin' } });
+    const error = await expectStoreError(store.get('kc-nobus'), 'KEYCHAIN_UNAVAILABLE');
+    expect(error.message).toContain('SYNCAUTH_STORE=env');
+  });
+
+  test('a bus that never answers is cut off at the timeout with KEYCHAIN_TIMEOUT', async () => {
+    // Accepts the connection and stays silent, as a wedged bus or Secret Service would.
+    const socketPath = path.join(configDir, 'silent-bus');
+    const held: net.Socket[] = [];
+    const server = net.createServer((socket) => held.push(socket));
+    await new Promise<void>((resolve) => server.listen(socketPath, resolve));
+    try {
+      process.env.DBUS_SESSION_BUS_ADDRESS = `unix:path=${socketPath}`;
+      const timeoutMs = 1_000;
+      const store = openSecretStore({ kind: 'keychain', configDir, timeoutMs });
+      const startedAt = Date.now();
+      const error = await expectStoreError(store.set('kc-silent', { app_secret: CANARY }), 'KEYCHAIN_TIMEOUT');
+      const elapsed = Date.now() - startedAt;
+      expect(elapsed).toBeGreaterThanOrEqual(timeoutMs - 50);
+      expect(elapsed).toBeLessThan(timeoutMs + 1_000);
+      for (const alternative of ALTERNATIVES) expect(error.message).toContain(alternative);
+      expectNoCanary(error);
+    } finally {
+      for (const socket of held) socket.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      try {
+        unlinkSync(socketPath);
+      } catch {
+        // already gone with the server
+      }
+    }
+  });
+});

@@ -1,0 +1,75 @@
+// A write that dies half-way must leave the previous file whole and no temporary file behind. The crash is
+// simulated inside write-file-atomic, after its temporary file exists and holds part of the new content.
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterEach, beforeEach, describe, expect, test, vi } from 'vitest';
+import type writeFileAtomic from 'write-file-atomic';
+import { openSecretStore } from '../../src/credentials/index.js';
+import { openProfileStore } from '../../src/profile/index.js';
+
+const crash = vi.hoisted(() => ({ armed: false, tmpfiles: [] as string[] }));
+
+vi.mock('write-file-atomic', async (importOriginal) => {
+  const real = (await importOriginal<{ default: typeof writeFileAtomic }>()).default;
+  const wrapped = (file: string, data: string | Buffer, options: writeFileAtomic.Options = {}) => {
+    if (!crash.armed) return real(file, data, options);
+    crash.armed = false;
+    return real(file, data, {
+      ...options,
+      tmpfileCreated: (tmpfile: string) => {
+        crash.tmpfiles.push(tmpfile);
+        writeFileSync(tmpfile, String(data).slice(0, 20));
+        throw new Error('simulated crash during write');
+      },
+    });
+  };
+  return { default: wrapped };
+});
+
+let configDir: string;
+
+beforeEach(() => {
+  configDir = mkdtempSync(path.join(tmpdir(), 'syncauth-atomic-'));
+  crash.armed = false;
+  crash.tmpfiles = [];
+});
+
+afterEach(() => {
+  rmSync(configDir, { recursive: true, force: true });
+});
+
+describe('atomic writes', () => {
+  test('profile state: a failed write keeps the old state and leaves no temporary file', async () => {
+    const store = openProfileStore(configDir);
+    await store.update('docs', () => ({ schedule: 'daily' }));
+    const before = readFileSync(store.fileOf('docs'), 'utf8');
+
+    crash.armed = true;
+    await expect(store.update('docs', (current) => ({ ...current, schedule: 'weekly' }))).rejects.toThrow(
+      'simulated crash during write',
+    );
+    expect(crash.tmpfiles).toHaveLength(1);
+    expect(path.dirname(crash.tmpfiles[0] ?? '')).toBe(store.dir);
+    expect(readFileSync(store.fileOf('docs'), 'utf8')).toBe(before);
+    expect(readdirSync(store.dir)).toEqual(['docs.json']);
+    expect((await store.read('docs'))?.schedule).toBe('daily');
+
+    // The lock was released: the next update goes through.
+    expect((await store.update('docs', () => ({ schedule: 'weekly' })))?.schedule).toBe('weekly');
+  });
+
+  test('encrypted secret file: a failed write keeps the old secrets and leaves no temporary file', async () => {
+    const store = openSecretStore({ kind: 'file', configDir, storeKey: 'atomic test key' });
+    await store.set('docs', { refresh_token: 'rt-old' });
+    const file = path.join(configDir, 'secrets.enc');
+    const before = readFileSync(file, 'utf8');
+
+    crash.armed = true;
+    await expect(store.set('docs', { refresh_token: 'rt-new' })).rejects.toThrow('simulated crash during write');
+    expect(crash.tmpfiles).toHaveLength(1);
+    expect(readFileSync(file, 'utf8')).toBe(before);
+    expect(readdirSync(configDir)).toEqual(['secrets.enc']);
+    expect(await store.get('docs')).toEqual({ refresh_token: 'rt-old' });
+  });
+});
