@@ -1,6 +1,7 @@
 // `npm run bench`: measures what a user waits for and prints a table. Not a test: nothing here fails on a
 // number; targets are printed beside the measurements so a regression is visible.
-import { spawnSync } from 'node:child_process';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -17,17 +18,28 @@ function median(values) {
   return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
 }
 
-function timeCommand(args, env = {}) {
-  const samples = [];
-  // One warm-up run so the file-system cache is in the same state for every command.
-  for (let i = 0; i <= runs; i += 1) {
-    const start = performance.now();
-    const result = spawnSync(process.execPath, args, { env: { ...process.env, ...env }, encoding: 'utf8' });
-    const elapsed = performance.now() - start;
-    if (result.status !== 0) throw new Error(`${args.join(' ')} exited ${result.status}: ${result.stderr}`);
-    if (i > 0) samples.push(elapsed);
+const run = promisify(execFile);
+
+// Asynchronous on purpose: the emulator answers from this process, so its event loop must stay free.
+async function timeOnce(args, env) {
+  const start = performance.now();
+  await run(process.execPath, args, { env: { ...process.env, ...env } });
+  return performance.now() - start;
+}
+
+/**
+ * Times several commands in interleaved rounds (a, b, c, a, b, c, …) so that a change in machine load hits
+ * all of them alike; the first round warms the file-system cache and is dropped.
+ */
+async function timeCommands(commands) {
+  const samples = commands.map(() => []);
+  for (let round = 0; round <= runs; round += 1) {
+    for (const [i, { args, env }] of commands.entries()) {
+      const elapsed = await timeOnce(args, env ?? {});
+      if (round > 0) samples[i].push(elapsed);
+    }
   }
-  return median(samples);
+  return samples.map(median);
 }
 
 const { startEmulator, DEFAULT_EMULATOR_API_KEY } = await import(path.join(root, 'dist/emulator/index.js'));
@@ -42,11 +54,13 @@ const serviceEnv = {
 
 const rows = [];
 try {
-  const bare = timeCommand(['-e', '0']);
+  const [bare, help, list] = await timeCommands([
+    { args: ['-e', '0'] },
+    { args: [cli, '--help'] },
+    { args: [cli, 'source', 'list'], env: serviceEnv },
+  ]);
   rows.push(['node -e 0 (baseline)', bare, 1, '']);
-  const help = timeCommand([cli, '--help']);
   rows.push(['syncauth --help', help, help / bare, '≤ 1.5x']);
-  const list = timeCommand([cli, 'source', 'list'], serviceEnv);
   rows.push(['syncauth source list (emulator)', list, list / bare, '']);
 } finally {
   await emulator.close();

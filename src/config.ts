@@ -3,9 +3,8 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseEnv } from 'node:util';
-import envPaths from 'env-paths';
 import { ValidationError, type FieldIssue } from './errors.js';
-import { SCHEDULES, type Schedule } from './service/models.js';
+import { SCHEDULES, type Schedule } from './service/constants.js';
 
 export type SettingSource = 'flag' | 'env' | 'dotenv' | 'profile' | 'default';
 
@@ -109,7 +108,7 @@ export const SETTINGS = {
   profile: { env: 'SYNCAUTH_PROFILE', flag: 'profile', parse: profileName, default: () => 'default', describe: 'profile name' },
   configDir: {
     env: 'SYNCAUTH_CONFIG_DIR', flag: 'config-dir', parse: (raw: string) => path.resolve(nonEmpty(raw)),
-    default: () => envPaths('syncauth', { suffix: '' }).config, describe: 'where profile state lives',
+    describe: 'where profile state lives',
   },
   baseUrl: { env: 'SYNCAUTH_BASE_URL', flag: 'base-url', parse: httpUrl, describe: "the service's base URL" },
   apiKey: { env: 'SYNCAUTH_API_KEY', secret: true, parse: nonEmpty, describe: 'the service API key' },
@@ -198,6 +197,8 @@ export interface SettingInputs {
   dotenv?: Record<string, string>;
   /** Non-secret per-profile state. */
   profile?: Partial<Record<SettingName, unknown>>;
+  /** The platform's config directory for syncauth (from env-paths), used when none is set. */
+  defaultConfigDir?: string;
 }
 
 export const SECRET_SETTINGS = (Object.keys(SETTINGS) as SettingName[]).filter(
@@ -254,6 +255,10 @@ export function resolveSettings(inputs: SettingInputs): ResolvedSettings {
       values[name] = spec.default();
       sources[name] = 'default';
     }
+  }
+  if (values.configDir === undefined && inputs.defaultConfigDir) {
+    values.configDir = inputs.defaultConfigDir;
+    sources.configDir = 'default';
   }
   if (issues.length > 0) throw new ValidationError(issues);
   return { values: values as Settings, sources };

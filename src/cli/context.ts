@@ -29,13 +29,17 @@ export function addSettingOptions(command: Command, names: SettingName[]): Comma
   return command;
 }
 
-export function buildContext(command: Command): CommandContext {
+export async function buildContext(command: Command): Promise<CommandContext> {
   const options = command.opts<Record<string, unknown>>();
   const flags: Partial<Record<SettingName, unknown>> = {};
   for (const name of settingOptionsOf.get(command) ?? []) {
     const value = options[name];
     if (value !== undefined) flags[name] = typeof value === 'boolean' ? String(value) : value;
   }
-  const inputs: SettingInputs = { flags, env: process.env, dotenv: readDotenv(process.cwd()) };
+  // Loaded here rather than at start-up: `syncauth --help` never needs it.
+  const { default: envPaths } = await import('env-paths');
+  const inputs: SettingInputs = {
+    flags, env: process.env, dotenv: readDotenv(process.cwd()), defaultConfigDir: envPaths('syncauth', { suffix: '' }).config,
+  };
   return { settings: resolveSettings(inputs), inputs, json: options.json === true, io: processIo, stdin: process.stdin };
 }

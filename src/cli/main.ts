@@ -6,7 +6,7 @@ import { Command, CommanderError, Option } from 'commander';
 import { ExitCode } from '../errors.js';
 import { addSettingOptions, buildContext, type CommandContext } from './context.js';
 import { processIo, reportError } from './output.js';
-import { SCHEDULES, SOURCE_TYPES, WORKFLOW_TYPES } from '../service/models.js';
+import { SCHEDULES, SOURCE_TYPES, WORKFLOW_TYPES } from '../service/constants.js';
 
 const { version } = createRequire(import.meta.url)('../../package.json') as { version: string };
 
@@ -37,7 +37,7 @@ function lazy(load: () => Promise<Record<string, unknown>>, exportName: string) 
   return async (...args: unknown[]): Promise<void> => {
     const command = args[args.length - 1] as Command;
     const positional = args.slice(0, -2);
-    const context = buildContext(command);
+    const context = await buildContext(command);
     const module = await load();
     const run = module[exportName] as Runner;
     await run(context, ...positional, command.opts());
