@@ -7,5 +7,6 @@ export default defineConfig({
     hookTimeout: 60_000,
     pool: 'forks',
     globalSetup: ['test/globalSetup.ts'],
+    setupFiles: ['test/setup.ts'],
   },
 });

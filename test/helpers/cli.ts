@@ -1,6 +1,6 @@
 // Runs the built CLI as a user would: a separate process, a clean environment, real exit codes.
 import { spawn } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -21,9 +21,18 @@ export interface CliOptions {
   timeoutMs?: number;
 }
 
+const made: string[] = [];
+
 /** A fresh directory to run in, so no `.env` of the repository or the user leaks into a test. */
 export function tempDir(prefix = 'syncauth-test-'): string {
-  return mkdtempSync(path.join(tmpdir(), prefix));
+  const dir = mkdtempSync(path.join(tmpdir(), prefix));
+  made.push(dir);
+  return dir;
+}
+
+/** Removes the directories tempDir() made in this test file (run after each file, see test/setup.ts). */
+export function removeTempDirs(): void {
+  for (const dir of made.splice(0)) rmSync(dir, { recursive: true, force: true });
 }
 
 export function runCli(args: string[], options: CliOptions = {}): Promise<CliResult> {

