@@ -186,7 +186,8 @@ export async function main(argv: string[]): Promise<number> {
   const program = buildProgram();
   try {
     await program.parseAsync(argv);
-    return ExitCode.ok;
+    // A command may have chosen its own code (setup's 130 after Ctrl-C); keep it.
+    return typeof process.exitCode === 'number' ? process.exitCode : ExitCode.ok;
   } catch (error) {
     if (error instanceof CommanderError) {
       return error.exitCode === 0 ? ExitCode.ok : ExitCode.usage;

@@ -84,13 +84,30 @@ async function gather(session: ProfileSession, context: CommandContext, options:
   if (v.schedule && !v.workflowId) issues.push({ field: howToSet('schedule'), message: `a schedule needs a workflow to apply to: set ${howToSet('workflowId')} too` });
   if (baseUrl) {
     try {
-      // The client refuses base URLs it cannot use (credentials, query); find out before the browser opens.
+      // The client refuses base URLs it cannot use (credentials, query) and API keys no header can carry;
+      // find out before the browser opens, naming the setting to change.
       await new ServiceClient({ baseUrl, apiKey: apiKey ?? 'x', apiKeyHeader: v.apiKeyHeader }).close();
     } catch (error) {
-      issues.push({ field: howToSet('baseUrl'), message: (error as Error).message });
+      const fieldOf: Record<string, string> = { baseUrl: howToSet('baseUrl'), apiKey: 'SYNCAUTH_API_KEY', apiKeyHeader: howToSet('apiKeyHeader') };
+      if (error instanceof ValidationError) {
+        for (const issue of error.issues) issues.push({ field: fieldOf[issue.field] ?? howToSet('baseUrl'), message: issue.message });
+      } else {
+        issues.push({ field: howToSet('baseUrl'), message: (error as Error).message });
+      }
     }
   }
-  if (session.secrets.kind === 'env' && !secrets.refreshToken) {
+  // The token endpoint would refuse these only after the browser step, wasting the grant; never echo them.
+  const credentials: [string, string | undefined, boolean][] = [
+    ['SYNCAUTH_APP_KEY', appKey, true], ['SYNCAUTH_APP_SECRET', appSecret, false], ['SYNCAUTH_REFRESH_TOKEN', v.refreshToken, false],
+  ];
+  for (const [field, value, isAppKey] of credentials) {
+    if (value && !/^[\x21-\x7e]+$/.test(value)) issues.push({ field, message: 'contains spaces or characters a Dropbox credential never has' });
+    else if (value && isAppKey && value.includes(':')) issues.push({ field, message: 'contains ":", which a Dropbox app key never has' });
+  }
+  // Only a grant handed in (SYNCAUTH_REFRESH_TOKEN in the environment or .env) skips the browser. A stored one
+  // is not reused: it may be revoked or lack permissions ticked since, and setup is how to authorize again.
+  const givenRefreshToken = v.refreshToken;
+  if (session.secrets.kind === 'env' && !givenRefreshToken) {
     issues.push({
       field: 'SYNCAUTH_STORE',
       message: 'is env, which is read-only: the new grant would have nowhere to be kept. Use keychain or file, or set SYNCAUTH_REFRESH_TOKEN to use an existing grant',
@@ -103,7 +120,7 @@ async function gather(session: ProfileSession, context: CommandContext, options:
     apiKey: apiKey as string,
     appKey: appKey as string,
     appSecret: appSecret as string,
-    ...(secrets.refreshToken ? { refreshToken: secrets.refreshToken } : {}),
+    ...(givenRefreshToken ? { refreshToken: givenRefreshToken } : {}),
     remoteUrl: remoteUrl as string,
     connectorName: v.connectorName ?? `dropbox-${folder}`,
     ...(v.workflowId ? { workflowId: v.workflowId } : {}),

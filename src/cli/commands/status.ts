@@ -63,5 +63,12 @@ export async function status(context: CommandContext): Promise<void> {
       if (row.needsReauthorization) context.io.stdout.write(`  → run \`syncauth setup --profile ${row.profile}\` to authorize again\n`);
     }
   }
-  if (rows.some((r) => r.needsReauthorization)) process.exitCode = ExitCode.authRequired;
+  const stale = rows.filter((r) => r.needsReauthorization).map((r) => r.profile);
+  if (stale.length > 0) {
+    // Thrown, not set on process.exitCode: the entry point sets the exit code from its own result afterwards.
+    throw new SyncauthError('SYNCAUTH_REAUTHORIZE', `${stale.length === 1 ? 'profile' : 'profiles'} ${stale.map((n) => `"${n}"`).join(', ')} need${stale.length === 1 ? 's' : ''} re-authorization`, {
+      exitCode: ExitCode.authRequired,
+      hint: stale.map((n) => `run \`syncauth setup --profile ${n}\``).join('; '),
+    });
+  }
 }
