@@ -1,6 +1,6 @@
 // Dropbox's OAuth 2 endpoints: the authorize page (GET shows it, POST records the user's decision) and the
-// token endpoint. Wire behaviour and error bodies follow /work/shared/reference/dropbox-oauth.md; where
-// that file says the real behaviour is unknown, the choice made here is marked as an assumption.
+// token endpoint. Wire behaviour and error bodies follow what is known of Dropbox's real endpoints; where
+// that is unknown, the choice made here is marked as an assumption.
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { Request, Response, Router } from 'express';
 import express from 'express';

@@ -85,14 +85,14 @@ function ok(result: RunResult): RunResult {
 }
 
 describe('the packed tarball', () => {
-  it('holds the built CLI, package.json and README, and no sources, tests, configs or secrets', () => {
+  it('holds the built CLI, package.json, README, .env.example and licence, and no sources, tests or secrets', () => {
     const files = [...packed.entries.keys()];
     expect(packed.filename).toBe(`syncauth-${version}.tgz`);
-    for (const required of ['dist/cli/main.js', 'package.json', 'README.md', 'dist/index.js', 'dist/index.d.ts']) {
+    for (const required of ['dist/cli/main.js', 'package.json', 'README.md', '.env.example', 'LICENSE', 'dist/index.js', 'dist/index.d.ts']) {
       expect(files, `${required} is missing from the tarball`).toContain(required);
     }
-    const outside = files.filter((f) => !f.startsWith('dist/') && !['package.json', 'README.md'].includes(f) && !/^(LICEN[CS]E|CHANGELOG)/i.test(f));
-    expect(outside, 'only dist/, package.json, README and a licence belong in the tarball').toEqual([]);
+    const outside = files.filter((f) => !f.startsWith('dist/') && !['package.json', 'README.md', '.env.example'].includes(f) && !/^(LICEN[CS]E|CHANGELOG)/i.test(f));
+    expect(outside, 'only dist/, package.json, README, .env.example and a licence belong in the tarball').toEqual([]);
     expect(files.filter((f) => /^(src|test|bench|node_modules|\.cache)\//.test(f))).toEqual([]);
     // The copy that was packed has a canary .env; no environment file but the example may ship.
     expect(files.filter((f) => /(^|\/)\.env($|\.(?!example$))/.test(f))).toEqual([]);

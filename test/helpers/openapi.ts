@@ -8,7 +8,9 @@ import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-export const OPENAPI_PATH = path.resolve(here, '../../../shared/reference/unstructured-platform-openapi.json');
+// A copy of the service's public OpenAPI document (3.0.2), kept with the tests so they need nothing outside the
+// repository.
+export const OPENAPI_PATH = path.resolve(here, '../fixtures/unstructured-platform-openapi.json');
 
 interface Operation {
   parameters?: { name: string; in: string; required?: boolean; schema: object }[];
