@@ -1,6 +1,7 @@
 // `npm run bench`: measures what a user waits for and prints a table. Not a test: nothing here fails on a
 // number; targets are printed beside the measurements so a regression is visible.
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
+import { createServer } from 'node:net';
 import { promisify } from 'node:util';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -42,8 +43,15 @@ async function timeCommands(commands) {
   return samples.map(median);
 }
 
-const { startEmulator, DEFAULT_EMULATOR_API_KEY } = await import(path.join(root, 'dist/emulator/index.js'));
-const emulator = await startEmulator({});
+const { startEmulator, DEFAULT_EMULATOR_API_KEY, DEFAULT_APP } = await import(path.join(root, 'dist/emulator/index.js'));
+const redirectPort = await new Promise((resolve) => {
+  const probe = createServer().listen(0, '127.0.0.1', () => {
+    const { port } = probe.address();
+    probe.close(() => resolve(port));
+  });
+});
+const redirectUri = `http://127.0.0.1:${redirectPort}/callback`;
+const emulator = await startEmulator({ apps: [{ ...DEFAULT_APP, redirectUris: [redirectUri] }], autoApprove: true });
 const configDir = mkdtempSync(path.join(tmpdir(), 'syncauth-bench-'));
 const serviceEnv = {
   SYNCAUTH_BASE_URL: emulator.url,
@@ -51,6 +59,29 @@ const serviceEnv = {
   SYNCAUTH_CONFIG_DIR: configDir,
   SYNCAUTH_STORE: 'env',
 };
+
+/** One `setup --yes` against the emulator, approving the printed authorize URL as a browser would. */
+async function timeSetup(baseEnv, redirectUri) {
+  const home = mkdtempSync(path.join(tmpdir(), 'syncauth-bench-setup-'));
+  const env = { ...process.env, ...baseEnv, SYNCAUTH_CONFIG_DIR: path.join(home, 'config'), SYNCAUTH_REDIRECT_URI: redirectUri };
+  const start = performance.now();
+  await new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [cli, 'setup', '--yes', '--no-open'], { cwd: home, env, stdio: ['ignore', 'ignore', 'pipe'] });
+    let seen = '';
+    let approving;
+    child.stderr.on('data', (chunk) => {
+      seen += chunk;
+      const url = /\s(http:\/\/127\.0\.0\.1:\d+\/oauth2\/authorize\?\S+)/.exec(seen)?.[1];
+      if (url && !approving) {
+        approving = fetch(url, { redirect: 'manual' }).then((page) => fetch(page.headers.get('location'))).then((r) => r.text());
+      }
+    });
+    child.on('close', (code) => (code === 0 ? resolve() : reject(new Error(`setup exited ${code}: ${seen}`))));
+  });
+  const elapsed = performance.now() - start;
+  rmSync(home, { recursive: true, force: true });
+  return elapsed;
+}
 
 const rows = [];
 try {
@@ -62,6 +93,23 @@ try {
   rows.push(['node -e 0 (baseline)', bare, 1, '']);
   rows.push(['syncauth --help', help, help / bare, '≤ 1.5x']);
   rows.push(['syncauth source list (emulator)', list, list / bare, '']);
+
+  // status reads one saved profile: make it with one setup, then time status alone.
+  const setupEnv = {
+    SYNCAUTH_BASE_URL: emulator.url, SYNCAUTH_API_KEY: DEFAULT_EMULATOR_API_KEY, SYNCAUTH_STORE: 'file',
+    SYNCAUTH_STORE_KEY: 'bench-store-key', SYNCAUTH_APP_KEY: DEFAULT_APP.appKey, SYNCAUTH_APP_SECRET: DEFAULT_APP.appSecret,
+    SYNCAUTH_AUTHORIZE_URL: emulator.authorizeUrl, SYNCAUTH_TOKEN_URL: emulator.tokenUrl, SYNCAUTH_DROPBOX_API_URL: emulator.apiUrl,
+    SYNCAUTH_REMOTE_URL: 'dropbox://data',
+  };
+  const setups = [];
+  for (let i = 0; i < Math.max(3, Math.ceil(runs / 3)); i += 1) setups.push(await timeSetup(setupEnv, redirectUri));
+  rows.push(['syncauth setup end to end (emulator, approval automated)', median(setups), median(setups) / bare, '']);
+  await run(process.execPath, [cli, 'refresh'], { env: { ...process.env, ...setupEnv, SYNCAUTH_CONFIG_DIR: configDir, SYNCAUTH_STORE: 'env', SYNCAUTH_REFRESH_TOKEN: [...emulator.state.grants.values()][0].refreshToken } });
+  const [bare2, status] = await timeCommands([
+    { args: ['-e', '0'] },
+    { args: [cli, 'status'], env: { SYNCAUTH_CONFIG_DIR: configDir } },
+  ]);
+  rows.push(['syncauth status (one profile)', status, status / bare2, '']);
 } finally {
   await emulator.close();
   rmSync(configDir, { recursive: true, force: true });
