@@ -15,7 +15,7 @@ export default tseslint.config(
   },
   {
     files: ['bench/**/*.mjs'],
-    languageOptions: { globals: { process: 'readonly', console: 'readonly' } },
+    languageOptions: { globals: { process: 'readonly', console: 'readonly', fetch: 'readonly' } },
   },
   {
     files: ['bench/**', 'test/**', 'src/cli/**', 'src/emulator/cli.ts'],
