@@ -1,6 +1,7 @@
 // The step shared by `setup`, `refresh` and the daemon: make the service hold one `dropbox` connector for the
 // profile, carrying the current credentials and the freshest access token, and (when a workflow is named) make
 // that workflow read from it.
+import { dropboxApiPath } from '../service/source-configs.js';
 import { isServiceError, type ServiceClient } from '../service/index.js';
 import { SCHEDULE_CRON, type Schedule, type SourceConnectorInformation, type WorkflowInformation } from '../service/models.js';
 
@@ -36,6 +37,11 @@ export interface ReconcileResult {
   workflowAction?: 'updated' | 'unchanged';
 }
 
+/** The connector name used when none is configured: `dropbox-` and the subfolder path, `/` turned to `-`. */
+export function defaultConnectorName(remoteUrl: string): string {
+  return `dropbox-${dropboxApiPath(remoteUrl).slice(1).replaceAll('/', '-')}`;
+}
+
 export function dropboxConfig(spec: DropboxConnectorSpec): Record<string, unknown> {
   return {
     remote_url: spec.remoteUrl,
@@ -68,13 +74,13 @@ export async function reconcileConnector(input: ReconcileInput): Promise<Reconci
   let result: ReconcileResult;
 
   if (input.connectorId) {
-    result = await updateKnown(client, input.connectorId, connector, config, now, input.workflow?.id);
+    result = await updateKnown(client, input.connectorId, connector, config, now);
   } else {
-    // Adopt a connector of the same name (a previous setup whose state was lost) instead of failing on the
-    // service's unique-name rule or making a second one.
-    const existing = await client.findSourceByName(connector.name, 'dropbox');
+    // Adopt a connector of the family (a previous run whose state was lost, or that crashed between creating
+    // and recording) instead of failing on the service's unique-name rule or making a second one.
+    const existing = await findFamilyMember(client, connector.name);
     if (existing) {
-      result = await updateKnown(client, existing.id, connector, config, now, input.workflow?.id);
+      result = await updateKnown(client, existing.id, connector, config, now);
       if (result.action === 'updated') result.action = 'adopted';
     } else {
       result = { connector: await client.createSource({ name: connector.name, type: 'dropbox', config }), action: 'created', removed: [] };
@@ -86,7 +92,9 @@ export async function reconcileConnector(input: ReconcileInput): Promise<Reconci
     result.workflow = wired.workflow;
     result.workflowAction = wired.action;
   }
-  if (result.action === 'replaced') result.removed = await removeStaleFamily(client, connector.name, result.connector.id);
+  // Any path that created or adopted a connector may follow a crash that left another member of the family
+  // behind; once the workflow reads from the one kept, the others go.
+  if (result.action !== 'updated') result.removed = await removeStaleFamily(client, connector.name, result.connector.id);
   return result;
 }
 
@@ -96,7 +104,6 @@ async function updateKnown(
   connector: DropboxConnectorSpec,
   config: Record<string, unknown>,
   now: () => Date,
-  workflowId: string | undefined,
 ): Promise<ReconcileResult> {
   try {
     return { connector: await client.updateSource(id, config, 'dropbox'), action: 'updated', removed: [] };
@@ -106,15 +113,28 @@ async function updateKnown(
     // "Not Found" for both); reading the connector tells them apart.
     const stillThere = error.status === 405 || (await exists(client, id));
     if (!stillThere) {
+      // A recreation that crashed before its id was recorded left a connector of the family: take it.
+      const survivor = await findFamilyMember(client, connector.name, id);
+      if (survivor) {
+        const adopted = await updateKnown(client, survivor.id, connector, config, now);
+        return adopted.action === 'updated' ? { ...adopted, action: 'recreated' } : adopted;
+      }
       const recreated = await client.createSource({ name: connector.name, type: 'dropbox', config });
       return { connector: recreated, action: 'recreated', removed: [] };
     }
     // The connector exists but cannot be updated: make a replacement under a new name. The caller points the
     // workflow at it, then the old one is removed.
     const replacement = await client.createSource({ name: `${connector.name}-${stamp(now())}`, type: 'dropbox', config });
-    if (!workflowId) return { connector: replacement, action: 'replaced', removed: [] };
     return { connector: replacement, action: 'replaced', removed: [] };
   }
+}
+
+/** The newest dropbox connector named `baseName` or one of its time-stamped replacements, other than `exceptId`. */
+async function findFamilyMember(client: ServiceClient, baseName: string, exceptId?: string): Promise<SourceConnectorInformation | undefined> {
+  const family = (await client.listSources({ sourceType: 'dropbox' })).filter(
+    (s) => s.id !== exceptId && s.type === 'dropbox' && isConnectorFamily(s.name, baseName),
+  );
+  return family.sort((a, b) => Date.parse(b.created_at) - Date.parse(a.created_at))[0];
 }
 
 async function exists(client: ServiceClient, id: string): Promise<boolean> {

@@ -12,39 +12,51 @@ export interface RenewOptions {
   /** Called under the lock when Dropbox hands out a new refresh token, to store it before anything else. */
   onNewRefreshToken?: (refreshToken: string) => Promise<void>;
   now?: () => number;
+  /** Cancels the token request (the daemon's shutdown, a lost lease). */
+  signal?: AbortSignal;
+  /** Deadline of the token request; the OAuth module's default when absent. */
+  timeoutMs?: number;
 }
 
 /** Renews and records expiry and renewal time; a failure is recorded too (terminal ones flag re-authorization). */
 export async function renewProfileToken(options: RenewOptions): Promise<TokenSet> {
-  const { profiles, name } = options;
-  return profiles.withLock(name, async () => {
-    let tokens: TokenSet;
-    try {
-      tokens = await renewAccessToken({
-        tokenUrl: options.tokenUrl,
-        app: options.app,
-        refreshToken: options.refreshToken,
-        ...(options.now ? { now: options.now } : {}),
-      });
-    } catch (error) {
-      await recordFailure(profiles, name, error, options.now);
-      throw error;
-    }
-    if (tokens.refreshToken !== options.refreshToken && options.onNewRefreshToken) {
-      await options.onNewRefreshToken(tokens.refreshToken);
-    }
-    await profiles.update(name, (current) => ({
-      ...baseState(current),
-      accessTokenExpiresAt: new Date(tokens.expiresAt).toISOString(),
-      lastRenewalAt: new Date(options.now?.() ?? Date.now()).toISOString(),
-      lastError: undefined,
-      needsReauthorization: false,
-    }));
-    return tokens;
-  });
+  return options.profiles.withLock(options.name, () => renewHoldingLock(options));
 }
 
-function baseState(current: ProfileState | undefined): Omit<ProfileState, 'version' | 'profile' | 'createdAt' | 'updatedAt'> {
+/**
+ * The body of {@link renewProfileToken}, for a caller that already holds the profile's renewal lock and has
+ * re-read the state under it (the daemon decides there whether another process renewed in the meantime).
+ */
+export async function renewHoldingLock(options: RenewOptions): Promise<TokenSet> {
+  const { profiles, name } = options;
+  let tokens: TokenSet;
+  try {
+    tokens = await renewAccessToken({
+      tokenUrl: options.tokenUrl,
+      app: options.app,
+      refreshToken: options.refreshToken,
+      ...(options.now ? { now: options.now } : {}),
+      ...(options.signal ? { signal: options.signal } : {}),
+      ...(options.timeoutMs !== undefined ? { timeoutMs: options.timeoutMs } : {}),
+    });
+  } catch (error) {
+    await recordFailure(profiles, name, error, options.now);
+    throw error;
+  }
+  if (tokens.refreshToken !== options.refreshToken && options.onNewRefreshToken) {
+    await options.onNewRefreshToken(tokens.refreshToken);
+  }
+  await profiles.update(name, (current) => ({
+    ...baseState(current),
+    accessTokenExpiresAt: new Date(tokens.expiresAt).toISOString(),
+    lastRenewalAt: new Date(options.now?.() ?? Date.now()).toISOString(),
+    lastError: undefined,
+    needsReauthorization: false,
+  }));
+  return tokens;
+}
+
+export function baseState(current: ProfileState | undefined): Omit<ProfileState, 'version' | 'profile' | 'createdAt' | 'updatedAt'> {
   if (!current) return {};
   const { version: _v, profile: _p, createdAt: _c, updatedAt: _u, ...rest } = current;
   return rest;

@@ -1,0 +1,679 @@
+// The sidecar's core: one process serving many profiles. A sweep (node-cron, or a caller) finds tokens
+// inside the renewal margin and renews each under the profile's locks (a replica lease when coordinated, the
+// profile store's lock across processes, single flight within this one), re-reading what others recorded
+// first. After each renewal the token is published and the connector reconciled. Everything comes in as
+// options, the clock included, so a test can live through many token lifetimes in a second.
+import { setTimeout as delay } from 'node:timers/promises';
+import { SyncauthError, ValidationError } from '../errors.js';
+import { createLogger, type Logger } from '../log.js';
+import { isOAuthError, type TokenSet } from '../oauth/index.js';
+import { isProfileStoreError, type ProfileState } from '../profile/index.js';
+import { ServiceClient } from '../service/index.js';
+import { reconcileConnector } from '../sync/reconcile.js';
+import { baseState, renewHoldingLock } from '../sync/renew.js';
+import { retryDelay, type BackoffPolicy } from './backoff.js';
+import { classifyFailure, type Failure } from './classify.js';
+import type { Lease } from './coordinator.js';
+import { checkSchedule, scheduleSweeps, type SweepSchedule } from './cron.js';
+import { RateGate, Semaphore } from './limiter.js';
+import { DaemonMetrics } from './metrics.js';
+import { ProfileRuntime } from './runtime.js';
+import { startHealthServer, type HealthServer } from './server.js';
+import { healthOf, profileStatus, reauthorizeCommand } from './status.js';
+import { TokenPublisher, checkTokenFileTemplate } from './token-file.js';
+import type {
+  DaemonOptions,
+  DaemonProfile,
+  DaemonStatus,
+  ParkReason,
+  ProfileEntry,
+  ProfileLoadFailure,
+  ReconcileOutcome,
+  RenewalOutcome,
+  RunningDaemon,
+  SweepEntry,
+  SweepReport,
+} from './types.js';
+
+export type * from './types.js';
+export type { Coordinator, Lease, SharedRenewal } from './coordinator.js';
+export { CoordinatorUnavailableError, isCoordinatorUnavailable } from './coordinator.js';
+export { createRedisCoordinator, checkRedisUrl, redisTarget } from './redis.js';
+export type { RedisCoordinator, RedisCoordinatorOptions } from './redis.js';
+export { checkSchedule } from './cron.js';
+export { checkTokenFileTemplate, tokenFileFor, PROFILE_PLACEHOLDER } from './token-file.js';
+
+export const DEFAULT_SCHEDULE = '* * * * *';
+export const DEFAULT_CONCURRENCY = 4;
+
+const DEFAULT_SERVICE_RETRY = { retries: 2, baseDelayMs: 250, maxDelayMs: 2_000 };
+
+export function isLoadFailure(entry: ProfileEntry): entry is ProfileLoadFailure {
+  return 'error' in entry;
+}
+
+export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon> {
+  const margin = options.renewMarginMs;
+  if (!(Number.isFinite(margin) && margin > 0)) throw new ValidationError([{ field: 'renewMarginMs', message: 'must be a positive number' }]);
+  const concurrency = options.concurrency ?? DEFAULT_CONCURRENCY;
+  if (!(Number.isInteger(concurrency) && concurrency >= 1)) throw new ValidationError([{ field: 'concurrency', message: 'must be a whole number of at least 1' }]);
+  const rate = options.maxRenewalsPerSecond;
+  if (rate !== undefined && !(Number.isFinite(rate) && rate > 0)) {
+    throw new ValidationError([{ field: 'maxRenewalsPerSecond', message: 'must be a positive number' }]);
+  }
+  const scheduleExpression = options.schedule === undefined ? DEFAULT_SCHEDULE : options.schedule;
+  if (scheduleExpression !== false) checkSchedule(scheduleExpression);
+
+  const log: Logger = options.logger ?? createLogger();
+  const now = options.now ?? Date.now;
+  const random = options.random ?? Math.random;
+  const sleep = options.sleep ?? ((ms: number, signal?: AbortSignal) => delay(ms, undefined, signal ? { signal } : {}));
+  const jitterMs = options.jitterMs ?? margin * 0.2;
+  const backoff: BackoffPolicy = {
+    baseMs: options.backoff?.baseMs ?? 1_000,
+    maxMs: options.backoff?.maxMs ?? Math.min(60_000, margin / 4),
+  };
+  const tokenTimeoutMs = options.tokenTimeoutMs ?? 15_000;
+  const lockWaitMs = options.lockWaitMs ?? 15_000;
+  const shutdownTimeoutMs = options.shutdownTimeoutMs ?? 10_000;
+  const { profileStore: store, coordinator, tokenFile } = options;
+  // With replicas only one holds the token; the others know its expiry and do not renew just to hold one.
+  const needsOwnToken = tokenFile !== undefined && coordinator === undefined;
+  const semaphore = new Semaphore(concurrency);
+  const rateGate = rate === undefined ? undefined : new RateGate(rate, now, sleep);
+  const shutdown = new AbortController();
+  const runtimes = new Map<string, ProfileRuntime>();
+  let closing: Promise<void> | undefined;
+  let coordinatorDownSince: number | undefined;
+
+  const drawJitter = (): number => random() * jitterMs;
+  const loadEntries = async (): Promise<readonly ProfileEntry[]> =>
+    typeof options.profiles === 'function' ? options.profiles() : options.profiles;
+
+  // ---- the token file ----
+
+  const files = new TokenPublisher(tokenFile, now, log);
+
+  function dropToken(rt: ProfileRuntime): Promise<void> {
+    rt.token = undefined;
+    clearTimeout(rt.expiryTimer);
+    rt.expiryTimer = undefined;
+    return files.unpublish(rt);
+  }
+
+  function expireIfDue(rt: ProfileRuntime, at: number): Promise<void> {
+    if (!rt.token || at < rt.token.expiresAt) return Promise.resolve();
+    // With replicas, the token this one holds may simply be older than the one another replica renewed.
+    if ((rt.knownExpiresAt ?? 0) > rt.token.expiresAt) log.debug({ profile: rt.name }, 'an older access token expired; another process holds the current one');
+    else log.warn({ profile: rt.name }, `the access token of profile "${rt.name}" expired before a renewal succeeded`);
+    return dropToken(rt);
+  }
+
+  function holdToken(rt: ProfileRuntime, tokens: TokenSet): void {
+    clearTimeout(rt.expiryTimer);
+    rt.token = { value: tokens.accessToken, expiresAt: tokens.expiresAt };
+    rt.knownExpiresAt = Math.max(rt.knownExpiresAt ?? 0, tokens.expiresAt);
+    rt.jitterMs = drawJitter();
+    // Between sweeps too: a token must leave the file the moment it expires, not at the next tick.
+    rt.expiryTimer = setTimeout(() => void expireIfDue(rt, now()), Math.max(0, tokens.expiresAt - now()));
+    rt.expiryTimer.unref();
+  }
+
+  // ---- profiles ----
+
+  function park(rt: ProfileRuntime, reason: ParkReason, failure: Failure, until: 'secrets' | 'readable' | 'reload', secretsVersion: string | undefined): void {
+    const already = rt.parked?.reason === reason && rt.parked.code === failure.code;
+    rt.parked = { reason, code: failure.code, message: failure.message, until, secretsVersion };
+    if (reason === 'reauthorization_needed') void dropToken(rt);
+    if (already) return;
+    if (reason === 'reauthorization_needed') {
+      log.error(
+        { profile: rt.name, errorCode: failure.code },
+        `profile "${rt.name}" needs re-authorization: ${failure.message}. Run \`${reauthorizeCommand(rt.name)}\` to authorize again; ` +
+          'the daemon stops renewing this profile until its secrets change.',
+      );
+    } else {
+      log.error(
+        { profile: rt.name, errorCode: failure.code },
+        `profile "${rt.name}" cannot be renewed: ${failure.message}${failure.hint ? ` (${failure.hint})` : ''}. ` +
+          `Fix it (e.g. \`${reauthorizeCommand(rt.name)}\`); the daemon stops renewing this profile until its secrets change or it reloads (SIGHUP).`,
+      );
+    }
+  }
+
+  function unpark(rt: ProfileRuntime, why: string): void {
+    if (!rt.parked) return;
+    rt.parked = undefined;
+    rt.failures = 0;
+    rt.retryAt = 0;
+    log.info({ profile: rt.name }, `profile "${rt.name}": ${why}; renewing it again`);
+  }
+
+  async function readState(rt: ProfileRuntime): Promise<ProfileState | undefined> {
+    return store.read(rt.name);
+  }
+
+  /** At start and when a profile is added: what the state file says about expiry, connector and secrets. */
+  async function observeInitialState(rt: ProfileRuntime): Promise<void> {
+    try {
+      const state = await readState(rt);
+      rt.secretsVersion = state?.secretsVersion;
+      rt.connectorId = state?.connectorId;
+      if (state?.accessTokenExpiresAt) rt.learnExpiry(Date.parse(state.accessTokenExpiresAt), drawJitter());
+    } catch (error) {
+      park(rt, 'configuration_error', classifyFailure(error), 'readable', undefined);
+    }
+  }
+
+  function applyEntry(rt: ProfileRuntime, entry: ProfileEntry): void {
+    if (isLoadFailure(entry)) {
+      if (rt.config) {
+        // A profile that ran before keeps its last good settings: a keychain locked during a reload must not
+        // stop renewals that were working.
+        log.warn({ profile: rt.name, error: entry.error.message }, `profile "${rt.name}" could not be reloaded; keeping its previous settings`);
+        return;
+      }
+      rt.loadError = entry.error;
+      const failure = classifyFailure(entry.error);
+      if (!rt.parked || rt.parked.reason !== 'unavailable') {
+        log.error({ profile: rt.name, errorCode: failure.code }, `profile "${rt.name}" could not be loaded: ${failure.message}${failure.hint ? ` (${failure.hint})` : ''}`);
+      }
+      rt.parked = { reason: 'unavailable', code: failure.code, message: failure.message, until: 'reload', secretsVersion: undefined };
+      return;
+    }
+    const grantChanged = rt.grant !== undefined && rt.grantDiffers(entry.grant);
+    const targetKey = entry.reconcile ? JSON.stringify(entry.reconcile) : '';
+    if (rt.client && rt.client.key !== targetKey) {
+      void rt.client.client.close();
+      rt.client = undefined;
+    }
+    rt.config = entry;
+    rt.grant = entry.grant;
+    rt.loadError = undefined;
+    if (rt.parked && grantChanged) unpark(rt, 'its secrets changed');
+  }
+
+  async function addProfile(entry: ProfileEntry): Promise<ProfileRuntime> {
+    const rt = new ProfileRuntime(entry.name);
+    applyEntry(rt, entry);
+    if (!rt.parked) await observeInitialState(rt);
+    // A file left by an earlier run holds a token of unknown age: it goes until a renewal here replaces it.
+    await files.unpublish(rt);
+    return rt;
+  }
+
+  async function maybeUnpark(rt: ProfileRuntime): Promise<void> {
+    const parked = rt.parked;
+    if (!parked || parked.until === 'reload' || !rt.config) return;
+    let state: ProfileState | undefined;
+    try {
+      state = await readState(rt);
+    } catch {
+      return;
+    }
+    if (parked.until === 'secrets' && state?.secretsVersion === parked.secretsVersion) return;
+    if (rt.config.readGrant) {
+      try {
+        rt.grant = await rt.config.readGrant();
+      } catch (error) {
+        log.warn({ profile: rt.name, error: classifyFailure(error).message }, `profile "${rt.name}": could not read its new secrets`);
+        return;
+      }
+    }
+    rt.secretsVersion = state?.secretsVersion;
+    if (state?.accessTokenExpiresAt) rt.learnExpiry(Date.parse(state.accessTokenExpiresAt), drawJitter());
+    unpark(rt, parked.until === 'readable' ? 'its state file is readable again' : 'new secrets were stored');
+  }
+
+  // ---- the service ----
+
+  function clientFor(rt: ProfileRuntime, profile: DaemonProfile): ServiceClient | undefined {
+    const target = profile.reconcile;
+    if (!target) return undefined;
+    const key = JSON.stringify(target);
+    if (rt.client?.key === key) return rt.client.client;
+    const client = new ServiceClient({
+      baseUrl: target.baseUrl,
+      apiKey: target.apiKey,
+      ...(target.apiKeyHeader ? { apiKeyHeader: target.apiKeyHeader } : {}),
+      retry: options.serviceRetry ?? DEFAULT_SERVICE_RETRY,
+      ...options.serviceClient,
+    });
+    rt.client = { key, client };
+    return client;
+  }
+
+  /** One reconcile, under the profile's locks; a failure schedules a retry and never touches the renewal. */
+  async function reconcileNow(rt: ProfileRuntime, profile: DaemonProfile): Promise<ReconcileOutcome> {
+    const target = profile.reconcile;
+    const token = rt.token;
+    const grant = rt.grant;
+    if (!target || !grant || !token || now() >= token.expiresAt) {
+      // Never hand the service an expired token; the next renewal reconciles with a fresh one.
+      rt.reconcile.pending = false;
+      return 'skipped';
+    }
+    try {
+      const client = clientFor(rt, profile) as ServiceClient;
+      const state = await readState(rt);
+      const result = await reconcileConnector({
+        client,
+        connector: {
+          name: target.connectorName,
+          remoteUrl: target.remoteUrl,
+          recursive: target.recursive,
+          appKey: grant.appKey,
+          appSecret: grant.appSecret,
+          refreshToken: grant.refreshToken,
+          accessToken: token.value,
+        },
+        ...(state?.connectorId ? { connectorId: state.connectorId } : {}),
+        ...(target.workflow ? { workflow: target.workflow } : {}),
+        now: () => new Date(now()),
+      });
+      // The configured name, not the connector's: a replacement's time stamp must not become the next base name.
+      await store.update(rt.name, (current) => ({ ...baseState(current), connectorId: result.connector.id, connectorName: target.connectorName }));
+      rt.connectorId = result.connector.id;
+      rt.reconcile = { pending: false, failures: 0, retryAt: 0, lastOutcome: result.action };
+      metrics.reconcile(rt.name, result.action);
+      const detail = { profile: rt.name, connectorId: result.connector.id, action: result.action, removed: result.removed, workflow: result.workflowAction };
+      if (result.action === 'updated' && result.workflowAction !== 'updated') log.debug(detail, 'connector reconciled');
+      else log.info(detail, `connector of profile "${rt.name}" ${result.action}`);
+      return result.action;
+    } catch (error) {
+      const failure = classifyFailure(error);
+      metrics.reconcile(rt.name, 'failed');
+      rt.reconcile.lastOutcome = 'failed';
+      if (failure.kind === 'configuration' || failure.kind === 'terminal') {
+        // Retrying a request the service refuses is noise; the next renewal tries again with fresh values.
+        rt.reconcile.pending = false;
+        log.error(
+          { profile: rt.name, errorCode: failure.code },
+          `could not reconcile the connector of profile "${rt.name}": ${failure.message}${failure.hint ? ` (${failure.hint})` : ''}; trying again after the next renewal`,
+        );
+      } else {
+        const wait = retryDelay(backoff, rt.reconcile.failures, random, failure.retryAfterMs);
+        rt.reconcile.failures += 1;
+        rt.reconcile.pending = true;
+        rt.reconcile.retryAt = now() + wait;
+        log.warn(
+          { profile: rt.name, errorCode: failure.code, retryInMs: wait },
+          `could not reconcile the connector of profile "${rt.name}": ${failure.message}; trying again in ${Math.ceil(wait / 1000)} s`,
+        );
+      }
+      return 'failed';
+    }
+  }
+
+  // ---- renewal ----
+
+  function settle(rt: ProfileRuntime, outcome: RenewalOutcome): RenewalOutcome {
+    rt.lastRenewal = { at: now(), outcome };
+    metrics.renewal(rt.name, outcome);
+    return outcome;
+  }
+
+  function coordinatorDown(rt: ProfileRuntime, error: unknown): RenewalOutcome {
+    if (coordinatorDownSince === undefined) {
+      coordinatorDownSince = now();
+      log.warn({ errorCode: 'COORDINATOR_UNAVAILABLE', error: classifyFailure(error).message }, 'the coordinator is unreachable: this replica renews nothing until it is back');
+    }
+    return settle(rt, 'coordinator_unavailable');
+  }
+
+  function coordinatorUp(): void {
+    if (coordinatorDownSince === undefined) return;
+    coordinatorDownSince = undefined;
+    log.info('the coordinator is reachable again');
+  }
+
+  async function keepRefreshToken(rt: ProfileRuntime, profile: DaemonProfile, refreshToken: string): Promise<void> {
+    // In memory first: whatever happens to the store, this process keeps the grant alive.
+    if (rt.grant) rt.grant = { ...rt.grant, refreshToken };
+    if (profile.storeRefreshToken) {
+      try {
+        await profile.storeRefreshToken(refreshToken);
+      } catch (error) {
+        // Not used before it is stored: the renewal counts as failed and is retried (with the token in memory),
+        // storing again each time, however the store classifies its own failure.
+        throw new SyncauthError('REFRESH_TOKEN_NOT_STORED', `Dropbox rotated the refresh token of profile "${rt.name}" and storing the new one failed: ${classifyFailure(error).message}`, {
+          cause: error,
+        });
+      }
+      log.info({ profile: rt.name }, `Dropbox rotated the refresh token of profile "${rt.name}"; the new one is stored`);
+    } else {
+      log.warn(
+        { profile: rt.name },
+        `Dropbox rotated the refresh token of profile "${rt.name}", and its secrets are read-only here: the new one is kept in memory only. ` +
+          `Store it where the grant comes from (run \`${reauthorizeCommand(rt.name)}\`) before this process stops.`,
+      );
+    }
+  }
+
+  async function renewed(rt: ProfileRuntime, profile: DaemonProfile, tokens: TokenSet): Promise<ReconcileOutcome | undefined> {
+    holdToken(rt, tokens);
+    rt.failures = 0;
+    rt.retryAt = 0;
+    rt.lastSuccessAt = now();
+    metrics.success(rt.name, rt.lastSuccessAt);
+    try {
+      // Storing a rotated refresh token bumps the stored secretsVersion; that change is ours, not news.
+      rt.secretsVersion = (await readState(rt))?.secretsVersion ?? rt.secretsVersion;
+    } catch {
+      // The next sweep's read reports a broken state file.
+    }
+    if (coordinator) {
+      await coordinator
+        .recordRenewal(rt.name, { expiresAt: tokens.expiresAt, renewedAt: now(), replica: coordinator.replicaId })
+        .catch((error: unknown) => log.warn({ profile: rt.name, error: classifyFailure(error).message }, 'could not share the renewal with other replicas'));
+    }
+    await files.publish(rt);
+    log.info({ profile: rt.name, expiresAt: new Date(tokens.expiresAt).toISOString() }, `renewed the access token of profile "${rt.name}"`);
+    if (!profile.reconcile) return undefined;
+    rt.reconcile = { pending: true, failures: 0, retryAt: 0, lastOutcome: rt.reconcile.lastOutcome };
+    return reconcileNow(rt, profile);
+  }
+
+  async function renewalFailed(rt: ProfileRuntime, profile: DaemonProfile, error: unknown): Promise<RenewalOutcome> {
+    const failure = classifyFailure(error);
+    if (failure.kind === 'coordinator') return coordinatorDown(rt, error);
+    if (failure.kind === 'terminal' || failure.kind === 'configuration') {
+      // Another process may have stored a new grant since this one was read: try it before giving up.
+      if (isOAuthError(error, 'OAUTH_INVALID_GRANT') && profile.readGrant) {
+        try {
+          const stored = await profile.readGrant();
+          if (rt.grantDiffers(stored)) {
+            rt.grant = stored;
+            rt.retryAt = 0;
+            log.info({ profile: rt.name }, `profile "${rt.name}": the stored grant changed; trying it`);
+            return settle(rt, 'failed');
+          }
+        } catch {
+          // Parked below; new secrets un-park it.
+        }
+      }
+      let secretsVersion = rt.secretsVersion;
+      try {
+        secretsVersion = (await readState(rt))?.secretsVersion;
+      } catch {
+        // Keep the version the grant was read under.
+      }
+      const reason: ParkReason = failure.kind === 'terminal' ? 'reauthorization_needed' : 'configuration_error';
+      // A state file that does not parse is fixed by hand, not by new secrets.
+      park(rt, reason, failure, isProfileStoreError(error, 'PROFILE_CORRUPT') ? 'readable' : 'secrets', secretsVersion);
+      return settle(rt, reason);
+    }
+    const wait = retryDelay(backoff, rt.failures, random, failure.retryAfterMs);
+    rt.failures += 1;
+    rt.retryAt = now() + wait;
+    log.warn(
+      { profile: rt.name, errorCode: failure.code, attempt: rt.failures, retryInMs: wait },
+      `could not renew the access token of profile "${rt.name}": ${failure.message}; trying again in ${Math.ceil(wait / 1000)} s`,
+    );
+    return settle(rt, failure.kind === 'rate_limited' ? 'rate_limited' : 'failed');
+  }
+
+  /** Runs `fn` holding the replica lease (when coordinated) and the profile's lock across processes. */
+  async function exclusive<T>(
+    rt: ProfileRuntime,
+    busy: () => T,
+    down: (error: unknown) => T,
+    fn: (signal: AbortSignal) => Promise<T>,
+  ): Promise<T> {
+    let lease: Lease | undefined;
+    if (coordinator) {
+      try {
+        lease = await coordinator.acquire(rt.name);
+      } catch (error) {
+        return down(error);
+      }
+      coordinatorUp();
+      if (!lease) return busy();
+    }
+    try {
+      return await store.withLock(
+        rt.name,
+        (lockSignal) => fn(AbortSignal.any([lockSignal, shutdown.signal, ...(lease ? [lease.signal] : [])])),
+        { waitMs: lockWaitMs },
+      );
+    } finally {
+      await lease?.release();
+    }
+  }
+
+  async function renew(rt: ProfileRuntime, profile: DaemonProfile): Promise<{ renewal: RenewalOutcome; reconcile?: ReconcileOutcome }> {
+    try {
+      return await exclusive(
+        rt,
+        () => ({ renewal: settle(rt, 'busy') }),
+        (error) => ({ renewal: coordinatorDown(rt, error) }),
+        async (signal) => {
+          // Another process or replica may have renewed while this one waited for the lock.
+          const state = await readState(rt);
+          if (state?.accessTokenExpiresAt) rt.learnExpiry(Date.parse(state.accessTokenExpiresAt), drawJitter());
+          if (coordinator) rt.learnExpiry((await coordinator.lastRenewal(rt.name))?.expiresAt, drawJitter());
+          if (!rt.renewalDue(now(), margin, needsOwnToken)) {
+            rt.failures = 0;
+            rt.retryAt = 0;
+            return { renewal: settle(rt, 'fresh') };
+          }
+          if (profile.readGrant && state?.secretsVersion !== rt.secretsVersion) {
+            rt.grant = await profile.readGrant();
+            rt.secretsVersion = state?.secretsVersion;
+          }
+          const grant = rt.grant as NonNullable<typeof rt.grant>;
+          if (rateGate) await rateGate.wait(signal);
+          const tokens = await renewHoldingLock({
+            profiles: store,
+            name: rt.name,
+            app: { appKey: grant.appKey, appSecret: grant.appSecret },
+            refreshToken: grant.refreshToken,
+            tokenUrl: profile.tokenUrl,
+            now,
+            signal,
+            timeoutMs: tokenTimeoutMs,
+            onNewRefreshToken: (refreshToken) => keepRefreshToken(rt, profile, refreshToken),
+          });
+          settle(rt, 'renewed');
+          const reconcile = await renewed(rt, profile, tokens);
+          return { renewal: 'renewed', ...(reconcile ? { reconcile } : {}) };
+        },
+      );
+    } catch (error) {
+      return { renewal: await renewalFailed(rt, profile, error) };
+    }
+  }
+
+  async function retryReconcile(rt: ProfileRuntime, profile: DaemonProfile): Promise<ReconcileOutcome> {
+    const skip = (): ReconcileOutcome => 'skipped';
+    try {
+      return await exclusive(rt, skip, skip, async () => {
+        const ours = rt.token?.expiresAt ?? 0;
+        const state = await readState(rt);
+        const shared = coordinator ? await coordinator.lastRenewal(rt.name) : undefined;
+        const newest = Math.max(state?.accessTokenExpiresAt ? Date.parse(state.accessTokenExpiresAt) : 0, shared?.expiresAt ?? 0);
+        if (newest > ours) {
+          // Someone renewed after this process did, and reconciled with that newer token: leave it be.
+          rt.reconcile.pending = false;
+          return 'skipped';
+        }
+        return reconcileNow(rt, profile);
+      });
+    } catch (error) {
+      const failure = classifyFailure(error);
+      const wait = retryDelay(backoff, rt.reconcile.failures, random, failure.retryAfterMs);
+      rt.reconcile.failures += 1;
+      rt.reconcile.retryAt = now() + wait;
+      log.warn({ profile: rt.name, errorCode: failure.code }, `could not reconcile the connector of profile "${rt.name}": ${failure.message}`);
+      return 'failed';
+    }
+  }
+
+  // ---- the sweep ----
+
+  async function work(rt: ProfileRuntime): Promise<SweepEntry> {
+    const profile = rt.config;
+    if (!profile) return { profile: rt.name, action: 'parked' };
+    if (rt.parked) await maybeUnpark(rt);
+    if (rt.parked) return { profile: rt.name, action: 'parked' };
+    const at = now();
+    if (at >= rt.retryAt && rt.renewalDue(at, margin, needsOwnToken)) {
+      const result = await semaphore.run(() => renew(rt, profile));
+      return { profile: rt.name, action: 'renewal', ...result };
+    }
+    if (rt.reconcileDue(at) && profile.reconcile) {
+      const reconcile = await semaphore.run(() => retryReconcile(rt, profile));
+      return { profile: rt.name, action: 'reconcile', reconcile };
+    }
+    return { profile: rt.name, action: 'idle' };
+  }
+
+  function visit(rt: ProfileRuntime): Promise<SweepEntry> {
+    // Single flight: a sweep that finds work running for the profile waits for it instead of starting more.
+    if (rt.busy) return rt.busy.then(() => ({ profile: rt.name, action: 'in_flight' as const }));
+    const running = work(rt).catch((error: unknown) => {
+      log.error({ profile: rt.name, err: error }, 'unexpected failure in the sweep');
+      return { profile: rt.name, action: 'idle' as const };
+    });
+    rt.busy = running;
+    void running.then(() => {
+      if (rt.busy === running) rt.busy = undefined;
+    });
+    return running;
+  }
+
+  async function sweep(): Promise<SweepReport> {
+    const at = now();
+    if (closing) return { at: new Date(at).toISOString(), profiles: [] };
+    const profiles = [...runtimes.values()];
+    // Expired tokens leave the file before anything else happens, even for a profile whose renewal is running.
+    await Promise.all(profiles.map((rt) => expireIfDue(rt, at)));
+    const entries = await Promise.all(profiles.map((rt) => visit(rt)));
+    return { at: new Date(at).toISOString(), profiles: entries };
+  }
+
+  // ---- status ----
+
+  function status(): DaemonStatus {
+    const at = now();
+    const profiles = [...runtimes.values()].map((rt) => profileStatus(rt, at, needsOwnToken));
+    const coordinatorAvailable = coordinator ? coordinator.isAvailable() : true;
+    return {
+      ready: profiles.length > 0 && profiles.every((p) => p.ready) && coordinatorAvailable,
+      ...(coordinator ? { coordinator: { available: coordinatorAvailable } } : {}),
+      profiles,
+    };
+  }
+
+  const metrics = new DaemonMetrics({
+    now,
+    profiles: () => {
+      const at = now();
+      return [...runtimes.values()].map((rt) => ({ name: rt.name, expiresAt: rt.knownExpiresAt, health: healthOf(rt, at, needsOwnToken).health }));
+    },
+  });
+
+  // ---- loading, reloading, closing ----
+
+  function checkTemplate(entries: readonly ProfileEntry[]): void {
+    if (tokenFile !== undefined) checkTokenFileTemplate(tokenFile, new Set(entries.map((e) => e.name)).size);
+  }
+
+  async function removeProfile(rt: ProfileRuntime): Promise<void> {
+    rt.removed = true;
+    runtimes.delete(rt.name);
+    await rt.busy;
+    clearTimeout(rt.expiryTimer);
+    await files.unpublish(rt);
+    await rt.client?.client.close();
+    metrics.forget(rt.name);
+  }
+
+  const initial = await loadEntries();
+  checkTemplate(initial);
+  for (const entry of initial) {
+    if (runtimes.has(entry.name)) continue;
+    runtimes.set(entry.name, await addProfile(entry));
+  }
+
+  async function reload(): Promise<void> {
+    if (closing) return;
+    let entries: readonly ProfileEntry[];
+    try {
+      entries = await loadEntries();
+      checkTemplate(entries);
+    } catch (error) {
+      const failure = classifyFailure(error);
+      log.error({ errorCode: failure.code }, `could not reload the profiles: ${failure.message}; keeping the current ones`);
+      return;
+    }
+    const wanted = new Map(entries.map((e) => [e.name, e]));
+    for (const rt of [...runtimes.values()]) {
+      if (!wanted.has(rt.name)) await removeProfile(rt);
+    }
+    for (const entry of wanted.values()) {
+      const rt = runtimes.get(entry.name);
+      if (!rt) {
+        runtimes.set(entry.name, await addProfile(entry));
+        continue;
+      }
+      const wasUnavailable = rt.parked?.reason === 'unavailable';
+      applyEntry(rt, entry);
+      if (wasUnavailable && rt.config) {
+        rt.parked = undefined;
+        log.info({ profile: rt.name }, `profile "${rt.name}" loaded`);
+        await observeInitialState(rt);
+      }
+    }
+    log.info({ profiles: [...runtimes.keys()] }, 'profiles reloaded');
+  }
+
+  let server: HealthServer | undefined;
+  if (options.listen) server = await startHealthServer(options.listen, { status, registry: metrics.registry });
+
+  let schedule: SweepSchedule | undefined;
+  if (scheduleExpression !== false) schedule = scheduleSweeps(scheduleExpression, sweep, log);
+  if (options.sweepOnStart ?? scheduleExpression !== false) {
+    void sweep().catch((error: unknown) => log.error({ err: error }, 'the first sweep failed'));
+  }
+
+  async function settleWithin(pending: Promise<unknown>[], ms: number): Promise<boolean> {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<false>((resolve) => {
+      timer = setTimeout(() => resolve(false), ms);
+    });
+    const done = Promise.allSettled(pending).then(() => true as const);
+    const finished = await Promise.race([done, timeout]);
+    clearTimeout(timer);
+    return finished;
+  }
+
+  return {
+    sweep,
+    reload,
+    status,
+    url: server?.url,
+    registry: metrics.registry,
+    close() {
+      closing ??= (async () => {
+        await schedule?.stop();
+        const pending = [...runtimes.values()].flatMap((rt) => (rt.busy ? [rt.busy] : []));
+        if (!(await settleWithin(pending, shutdownTimeoutMs))) {
+          log.warn(`in-flight work did not finish within ${Math.round(shutdownTimeoutMs / 1000)} s; cancelling it`);
+          shutdown.abort();
+          await settleWithin(pending, 2_000);
+        }
+        await server?.close();
+        for (const rt of runtimes.values()) {
+          rt.removed = true;
+          clearTimeout(rt.expiryTimer);
+          // Nobody will remove the file when the token expires once this process is gone.
+          await files.unpublish(rt);
+          await rt.client?.client.close().catch(() => undefined);
+        }
+        await coordinator?.close();
+      })();
+      return closing;
+    },
+  };
+}

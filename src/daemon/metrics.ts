@@ -1,0 +1,106 @@
+// The daemon's Prometheus metrics, in a registry of its own so that several daemons in one process (tests,
+// embedding) never mix their series. Gauges that follow the clock are computed when scraped.
+import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
+import type { ReconcileOutcome, RenewalOutcome } from './types.js';
+
+export type ProfileHealth = 'ready' | 'pending' | 'backoff' | 'reauthorization_needed' | 'configuration_error' | 'unavailable';
+
+export const PROFILE_HEALTH_STATES: readonly ProfileHealth[] = [
+  'ready', 'pending', 'backoff', 'reauthorization_needed', 'configuration_error', 'unavailable',
+];
+
+export interface MetricsView {
+  now(): number;
+  profiles(): { name: string; expiresAt: number | undefined; health: ProfileHealth }[];
+}
+
+export class DaemonMetrics {
+  readonly registry = new Registry();
+  readonly #renewals: Counter<'profile' | 'outcome'>;
+  readonly #reconciles: Counter<'profile' | 'outcome'>;
+  readonly #lastSuccess: Gauge<'profile'>;
+  readonly #expiry: Gauge<'profile'>;
+  /** Outcome labels used per profile, so that a profile's series can be dropped when it goes. */
+  readonly #used = new Map<string, { renewals: Set<string>; reconciles: Set<string> }>();
+
+  constructor(view: MetricsView) {
+    const registers = [this.registry];
+    this.#renewals = new Counter({
+      name: 'syncauth_renewals_total',
+      help: 'Renewal attempts by outcome (renewed, fresh, busy, coordinator_unavailable, rate_limited, failed, reauthorization_needed, configuration_error)',
+      labelNames: ['profile', 'outcome'],
+      registers,
+    });
+    this.#reconciles = new Counter({
+      name: 'syncauth_reconciles_total',
+      help: 'Connector reconciles by outcome (created, adopted, updated, recreated, replaced, failed, skipped)',
+      labelNames: ['profile', 'outcome'],
+      registers,
+    });
+    this.#lastSuccess = new Gauge({
+      name: 'syncauth_last_success_timestamp_seconds',
+      help: 'When the profile last renewed its access token, in seconds since the epoch',
+      labelNames: ['profile'],
+      registers,
+    });
+    const expiry = new Gauge({
+      name: 'syncauth_token_expiry_seconds',
+      help: "Seconds until the profile's newest access token expires (negative once expired)",
+      labelNames: ['profile'],
+      registers,
+      collect() {
+        expiry.reset();
+        const now = view.now();
+        for (const profile of view.profiles()) {
+          if (profile.expiresAt !== undefined) expiry.set({ profile: profile.name }, Math.round((profile.expiresAt - now) / 1000));
+        }
+      },
+    });
+    this.#expiry = expiry;
+    const states = new Gauge({
+      name: 'syncauth_profiles',
+      help: 'Profiles served, by state',
+      labelNames: ['state'],
+      registers,
+      collect() {
+        const counts = new Map<ProfileHealth, number>(PROFILE_HEALTH_STATES.map((s) => [s, 0]));
+        for (const profile of view.profiles()) counts.set(profile.health, (counts.get(profile.health) ?? 0) + 1);
+        for (const [state, count] of counts) states.set({ state }, count);
+      },
+    });
+    collectDefaultMetrics({ register: this.registry });
+  }
+
+  renewal(profile: string, outcome: RenewalOutcome): void {
+    this.#renewals.inc({ profile, outcome });
+    this.#labelsOf(profile).renewals.add(outcome);
+  }
+
+  reconcile(profile: string, outcome: ReconcileOutcome): void {
+    this.#reconciles.inc({ profile, outcome });
+    this.#labelsOf(profile).reconciles.add(outcome);
+  }
+
+  success(profile: string, atMs: number): void {
+    this.#lastSuccess.set({ profile }, Math.round(atMs / 1000));
+  }
+
+  /** Drops the series of a profile no longer served. */
+  forget(profile: string): void {
+    const used = this.#used.get(profile);
+    for (const outcome of used?.renewals ?? []) this.#renewals.remove({ profile, outcome });
+    for (const outcome of used?.reconciles ?? []) this.#reconciles.remove({ profile, outcome });
+    this.#used.delete(profile);
+    this.#lastSuccess.remove({ profile });
+    this.#expiry.remove({ profile });
+  }
+
+  #labelsOf(profile: string): { renewals: Set<string>; reconciles: Set<string> } {
+    let used = this.#used.get(profile);
+    if (!used) {
+      used = { renewals: new Set(), reconciles: new Set() };
+      this.#used.set(profile, used);
+    }
+    return used;
+  }
+}

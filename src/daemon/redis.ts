@@ -1,0 +1,208 @@
+// Coordination of replicas through Redis (ioredis). A profile's lease is a key set with NX and a time limit,
+// holding a random token: only the holder extends or deletes it (compare-and-pexpire, compare-and-delete in
+// Lua), so a replica that stalled past its lease can never release a lease another replica has taken since.
+// The record of the last renewal tells every replica the token's expiry, so those that did not renew do not
+// think it due. Commands fail fast while Redis is away (no offline queue): the daemon then renews nothing.
+import { randomUUID } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { ValidationError } from '../errors.js';
+import type { Logger } from '../log.js';
+import { CoordinatorUnavailableError, type Coordinator, type Lease, type SharedRenewal } from './coordinator.js';
+
+export interface RedisCoordinatorOptions {
+  /** `redis://[user:password@]host:port[/db]` or `rediss://…`. */
+  url: string;
+  /** Prefix of every key, so several deployments can share one Redis. Default `syncauth`. */
+  keyPrefix?: string;
+  /** Lifetime of a lease unless extended; it is extended every third of it while work runs. Default 30 s. */
+  leaseMs?: number;
+  /** Names this replica in the shared record and in logs. Default a random id. */
+  replicaId?: string;
+  /** Connect and command deadline. Default 2 s. */
+  timeoutMs?: number;
+  logger?: Logger;
+}
+
+export interface RedisCoordinator extends Coordinator {
+  /** Resolves once connected, or rejects after the connect deadline; the client keeps retrying either way. */
+  ready(): Promise<void>;
+}
+
+const EXTEND = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) else return 0 end`;
+const RELEASE = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end`;
+// Never replaces a record of a later expiry: a replica that renewed, stalled, and writes late must not make
+// the others believe the token older than it is.
+const RECORD = `local current = redis.call('GET', KEYS[1])
+if current then
+  local ok, decoded = pcall(cjson.decode, current)
+  if ok and type(decoded) == 'table' and tonumber(decoded.expiresAt) and tonumber(decoded.expiresAt) > tonumber(ARGV[2]) then return 0 end
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
+return 1`;
+// Long enough to outlive any token it describes; short enough that records of removed profiles go away.
+const RECORD_TTL_MS = 7 * 24 * 3600 * 1000;
+
+/** The Redis URL as it may appear in a log line: no user name, no password. */
+export function redisTarget(url: string): string {
+  try {
+    const parsed = new URL(url);
+    return `${parsed.protocol}//${parsed.host}${parsed.pathname === '/' ? '' : parsed.pathname}`;
+  } catch {
+    return '(invalid URL)';
+  }
+}
+
+export function checkRedisUrl(url: string, field = 'redisUrl'): void {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw new ValidationError([{ field, message: 'must be a URL like redis://127.0.0.1:6379' }]);
+  }
+  if (parsed.protocol !== 'redis:' && parsed.protocol !== 'rediss:') {
+    throw new ValidationError([{ field, message: 'must start with redis:// or rediss://' }]);
+  }
+}
+
+export function createRedisCoordinator(options: RedisCoordinatorOptions): RedisCoordinator {
+  checkRedisUrl(options.url);
+  const prefix = options.keyPrefix ?? 'syncauth';
+  const leaseMs = options.leaseMs ?? 30_000;
+  const timeoutMs = options.timeoutMs ?? 2_000;
+  const replicaId = options.replicaId ?? randomUUID();
+  const log = options.logger?.child({ component: 'redis', redis: redisTarget(options.url) });
+  const leases = new Set<() => void>();
+  let down = false;
+  let closed = false;
+
+  const client = new Redis(options.url, {
+    lazyConnect: true,
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 0,
+    connectTimeout: timeoutMs,
+    commandTimeout: timeoutMs,
+    retryStrategy: (attempt: number) => Math.min(250 * attempt, 2_000),
+  });
+  // Without a listener ioredis would report every failed reconnect as an unhandled error; one line per
+  // outage is what a reader needs.
+  const markDown = (reason: string): void => {
+    if (closed || down) return;
+    down = true;
+    log?.warn({ errorCode: 'COORDINATOR_UNAVAILABLE', error: reason }, 'Redis is unreachable: no renewals on this replica until it is back');
+  };
+  client.on('error', (error: Error) => markDown(error.message));
+  client.on('close', () => markDown('the connection closed'));
+  client.on('ready', () => {
+    if (down) log?.info('Redis is reachable again');
+    down = false;
+  });
+  const connecting = client.connect().catch(() => undefined);
+
+  const key = (kind: 'lease' | 'renewal', profile: string): string => `${prefix}:${kind}:${profile}`;
+
+  function unavailable(action: string, cause?: unknown): CoordinatorUnavailableError {
+    return new CoordinatorUnavailableError(`Redis at ${redisTarget(options.url)} is unreachable, so this replica cannot ${action}`, { cause });
+  }
+
+  async function command<T>(action: string, run: () => Promise<T>): Promise<T> {
+    if (closed) throw unavailable(action);
+    if (client.status !== 'ready') throw unavailable(action);
+    try {
+      return await run();
+    } catch (error) {
+      throw unavailable(action, error);
+    }
+  }
+
+  return {
+    replicaId,
+
+    async ready() {
+      await connecting;
+      if (client.status === 'ready') return;
+      await new Promise<void>((resolve, reject) => {
+        const timer = setTimeout(() => {
+          client.off('ready', onReady);
+          reject(unavailable('start coordinating'));
+        }, timeoutMs);
+        const onReady = (): void => {
+          clearTimeout(timer);
+          resolve();
+        };
+        client.once('ready', onReady);
+      });
+    },
+
+    async acquire(profile) {
+      const leaseKey = key('lease', profile);
+      const token = randomUUID();
+      const taken = await command('take a lease', () => client.set(leaseKey, token, 'PX', leaseMs, 'NX'));
+      if (taken !== 'OK') return undefined;
+      const controller = new AbortController();
+      // Redis counts the lease in real time, so the holder does too, whatever clock the daemon runs on.
+      let extendedAt = Date.now();
+      const timer = setInterval(() => {
+        client
+          .eval(EXTEND, 1, leaseKey, token, String(leaseMs))
+          .then((result) => {
+            if (Number(result) === 1) extendedAt = Date.now();
+            else controller.abort(new CoordinatorUnavailableError(`the lease of profile "${profile}" was lost`));
+          })
+          .catch(() => {
+            if (Date.now() - extendedAt >= leaseMs) controller.abort(unavailable(`keep the lease of profile "${profile}"`));
+          });
+      }, Math.max(50, Math.floor(leaseMs / 3)));
+      timer.unref();
+      const stop = (): void => clearInterval(timer);
+      leases.add(stop);
+      let released = false;
+      const lease: Lease = {
+        signal: controller.signal,
+        async release() {
+          if (released) return;
+          released = true;
+          stop();
+          leases.delete(stop);
+          if (closed || client.status !== 'ready') return;
+          // A lease that cannot be deleted now expires on its own within leaseMs.
+          await client.eval(RELEASE, 1, leaseKey, token).catch(() => undefined);
+        },
+      };
+      return lease;
+    },
+
+    async lastRenewal(profile) {
+      const raw = await command('read the last renewal', () => client.get(key('renewal', profile)));
+      if (raw === null) return undefined;
+      try {
+        const record = JSON.parse(raw) as Partial<SharedRenewal>;
+        if (typeof record.expiresAt !== 'number' || typeof record.renewedAt !== 'number') return undefined;
+        return { expiresAt: record.expiresAt, renewedAt: record.renewedAt, replica: String(record.replica ?? '') };
+      } catch {
+        return undefined;
+      }
+    },
+
+    async recordRenewal(profile, record) {
+      await command('record the renewal', () =>
+        client.eval(RECORD, 1, key('renewal', profile), JSON.stringify(record), String(record.expiresAt), String(RECORD_TTL_MS)),
+      );
+    },
+
+    isAvailable() {
+      return !closed && client.status === 'ready';
+    },
+
+    async close() {
+      if (closed) return;
+      for (const stop of leases) stop();
+      leases.clear();
+      closed = true;
+      if (client.status === 'ready') {
+        await client.quit().catch(() => client.disconnect());
+      } else {
+        client.disconnect();
+      }
+    },
+  };
+}

@@ -1,0 +1,84 @@
+// What the daemon knows about one profile between sweeps: the token it holds, the newest expiry anyone
+// reported, when it may try again, and why it stopped trying.
+import type { ServiceClient } from '../service/index.js';
+import type { DaemonGrant, DaemonProfile, ParkReason, ReconcileOutcome, RenewalOutcome, SweepEntry } from './types.js';
+
+export interface Parked {
+  reason: ParkReason;
+  code: string;
+  message: string;
+  /** What ends the parking: new secrets (a different stored secretsVersion), or a state file readable again. */
+  until: 'secrets' | 'readable' | 'reload';
+  secretsVersion: string | undefined;
+}
+
+export class ProfileRuntime {
+  readonly name: string;
+  /** Undefined while the profile could not be loaded. */
+  config: DaemonProfile | undefined;
+  loadError: Error | undefined;
+  grant: DaemonGrant | undefined;
+  /** The access token this process holds. */
+  token: { value: string; expiresAt: number } | undefined;
+  /** The newest expiry known: ours, or one another process or replica recorded. */
+  knownExpiresAt: number | undefined;
+  /** This cycle's share of the jitter: the renewal starts this much before the margin. */
+  jitterMs = 0;
+  failures = 0;
+  retryAt = 0;
+  parked: Parked | undefined;
+  /** The stored secretsVersion the grant in memory was read under. */
+  secretsVersion: string | undefined;
+  connectorId: string | undefined;
+  lastRenewal: { at: number; outcome: RenewalOutcome } | undefined;
+  lastSuccessAt: number | undefined;
+  reconcile: { pending: boolean; failures: number; retryAt: number; lastOutcome: ReconcileOutcome | undefined } = {
+    pending: false,
+    failures: 0,
+    retryAt: 0,
+    lastOutcome: undefined,
+  };
+  /** The work a sweep started for this profile; later sweeps join it instead of starting more. */
+  busy: Promise<SweepEntry> | undefined;
+  expiryTimer: NodeJS.Timeout | undefined;
+  /** Token-file writes and removals, one after another. */
+  fileChain: Promise<void> = Promise.resolve();
+  client: { key: string; client: ServiceClient } | undefined;
+  removed = false;
+
+  constructor(name: string) {
+    this.name = name;
+  }
+
+  holdsToken(at: number): boolean {
+    return this.token !== undefined && at < this.token.expiresAt;
+  }
+
+  /** Takes an expiry seen elsewhere (state file, shared record) when it is newer than what is known. */
+  learnExpiry(expiresAt: number | undefined, jitterMs: number): void {
+    if (expiresAt === undefined || !Number.isFinite(expiresAt)) return;
+    if (this.knownExpiresAt !== undefined && expiresAt <= this.knownExpiresAt) return;
+    this.knownExpiresAt = expiresAt;
+    this.jitterMs = jitterMs;
+  }
+
+  /**
+   * Whether the token should be renewed now: nothing known, or inside the margin (plus this cycle's jitter).
+   * `needsOwnToken`: this process publishes the token, so one that only another process holds is not enough.
+   */
+  renewalDue(at: number, marginMs: number, needsOwnToken: boolean): boolean {
+    if (needsOwnToken && !this.holdsToken(at)) return true;
+    if (this.knownExpiresAt === undefined) return true;
+    return at >= this.knownExpiresAt - marginMs - this.jitterMs;
+  }
+
+  reconcileDue(at: number): boolean {
+    return this.reconcile.pending && at >= this.reconcile.retryAt;
+  }
+
+  /** Whether `grant` differs from the one in memory (compared in memory only, never logged). */
+  grantDiffers(grant: DaemonGrant): boolean {
+    const current = this.grant;
+    return !current || current.appKey !== grant.appKey || current.appSecret !== grant.appSecret || current.refreshToken !== grant.refreshToken;
+  }
+}

@@ -1,0 +1,77 @@
+// /healthz, /readyz and /metrics on a loopback address. node:http is enough for three read-only routes.
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Registry } from 'prom-client';
+import { ValidationError } from '../errors.js';
+import type { DaemonStatus } from './types.js';
+
+export interface HealthServer {
+  url: string;
+  close(): Promise<void>;
+}
+
+export interface HealthSources {
+  status(): DaemonStatus;
+  registry: Registry;
+}
+
+export async function startHealthServer(listen: { host: string; port: number }, sources: HealthSources): Promise<HealthServer> {
+  const server: Server = createServer((req, res) => {
+    const path = (req.url ?? '/').split('?')[0];
+    const send = (status: number, type: string, body: string): void => {
+      res.writeHead(status, { 'content-type': type, 'cache-control': 'no-store' });
+      res.end(req.method === 'HEAD' ? undefined : body);
+    };
+    if (req.method !== 'GET' && req.method !== 'HEAD') {
+      res.setHeader('allow', 'GET, HEAD');
+      send(405, 'text/plain; charset=utf-8', 'method not allowed\n');
+      return;
+    }
+    if (path === '/healthz') {
+      send(200, 'application/json', '{"status":"ok"}\n');
+      return;
+    }
+    if (path === '/readyz') {
+      const status = sources.status();
+      const body = {
+        ready: status.ready,
+        ...(status.coordinator ? { coordinator: status.coordinator.available ? 'available' : 'unreachable' } : {}),
+        profiles: Object.fromEntries(
+          status.profiles.map((p) => [p.name, { ready: p.ready, ...(p.reason ? { reason: p.reason } : {}), expiresAt: p.expiresAt ?? null }]),
+        ),
+      };
+      send(status.ready ? 200 : 503, 'application/json', `${JSON.stringify(body)}\n`);
+      return;
+    }
+    if (path === '/metrics') {
+      sources.registry.metrics().then(
+        (text) => send(200, sources.registry.contentType, text),
+        () => send(500, 'text/plain; charset=utf-8', 'metrics could not be collected\n'),
+      );
+      return;
+    }
+    send(404, 'text/plain; charset=utf-8', 'not found: try /healthz, /readyz or /metrics\n');
+  });
+  // A scraper's idle keep-alive connection must not hold up shutdown.
+  server.keepAliveTimeout = 5_000;
+  await new Promise<void>((resolve, reject) => {
+    const refuse = (error: NodeJS.ErrnoException): void => {
+      reject(new ValidationError([{ field: 'listen', message: `cannot listen on ${listen.host}:${listen.port} (${error.code ?? error.message})` }]));
+    };
+    server.once('error', refuse);
+    server.listen(listen.port, listen.host, () => {
+      server.off('error', refuse);
+      resolve();
+    });
+  });
+  const address = server.address() as AddressInfo;
+  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  return {
+    url: `http://${host}:${address.port}`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+  };
+}

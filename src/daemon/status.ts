@@ -1,0 +1,56 @@
+// How a profile looks from outside: ready or not and why, for /readyz, status() and the profiles gauge.
+import type { ProfileHealth } from './metrics.js';
+import type { ProfileRuntime } from './runtime.js';
+import type { ProfileStatus } from './types.js';
+
+export function reauthorizeCommand(profile: string): string {
+  return `syncauth setup --profile ${profile}`;
+}
+
+/**
+ * Ready means: not parked, and a token known to be unexpired (held here, or renewed by another process or
+ * replica); when this process publishes the token, it must hold it itself. A renewal failing while the token
+ * is still valid keeps the profile ready, in backoff.
+ */
+export function healthOf(rt: ProfileRuntime, at: number, needsOwnToken: boolean): { health: ProfileHealth; ready: boolean; reason?: string } {
+  if (rt.parked) {
+    const { reason, code, message } = rt.parked;
+    if (reason === 'reauthorization_needed') {
+      return { health: reason, ready: false, reason: `re-authorization needed (${code}): run \`${reauthorizeCommand(rt.name)}\`` };
+    }
+    if (reason === 'unavailable') return { health: reason, ready: false, reason: `could not be loaded (${code}): ${message}` };
+    return { health: reason, ready: false, reason: `configuration error (${code}): ${message}` };
+  }
+  const waiting: ProfileHealth = at < rt.retryAt ? 'backoff' : 'pending';
+  const expiry = rt.knownExpiresAt;
+  if (expiry === undefined) return { health: waiting, ready: false, reason: 'no access token yet' };
+  if (at >= expiry) return { health: waiting, ready: false, reason: 'the access token expired' };
+  if (needsOwnToken && !rt.holdsToken(at)) return { health: waiting, ready: false, reason: 'no access token to publish yet' };
+  return { health: at < rt.retryAt ? 'backoff' : 'ready', ready: true };
+}
+
+export function profileStatus(rt: ProfileRuntime, at: number, needsOwnToken: boolean): ProfileStatus {
+  const health = healthOf(rt, at, needsOwnToken);
+  const iso = (ms: number): string => new Date(ms).toISOString();
+  return {
+    name: rt.name,
+    ...(rt.knownExpiresAt !== undefined ? { expiresAt: iso(rt.knownExpiresAt) } : {}),
+    holdsToken: rt.holdsToken(at),
+    ...(rt.lastRenewal ? { lastRenewal: { at: iso(rt.lastRenewal.at), outcome: rt.lastRenewal.outcome } } : {}),
+    ...(rt.lastSuccessAt !== undefined ? { lastSuccessAt: iso(rt.lastSuccessAt) } : {}),
+    ...(at < rt.retryAt ? { backoffUntil: iso(rt.retryAt) } : {}),
+    ...(rt.parked ? { terminal: { reason: rt.parked.reason, code: rt.parked.code, message: rt.parked.message } } : {}),
+    ...(rt.connectorId ? { connectorId: rt.connectorId } : {}),
+    ...(rt.config?.reconcile
+      ? {
+          reconcile: {
+            pending: rt.reconcile.pending,
+            ...(rt.reconcile.lastOutcome ? { lastOutcome: rt.reconcile.lastOutcome } : {}),
+            ...(rt.reconcile.pending ? { retryAt: iso(rt.reconcile.retryAt) } : {}),
+          },
+        }
+      : {}),
+    ready: health.ready,
+    ...(health.reason ? { reason: health.reason } : {}),
+  };
+}

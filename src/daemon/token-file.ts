@@ -1,0 +1,76 @@
+// Publishing the access token for processes next to the daemon: written whole or not at all (a temporary
+// file renamed over the old one), readable by the owner only, and removed once the token it holds expires.
+import { rm } from 'node:fs/promises';
+import { ValidationError } from '../errors.js';
+import type { Logger } from '../log.js';
+import { writePrivateFile } from '../profile/files.js';
+
+export const PROFILE_PLACEHOLDER = '{profile}';
+
+export function tokenFileFor(template: string, profile: string): string {
+  return template.split(PROFILE_PLACEHOLDER).join(profile);
+}
+
+/** Several profiles cannot share one file: the path must tell them apart. */
+export function checkTokenFileTemplate(template: string, profileCount: number, field = 'tokenFile'): void {
+  if (profileCount > 1 && !template.includes(PROFILE_PLACEHOLDER)) {
+    throw new ValidationError([
+      {
+        field,
+        message: `serves ${profileCount} profiles, so the path must contain ${PROFILE_PLACEHOLDER} (e.g. /run/syncauth/${PROFILE_PLACEHOLDER}.token)`,
+      },
+    ]);
+  }
+}
+
+/** The token alone, no newline: `$(cat file)` and a program reading the whole file both get it exactly. */
+export async function writeTokenFile(path: string, token: string): Promise<void> {
+  await writePrivateFile(path, token);
+}
+
+export async function removeTokenFile(path: string): Promise<void> {
+  await rm(path, { force: true });
+}
+
+/** The holder side of a profile, as far as publishing goes. */
+interface Holder {
+  readonly name: string;
+  readonly token: { value: string; expiresAt: number } | undefined;
+  readonly removed: boolean;
+  /** Writes and removals of the profile's file, one after another. */
+  fileChain: Promise<void>;
+}
+
+/** Writes and removes each profile's token file, in order per profile; failures are logged, never thrown. */
+export class TokenPublisher {
+  constructor(
+    private readonly template: string | undefined,
+    private readonly now: () => number,
+    private readonly log: Logger,
+  ) {}
+
+  publish(holder: Holder): Promise<void> {
+    const token = holder.token;
+    return this.#queue(holder, async (path) => {
+      // Checked again when the write's turn comes: a token that expired or was replaced meanwhile is not written.
+      if (!token || holder.token !== token || holder.removed || this.now() >= token.expiresAt) return;
+      await writeTokenFile(path, token.value);
+    });
+  }
+
+  unpublish(holder: Holder): Promise<void> {
+    return this.#queue(holder, (path) => removeTokenFile(path));
+  }
+
+  #queue(holder: Holder, op: (path: string) => Promise<void>): Promise<void> {
+    if (this.template === undefined) return Promise.resolve();
+    const path = tokenFileFor(this.template, holder.name);
+    holder.fileChain = holder.fileChain.then(() =>
+      op(path).catch((error: unknown) => {
+        const code = (error as NodeJS.ErrnoException).code;
+        this.log.error({ profile: holder.name, errorCode: code, error: (error as Error).message, path }, 'could not update the token file');
+      }),
+    );
+    return holder.fileChain;
+  }
+}

@@ -1,0 +1,169 @@
+// The daemon's public shapes: what it is given, what it reports.
+import type { Registry } from 'prom-client';
+import type { Logger } from '../log.js';
+import type { ProfileStore } from '../profile/index.js';
+import type { ServiceClientOptions } from '../service/index.js';
+import type { Schedule } from '../service/models.js';
+import type { Coordinator } from './coordinator.js';
+
+/** The Dropbox grant of one profile. */
+export interface DaemonGrant {
+  appKey: string;
+  appSecret: string;
+  refreshToken: string;
+}
+
+/** Where and how the profile's connector is reconciled after each renewal. */
+export interface ReconcileTarget {
+  baseUrl: string;
+  apiKey: string;
+  apiKeyHeader?: string;
+  /** The configured connector name; replacements get a time stamp appended. */
+  connectorName: string;
+  remoteUrl: string;
+  recursive: boolean;
+  workflow?: { id: string; schedule?: Schedule };
+}
+
+/** One profile as the daemon runs it: everything resolved, nothing read from the environment here. */
+export interface DaemonProfile {
+  name: string;
+  tokenUrl: string;
+  grant: DaemonGrant;
+  /**
+   * Reads the grant again from where it is kept. Called when the profile's stored `secretsVersion` changes
+   * and once before a profile is parked for `invalid_grant` (another process may have stored a new refresh
+   * token). Absent for a grant that cannot change while the process runs (the environment).
+   */
+  readGrant?: () => Promise<DaemonGrant>;
+  /** Stores a refresh token Dropbox rotated, before it is used. Absent when the grant's source is read-only. */
+  storeRefreshToken?: (refreshToken: string) => Promise<void>;
+  /** Absent: the profile is only renewed (no service settings). */
+  reconcile?: ReconcileTarget;
+}
+
+/** A profile that could not be loaded (keychain out of reach, no grant): served as not ready, retried on reload. */
+export interface ProfileLoadFailure {
+  name: string;
+  error: Error;
+}
+
+export type ProfileEntry = DaemonProfile | ProfileLoadFailure;
+
+export interface DaemonOptions {
+  /** The profiles, or a loader called at start and again on reload() (SIGHUP). */
+  profiles: readonly ProfileEntry[] | (() => Promise<readonly ProfileEntry[]>);
+  /** Non-secret state: expiry, connector id, secrets version; also the cross-process renewal lock. */
+  profileStore: ProfileStore;
+  /** Renew when the token has less than this left. */
+  renewMarginMs: number;
+  /**
+   * Each cycle renews up to this much earlier again, drawn at random per profile and cycle, so profiles
+   * renewed together drift apart. Default 20% of the margin.
+   */
+  jitterMs?: number;
+  /** node-cron expression of the sweep; `false` runs no schedule (call sweep() yourself). Default `* * * * *`. */
+  schedule?: string | false;
+  /** Run a sweep at once when started. Default: true when a schedule runs. */
+  sweepOnStart?: boolean;
+  /** Profiles renewed or reconciled at the same time. Default 4. */
+  concurrency?: number;
+  /** Cap on token requests per second across profiles. Default: none. */
+  maxRenewalsPerSecond?: number;
+  /** Publish each fresh access token here (0600, atomic); `{profile}` is replaced by the profile name. */
+  tokenFile?: string;
+  /** Serve /healthz, /readyz and /metrics here; port 0 picks a free one. */
+  listen?: { host: string; port: number };
+  /** Shares the work among replicas: per-profile leases and a shared record of the last renewal. */
+  coordinator?: Coordinator;
+  logger?: Logger;
+  /** Clock in epoch milliseconds. Default Date.now. */
+  now?: () => number;
+  /** Uniform in [0, 1), for jitter. Default Math.random. */
+  random?: () => number;
+  /** Waits `ms` on the same clock as `now` (only the rate cap waits). Default: real timers. */
+  sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
+  /** Exponential backoff of failed renewals and reconciles. Defaults: 1 s doubling, capped at min(60 s, margin / 4). */
+  backoff?: { baseMs?: number; maxMs?: number };
+  /** Deadline of one token request. Default 15 s. */
+  tokenTimeoutMs?: number;
+  /**
+   * How long a renewal waits for another process holding the profile's lock: longer than the store's stale
+   * time (10 s by default), so that a lock left by a killed process is taken over. Default 15 s.
+   */
+  lockWaitMs?: number;
+  /** How long close() lets in-flight work finish before cancelling it. Default 10 s. */
+  shutdownTimeoutMs?: number;
+  /** The service client's own retries within one reconcile. Default 2 retries from 250 ms, at most 2 s apart. */
+  serviceRetry?: ServiceClientOptions['retry'];
+  /** Extra options for every service client (a test's dispatcher, timeouts). */
+  serviceClient?: Pick<ServiceClientOptions, 'dispatcher' | 'timeouts' | 'userAgent'>;
+}
+
+export type RenewalOutcome =
+  | 'renewed'
+  /** Another process or replica renewed while this one waited: nothing to do. */
+  | 'fresh'
+  /** Another replica holds the profile's lease right now. */
+  | 'busy'
+  | 'coordinator_unavailable'
+  | 'rate_limited'
+  | 'failed'
+  | 'reauthorization_needed'
+  | 'configuration_error';
+
+export type ReconcileOutcome = 'created' | 'adopted' | 'updated' | 'recreated' | 'replaced' | 'failed' | 'skipped';
+
+export interface SweepEntry {
+  profile: string;
+  /** What this sweep did: a renewal, a reconcile retry, nothing, or joined work already running. */
+  action: 'renewal' | 'reconcile' | 'idle' | 'parked' | 'in_flight';
+  renewal?: RenewalOutcome;
+  reconcile?: ReconcileOutcome;
+}
+
+export interface SweepReport {
+  /** When the sweep started, ISO 8601 on the daemon's clock. */
+  at: string;
+  profiles: SweepEntry[];
+}
+
+export type ParkReason = 'reauthorization_needed' | 'configuration_error' | 'unavailable';
+
+export interface ProfileStatus {
+  name: string;
+  /** Expiry of the newest access token known to exist (renewed here, by another process or another replica). */
+  expiresAt?: string;
+  /** Whether this process holds an unexpired access token (and so can publish it). */
+  holdsToken: boolean;
+  lastRenewal?: { at: string; outcome: RenewalOutcome };
+  lastSuccessAt?: string;
+  /** No renewal attempt before this time (backoff or Retry-After). */
+  backoffUntil?: string;
+  /** Renewals stopped until the secrets change; `message` says what to do. */
+  terminal?: { reason: ParkReason; code: string; message: string };
+  connectorId?: string;
+  reconcile?: { lastOutcome?: ReconcileOutcome; retryAt?: string; pending: boolean };
+  ready: boolean;
+  /** Why the profile is not ready. */
+  reason?: string;
+}
+
+export interface DaemonStatus {
+  ready: boolean;
+  coordinator?: { available: boolean };
+  profiles: ProfileStatus[];
+}
+
+export interface RunningDaemon {
+  /** Renews what is due and retries pending reconciles; resolves when the work it started is done. */
+  sweep(): Promise<SweepReport>;
+  /** Calls the profile loader again: adds, updates and removes profiles, keeping what is known about the rest. */
+  reload(): Promise<void>;
+  status(): DaemonStatus;
+  /** `http://127.0.0.1:PORT` of the health server, when listening. */
+  readonly url: string | undefined;
+  readonly registry: Registry;
+  /** Stops the schedule, lets in-flight work finish (bounded), closes the server and the coordinator. */
+  close(): Promise<void>;
+}

@@ -1,0 +1,228 @@
+// A world for daemon tests: an emulator and a daemon sharing one hand-moved clock, grants obtained through the
+// real OAuth flow, a private config dir, captured log lines, and accessors that read the emulator's truth
+// (which token is live, what the connector holds) to check the daemon against.
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterEach } from 'vitest';
+import { startDaemon } from '../../src/daemon/index.js';
+import type { DaemonGrant, DaemonOptions, DaemonProfile, RunningDaemon } from '../../src/daemon/index.js';
+import { DEFAULT_APP, DEFAULT_EMULATOR_API_KEY, startEmulator } from '../../src/emulator/index.js';
+import type { EmulatorApp, EmulatorOptions, IssuedAccessToken, RunningEmulator, StoredSource } from '../../src/emulator/index.js';
+import { createLogger, type Logger } from '../../src/log.js';
+import { exchangeCode } from '../../src/oauth/index.js';
+import { openProfileStore, type ProfileStore } from '../../src/profile/index.js';
+
+export const REDIRECT = DEFAULT_APP.redirectUris[0] as string;
+export const START = Date.parse('2030-01-01T00:00:00Z');
+
+export interface Clock {
+  now: () => number;
+  advance: (ms: number) => void;
+  /** Waits on this clock: moves it, then yields once, so a rate gate's wait costs no real time. */
+  sleep: (ms: number, signal?: AbortSignal) => Promise<void>;
+}
+
+export function fakeClock(start = START): Clock {
+  let t = start;
+  return {
+    now: () => t,
+    advance: (ms) => {
+      t += ms;
+    },
+    sleep: async (ms) => {
+      t += ms;
+      await Promise.resolve();
+    },
+  };
+}
+
+/** Deterministic numbers in [0, 1) (a linear congruential generator), so a failing run can be repeated. */
+export function seededRandom(seed = 42): () => number {
+  let state = seed >>> 0;
+  return () => {
+    state = (Math.imul(state, 1664525) + 1013904223) >>> 0;
+    return state / 2 ** 32;
+  };
+}
+
+export interface CapturedLog {
+  logger: Logger;
+  lines: string[];
+  records(): Record<string, unknown>[];
+}
+
+export function captureLog(level: 'debug' | 'info' | 'trace' = 'debug'): CapturedLog {
+  const lines: string[] = [];
+  const logger = createLogger({ level, destination: { write: (line: string) => void lines.push(line) } });
+  return { logger, lines, records: () => lines.map((l) => JSON.parse(l) as Record<string, unknown>) };
+}
+
+export function tempDir(prefix = 'syncauth-daemon-'): string {
+  return mkdtempSync(path.join(tmpdir(), prefix));
+}
+
+const cleanups: (() => Promise<void>)[] = [];
+
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+export async function emulator(options: EmulatorOptions = {}): Promise<RunningEmulator> {
+  const emu = await startEmulator({ autoApprove: true, ...options });
+  cleanups.push(() => emu.close());
+  return emu;
+}
+
+/** A grant of `app` on the emulator, through the authorize page (auto-approved) and the code exchange. */
+export async function obtainGrant(emu: RunningEmulator, app: EmulatorApp = DEFAULT_APP): Promise<DaemonGrant> {
+  const url = new URL(emu.authorizeUrl);
+  url.searchParams.set('client_id', app.appKey);
+  url.searchParams.set('response_type', 'code');
+  url.searchParams.set('token_access_type', 'offline');
+  url.searchParams.set('redirect_uri', app.redirectUris[0] ?? REDIRECT);
+  const res = await fetch(url, { redirect: 'manual' });
+  const code = new URL(res.headers.get('location') ?? 'http://x/').searchParams.get('code');
+  if (!code) throw new Error(`the emulator gave no code (${res.status})`);
+  const tokens = await exchangeCode({
+    tokenUrl: emu.tokenUrl,
+    app: { appKey: app.appKey, appSecret: app.appSecret },
+    code,
+    redirectUri: app.redirectUris[0] ?? REDIRECT,
+  });
+  return { appKey: app.appKey, appSecret: app.appSecret, refreshToken: tokens.refreshToken };
+}
+
+export interface ProfileSpec {
+  name: string;
+  grant: DaemonGrant;
+  /** Reconcile a connector `conn-<name>` (and wire the workflow when given). */
+  reconcile?: boolean | { workflowId?: string };
+}
+
+export function profileOf(emu: RunningEmulator, spec: ProfileSpec, apiKey = DEFAULT_EMULATOR_API_KEY): DaemonProfile {
+  const wf = typeof spec.reconcile === 'object' ? spec.reconcile.workflowId : undefined;
+  return {
+    name: spec.name,
+    tokenUrl: emu.tokenUrl,
+    grant: spec.grant,
+    ...(spec.reconcile
+      ? {
+          reconcile: {
+            baseUrl: emu.url,
+            apiKey,
+            connectorName: `conn-${spec.name}`,
+            remoteUrl: 'dropbox://data',
+            recursive: false,
+            ...(wf ? { workflow: { id: wf } } : {}),
+          },
+        }
+      : {}),
+  };
+}
+
+export interface World {
+  emu: RunningEmulator;
+  clock: Clock;
+  store: ProfileStore;
+  configDir: string;
+  log: CapturedLog;
+  daemon: RunningDaemon;
+  /** The grants the daemon's readGrant() returns; change one to simulate new stored secrets. */
+  grants: Map<string, DaemonGrant>;
+}
+
+export interface WorldOptions {
+  profiles: number | string[];
+  lifetimeSeconds?: number;
+  reconcile?: boolean;
+  /** Wire the seeded workflow to the first profile's connector. */
+  workflow?: boolean;
+  emulator?: EmulatorOptions;
+  daemon?: Partial<DaemonOptions>;
+  /** Real time instead of the hand-moved clock. */
+  realClock?: boolean;
+  /** The service API key the profiles reconcile with. */
+  apiKey?: string;
+}
+
+export async function startWorld(options: WorldOptions): Promise<World> {
+  const clock = options.realClock ? { now: Date.now, advance: () => undefined, sleep: undefined } : fakeClock();
+  const emu = await emulator({
+    tokenLifetimeSeconds: options.lifetimeSeconds ?? 20,
+    ...(options.realClock ? {} : { now: clock.now }),
+    ...options.emulator,
+  });
+  const names = typeof options.profiles === 'number' ? Array.from({ length: options.profiles }, (_, i) => `p${i + 1}`) : options.profiles;
+  const grants = new Map<string, DaemonGrant>();
+  for (const name of names) grants.set(name, await obtainGrant(emu, options.emulator?.apps?.[0] ?? DEFAULT_APP));
+  const configDir = tempDir();
+  const store = openProfileStore(configDir);
+  const log = captureLog();
+  const profiles = (): Promise<DaemonProfile[]> =>
+    Promise.resolve(
+      names.map((name, i) => ({
+        ...profileOf(emu, {
+          name,
+          grant: grants.get(name) as DaemonGrant,
+          ...(options.reconcile ? { reconcile: i === 0 && options.workflow && emu.seeded ? { workflowId: emu.seeded.workflowId } : true } : {}),
+        }, options.apiKey),
+        readGrant: async () => grants.get(name) as DaemonGrant,
+      })),
+    );
+  const daemon = await startDaemon({
+    profiles,
+    profileStore: store,
+    renewMarginMs: 5_000,
+    schedule: false,
+    logger: log.logger,
+    now: clock.now,
+    random: seededRandom(),
+    ...(clock.sleep ? { sleep: clock.sleep } : {}),
+    backoff: { baseMs: 500 },
+    serviceRetry: { retries: 0 },
+    ...options.daemon,
+  });
+  cleanups.push(() => daemon.close());
+  return { emu, clock: { ...clock, sleep: clock.sleep ?? (async () => undefined) }, store, configDir, log, daemon, grants };
+}
+
+/** Sweeps, then moves the clock by `stepMs`, `steps` times; `check` runs after each sweep. */
+export async function drive(world: World, steps: number, stepMs: number, check?: (step: number) => void | Promise<void>): Promise<void> {
+  for (let step = 0; step < steps; step++) {
+    await world.daemon.sweep();
+    await check?.(step);
+    world.clock.advance(stepMs);
+  }
+}
+
+function grantIdOf(emu: RunningEmulator, refreshToken: string): string {
+  const grant = [...emu.state.grants.values()].find((g) => g.refreshToken === refreshToken);
+  if (!grant) throw new Error('no such grant');
+  return grant.id;
+}
+
+/** Access tokens issued for the grant, in order; the first came from the code exchange. */
+export function tokensOf(emu: RunningEmulator, refreshToken: string): IssuedAccessToken[] {
+  const id = grantIdOf(emu, refreshToken);
+  return [...emu.state.accessTokens.values()].filter((t) => t.grantId === id);
+}
+
+/** Renewals of the grant so far (every token but the exchange's). */
+export function renewalsOf(emu: RunningEmulator, refreshToken: string): number {
+  return tokensOf(emu, refreshToken).length - 1;
+}
+
+export function latestTokenOf(emu: RunningEmulator, refreshToken: string): IssuedAccessToken | undefined {
+  return tokensOf(emu, refreshToken).at(-1);
+}
+
+export function tokenRequests(emu: RunningEmulator): number {
+  return emu.state.requests.filter((r) => r.route === 'token').length;
+}
+
+/** The dropbox connectors of the default workspace whose name belongs to `base` (or its replacements). */
+export function connectorsNamed(emu: RunningEmulator, base: string): StoredSource[] {
+  const ws = emu.state.workspaces.get('default');
+  return [...(ws?.sources.values() ?? [])].filter((s) => s.name === base || new RegExp(`^${base}-\\d{14}$`).test(s.name));
+}
