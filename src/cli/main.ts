@@ -102,6 +102,25 @@ Examples:
     .option('--no-revoke', 'delete locally only, leave the grant valid')
     .action(lazy(() => import('./commands/logout.js'), 'logout'));
 
+  addSettingOptions(program.command('daemon'), ['configDir', 'store', 'renewMargin', 'sweep', 'tokenFile', 'listen', 'redisUrl', 'logLevel'])
+    .description("the sidecar: keep every profile's access token fresh and its connector reconciled, report health")
+    // Repeatable, so not registered through addSettingOptions (one value per setting there).
+    .option('--profile <name>', 'serve this profile (repeatable; default: every stored profile, or one made of SYNCAUTH_* variables)',
+      (value: string, previous: string[] | undefined) => [...(previous ?? []), value])
+    .option('--concurrency <n>', 'renewals and reconciles running at once across profiles', '4')
+    .option('--max-renewals-per-second <n>', 'cap on token requests per second across profiles (default: no cap)')
+    .option('--shutdown-timeout <seconds>', 'how long SIGTERM and SIGINT wait for in-flight work', '10')
+    .addHelpText('after', `
+Renews each token when its remaining life falls inside the margin (15 min by default, with jitter), updates
+the connector with it, backs off on failures and parks a profile whose grant was revoked until it is set up
+again. SIGTERM/SIGINT stop it cleanly; SIGHUP reloads the profiles.
+
+Examples:
+  syncauth daemon --listen 127.0.0.1:9464                    # every stored profile; /healthz /readyz /metrics
+  syncauth daemon --profile docs --token-file /run/syncauth/token
+  syncauth daemon --token-file '/run/syncauth/{profile}.token' --redis-url redis://127.0.0.1:6379`)
+    .action(lazy(() => import('./commands/daemon.js'), 'daemon'));
+
   const loadSource = () => import('./commands/source.js');
   const source = program.command('source').description('create, inspect, update and delete source connectors of any of the 21 types');
   const typeList = `one of: ${SOURCE_TYPES.join(', ')}`;

@@ -2,7 +2,7 @@
 import { ExitCode, SyncauthError } from '../../errors.js';
 import { ServiceClient } from '../../service/client.js';
 import type { Schedule } from '../../service/models.js';
-import { reconcileConnector } from '../../sync/reconcile.js';
+import { defaultConnectorName, reconcileConnector } from '../../sync/reconcile.js';
 import { recordFailure, renewProfileToken } from '../../sync/renew.js';
 import type { CommandContext } from '../context.js';
 import { printJson } from '../output.js';
@@ -30,13 +30,13 @@ export async function refresh(context: CommandContext): Promise<void> {
       ...(session.secrets.writable ? { onNewRefreshToken: (rt: string) => session.secrets.set(session.name, { refresh_token: rt }) } : {}),
     }),
   );
-  const folder = v.remoteUrl.replace(/^dropbox:\/+/, '').replace(/\/+$/, '').replaceAll('/', '-');
+  const connectorName = v.connectorName ?? defaultConnectorName(v.remoteUrl);
   const client = new ServiceClient({ baseUrl: v.baseUrl, apiKey: secrets.apiKey, apiKeyHeader: v.apiKeyHeader });
   try {
     const result = await reconcileConnector({
       client,
       connector: {
-        name: v.connectorName ?? `dropbox-${folder}`,
+        name: connectorName,
         remoteUrl: v.remoteUrl,
         recursive: v.recursive,
         appKey: grant.appKey,
@@ -49,7 +49,7 @@ export async function refresh(context: CommandContext): Promise<void> {
     });
     await session.profiles.update(session.name, (current) => {
       const { version: _v, profile: _p, createdAt: _c, updatedAt: _u, ...rest } = current ?? { version: 1, profile: session.name, createdAt: '', updatedAt: '' };
-      return { ...rest, baseUrl: v.baseUrl, remoteUrl: v.remoteUrl, connectorId: result.connector.id, connectorName: result.connector.name, lastError: undefined };
+      return { ...rest, baseUrl: v.baseUrl, remoteUrl: v.remoteUrl, connectorId: result.connector.id, connectorName, lastError: undefined };
     });
     const expiresAt = new Date(tokens.expiresAt).toISOString();
     if (context.json) {

@@ -9,7 +9,7 @@ import {
 } from '../../oauth/index.js';
 import { SCHEDULE_CRON, Uuid, type Schedule } from '../../service/models.js';
 import { dropboxApiPath, dropboxRemoteUrlProblem } from '../../service/source-configs.js';
-import { reconcileConnector, type ReconcileResult } from '../../sync/reconcile.js';
+import { defaultConnectorName, reconcileConnector, type ReconcileResult } from '../../sync/reconcile.js';
 import { ServiceClient } from '../../service/client.js';
 import { authorizeInteractively } from '../authorization.js';
 import type { CommandContext } from '../context.js';
@@ -114,7 +114,6 @@ async function gather(session: ProfileSession, context: CommandContext, options:
     });
   }
   if (issues.length) throw new ValidationError(issues);
-  const folder = dropboxApiPath(remoteUrl as string).slice(1).replaceAll('/', '-');
   return {
     baseUrl: baseUrl as string,
     apiKey: apiKey as string,
@@ -122,7 +121,7 @@ async function gather(session: ProfileSession, context: CommandContext, options:
     appSecret: appSecret as string,
     ...(givenRefreshToken ? { refreshToken: givenRefreshToken } : {}),
     remoteUrl: remoteUrl as string,
-    connectorName: v.connectorName ?? `dropbox-${folder}`,
+    connectorName: v.connectorName ?? defaultConnectorName(remoteUrl as string),
     ...(v.workflowId ? { workflowId: v.workflowId } : {}),
     ...(v.schedule ? { schedule: v.schedule } : {}),
   };
@@ -292,7 +291,8 @@ async function commit(session: ProfileSession, gathered: Gathered, tokens: Token
     await session.profiles.update(session.name, () => ({
       ...baseState,
       connectorId: result.connector.id,
-      connectorName: result.connector.name,
+      // The configured name, not a replacement's time-stamped one, so later runs find the whole family.
+      connectorName: gathered.connectorName,
     }), { resetCorrupt: true });
     return { result };
   } catch (error) {

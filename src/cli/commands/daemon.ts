@@ -1,0 +1,278 @@
+// `syncauth daemon`: the sidecar. Resolves the profiles (every stored one, those named with --profile, or one
+// made entirely of environment variables in a container), checks every setting before anything starts, and
+// turns signals into a graceful stop (SIGTERM, SIGINT) or a reload (SIGHUP).
+import { stat } from 'node:fs/promises';
+import path from 'node:path';
+import { SETTINGS, type SettingName, type Settings } from '../../config.js';
+import {
+  checkRedisUrl,
+  checkSchedule,
+  checkTokenFileTemplate,
+  createRedisCoordinator,
+  isLoadFailure,
+  redisTarget,
+  startDaemon,
+  tokenFileFor,
+  type DaemonGrant,
+  type DaemonProfile,
+  type ProfileEntry,
+  type ReconcileTarget,
+  type RunningDaemon,
+} from '../../daemon/index.js';
+import { ExitCode, SyncauthError, ValidationError, type FieldIssue } from '../../errors.js';
+import { createLogger, type LogLevel, type Logger } from '../../log.js';
+import { isProfileName, newSecretsVersion, openProfileStore, type ProfileStore } from '../../profile/index.js';
+import type { Schedule } from '../../service/models.js';
+import { defaultConnectorName } from '../../sync/reconcile.js';
+import { baseState } from '../../sync/renew.js';
+import type { CommandContext } from '../context.js';
+import { openSession, readSecrets, requireGrant, type ResolvedSecrets } from '../session.js';
+
+export interface DaemonCommandOptions {
+  /** Repeated --profile; empty or absent: every stored profile. */
+  profile?: string[];
+  concurrency?: string;
+  maxRenewalsPerSecond?: string;
+  shutdownTimeout?: string;
+}
+
+interface DaemonSettings {
+  marginMs: number;
+  sweep: string;
+  concurrency: number;
+  maxRenewalsPerSecond: number | undefined;
+  shutdownTimeoutMs: number;
+  requested: string[] | undefined;
+}
+
+/** How a setting was given, for error messages: the flag if it came from one, else its variable. */
+function label(context: CommandContext, name: SettingName): string {
+  const spec = SETTINGS[name] as { flag?: string; env: string };
+  return context.settings.sources[name] === 'flag' && spec.flag ? `--${spec.flag}` : spec.env;
+}
+
+function checkSettings(context: CommandContext, options: DaemonCommandOptions): DaemonSettings {
+  const v = context.settings.values;
+  const issues: FieldIssue[] = [];
+  const attempt = (fn: () => void): void => {
+    try {
+      fn();
+    } catch (error) {
+      if (error instanceof ValidationError) issues.push(...error.issues);
+      else throw error;
+    }
+  };
+  attempt(() => checkSchedule(v.sweep, label(context, 'sweep')));
+  if (v.redisUrl !== undefined) attempt(() => checkRedisUrl(v.redisUrl as string, label(context, 'redisUrl')));
+
+  const whole = (raw: string | undefined, fallback: number, min: number, max: number, field: string): number => {
+    if (raw === undefined) return fallback;
+    if (!/^\d+$/.test(raw.trim()) || Number(raw) < min || Number(raw) > max) {
+      issues.push({ field, message: `must be a whole number from ${min} to ${max}` });
+      return fallback;
+    }
+    return Number(raw);
+  };
+  const concurrency = whole(options.concurrency, 4, 1, 1000, '--concurrency');
+  const shutdownSeconds = whole(options.shutdownTimeout, 10, 1, 600, '--shutdown-timeout');
+  let maxRenewalsPerSecond: number | undefined;
+  if (options.maxRenewalsPerSecond !== undefined) {
+    const value = Number(options.maxRenewalsPerSecond);
+    if (options.maxRenewalsPerSecond.trim() === '' || !Number.isFinite(value) || value <= 0) {
+      issues.push({ field: '--max-renewals-per-second', message: 'must be a number above 0, like 5 or 0.5' });
+    } else {
+      maxRenewalsPerSecond = value;
+    }
+  }
+  const requested = options.profile && options.profile.length > 0 ? [...new Set(options.profile)] : undefined;
+  for (const name of requested ?? []) {
+    if (!isProfileName(name)) {
+      issues.push({ field: '--profile', message: 'must be 1-64 letters, digits, dot, dash or underscore, starting with a letter or digit' });
+      break;
+    }
+  }
+  if (issues.length > 0) throw new ValidationError(issues);
+  return { marginMs: v.renewMargin * 1000, sweep: v.sweep, concurrency, maxRenewalsPerSecond, shutdownTimeoutMs: shutdownSeconds * 1000, requested };
+}
+
+/** The library names its options; the user knows the flag or variable they set. */
+function relabel(context: CommandContext, error: unknown): unknown {
+  if (!(error instanceof ValidationError)) return error;
+  const names: Record<string, SettingName> = { listen: 'listen', tokenFile: 'tokenFile', schedule: 'sweep', renewMarginMs: 'renewMargin' };
+  return new ValidationError(error.issues.map((issue) => {
+    const name = names[issue.field];
+    return name ? { ...issue, field: label(context, name) } : issue;
+  }));
+}
+
+function reconcileTarget(v: Settings, apiKey: string | undefined): ReconcileTarget | undefined {
+  if (!v.baseUrl || !v.remoteUrl || !apiKey) return undefined;
+  return {
+    baseUrl: v.baseUrl,
+    apiKey,
+    apiKeyHeader: v.apiKeyHeader,
+    connectorName: v.connectorName ?? defaultConnectorName(v.remoteUrl),
+    remoteUrl: v.remoteUrl,
+    recursive: v.recursive,
+    ...(v.workflowId ? { workflow: { id: v.workflowId, ...(v.schedule ? { schedule: v.schedule as Schedule } : {}) } } : {}),
+  };
+}
+
+function environmentGrant(v: Settings): DaemonGrant | undefined {
+  return v.appKey && v.appSecret && v.refreshToken ? { appKey: v.appKey, appSecret: v.appSecret, refreshToken: v.refreshToken } : undefined;
+}
+
+/** A container's profile: everything from the environment (and .env), nothing from any store. */
+function environmentProfile(context: CommandContext, name: string, grant: DaemonGrant): DaemonProfile {
+  const v = context.settings.values;
+  const reconcile = reconcileTarget(v, v.apiKey);
+  return { name, tokenUrl: v.tokenUrl, grant, ...(reconcile ? { reconcile } : {}) };
+}
+
+async function storedProfile(context: CommandContext, name: string): Promise<DaemonProfile> {
+  const session = await openSession(context, name);
+  const secrets: ResolvedSecrets = await readSecrets(session);
+  const grant = requireGrant(session, secrets);
+  const reconcile = reconcileTarget(session.values, secrets.apiKey);
+  return {
+    name,
+    tokenUrl: session.values.tokenUrl,
+    grant,
+    readGrant: async () => {
+      const fresh = await openSession(context, name);
+      return requireGrant(fresh, await readSecrets(fresh));
+    },
+    ...(session.secrets.writable
+      ? {
+          storeRefreshToken: async (refreshToken: string) => {
+            await session.secrets.set(name, { refresh_token: refreshToken });
+            // Tells other processes serving this profile that the grant they hold is stale.
+            await session.profiles.update(name, (current) => (current ? { ...baseState(current), secretsVersion: newSecretsVersion() } : current));
+          },
+        }
+      : {}),
+    ...(reconcile ? { reconcile } : {}),
+  };
+}
+
+async function loadProfiles(context: CommandContext, store: ProfileStore, requested: string[] | undefined): Promise<ProfileEntry[]> {
+  const v = context.settings.values;
+  const stored = await store.names();
+  const fromEnvironment = environmentGrant(v);
+  const names = requested ?? stored;
+  if (names.length === 0) return fromEnvironment ? [environmentProfile(context, v.profile, fromEnvironment)] : [];
+  return Promise.all(
+    names.map(async (name): Promise<ProfileEntry> => {
+      if (!stored.includes(name) && fromEnvironment) return environmentProfile(context, name, fromEnvironment);
+      try {
+        return await storedProfile(context, name);
+      } catch (error) {
+        return { name, error: error instanceof Error ? error : new Error(String(error)) };
+      }
+    }),
+  );
+}
+
+async function checkTokenFiles(context: CommandContext, template: string, names: string[]): Promise<void> {
+  const field = label(context, 'tokenFile');
+  checkTokenFileTemplate(template, names.length, field);
+  for (const name of names) {
+    const dir = path.dirname(tokenFileFor(template, name));
+    const info = await stat(dir).catch(() => undefined);
+    if (!info?.isDirectory()) throw new ValidationError([{ field, message: `the directory ${dir} does not exist` }]);
+  }
+}
+
+export async function daemon(context: CommandContext, options: DaemonCommandOptions = {}): Promise<void> {
+  const v = context.settings.values;
+  const settings = checkSettings(context, options);
+  const log = createLogger({ level: v.logLevel as LogLevel, secretHeaders: [v.apiKeyHeader] });
+  const store = openProfileStore(v.configDir);
+  const load = () => loadProfiles(context, store, settings.requested);
+
+  const initial = await load();
+  if (initial.length === 0) {
+    throw new SyncauthError('SYNCAUTH_NO_PROFILES', 'there is no profile to serve: no profile is stored and the environment holds no Dropbox grant', {
+      exitCode: ExitCode.authRequired,
+      hint: 'run `syncauth setup` first, or set SYNCAUTH_APP_KEY, SYNCAUTH_APP_SECRET and SYNCAUTH_REFRESH_TOKEN (plus SYNCAUTH_BASE_URL, SYNCAUTH_API_KEY and SYNCAUTH_REMOTE_URL to reconcile a connector)',
+    });
+  }
+  const failed = initial.filter(isLoadFailure);
+  if (failed.length === initial.length) throw (failed[0] as { error: Error }).error;
+  const names = initial.map((entry) => entry.name);
+  if (v.tokenFile) await checkTokenFiles(context, v.tokenFile, names);
+  if (names.length > 1 && environmentGrant(v)) {
+    log.warn('SYNCAUTH_APP_KEY, SYNCAUTH_APP_SECRET and SYNCAUTH_REFRESH_TOKEN are set in the environment: they take precedence over the stored grant of every profile served');
+  }
+
+  const coordinator = v.redisUrl ? createRedisCoordinator({ url: v.redisUrl, logger: log }) : undefined;
+  // A replica that starts while Redis is away still starts: it renews nothing, says so, and reports not ready.
+  await coordinator?.ready().catch(() => undefined);
+
+  let running: RunningDaemon;
+  try {
+    running = await startDaemon({
+      profiles: load,
+      profileStore: store,
+      renewMarginMs: settings.marginMs,
+      schedule: settings.sweep,
+      concurrency: settings.concurrency,
+      ...(settings.maxRenewalsPerSecond !== undefined ? { maxRenewalsPerSecond: settings.maxRenewalsPerSecond } : {}),
+      ...(v.tokenFile ? { tokenFile: v.tokenFile } : {}),
+      ...(v.listen ? { listen: v.listen } : {}),
+      ...(coordinator ? { coordinator } : {}),
+      shutdownTimeoutMs: settings.shutdownTimeoutMs,
+      logger: log,
+    });
+  } catch (error) {
+    await coordinator?.close();
+    throw relabel(context, error);
+  }
+  log.info(
+    {
+      profiles: names,
+      sweep: settings.sweep,
+      renewMarginSeconds: v.renewMargin,
+      concurrency: settings.concurrency,
+      ...(settings.maxRenewalsPerSecond !== undefined ? { maxRenewalsPerSecond: settings.maxRenewalsPerSecond } : {}),
+      ...(v.tokenFile ? { tokenFile: v.tokenFile } : {}),
+      ...(running.url ? { listen: running.url } : {}),
+      ...(v.redisUrl ? { redis: redisTarget(v.redisUrl) } : {}),
+    },
+    `syncauth daemon started for ${names.length === 1 ? `profile ${names[0]}` : `${names.length} profiles`}`,
+  );
+  await untilStopped(running, log);
+  // Everything was closed; should a stray handle keep the event loop alive, do not hang the container's stop.
+  setTimeout(() => process.exit(process.exitCode ?? ExitCode.ok), 2_000).unref();
+}
+
+function untilStopped(running: RunningDaemon, log: Logger): Promise<void> {
+  return new Promise<void>((resolve) => {
+    let stopping = false;
+    const reload = (): void => {
+      log.info('SIGHUP: reloading the profiles');
+      void running.reload();
+    };
+    const stop = (signal: NodeJS.Signals): void => {
+      if (stopping) {
+        log.warn({ signal }, 'second signal: exiting without waiting');
+        process.exit(ExitCode.error);
+      }
+      stopping = true;
+      log.info({ signal }, 'stopping: letting in-flight work finish');
+      void running
+        .close()
+        .catch((error: unknown) => log.error({ err: error }, 'shutdown was not clean'))
+        .finally(() => {
+          process.off('SIGTERM', stop);
+          process.off('SIGINT', stop);
+          process.off('SIGHUP', reload);
+          log.info('stopped');
+          resolve();
+        });
+    };
+    process.on('SIGTERM', stop);
+    process.on('SIGINT', stop);
+    process.on('SIGHUP', reload);
+  });
+}
