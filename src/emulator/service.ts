@@ -229,19 +229,24 @@ function createSource(call: Call): void {
   call.res.json(structuredClone(source));
 }
 
-function getSource(call: Call): void {
+/** GET of one resource by its path id: 422 for a malformed id, 404 for an unknown one. */
+function getById(call: Call, param: 'source_id' | 'workflow_id', found: (id: string) => unknown, notFound: string): void {
   const items: DetailItem[] = [];
-  const id = pathId(call, 'source_id', items);
+  const id = pathId(call, param, items);
   if (items.length > 0) {
     sendValidation(call.res, items);
     return;
   }
-  const source = call.ws.sources.get(id);
-  if (!source) {
-    sendDetail(call.res, 404, 'Source not found');
+  const resource = found(id);
+  if (!resource) {
+    sendDetail(call.res, 404, notFound);
     return;
   }
-  call.res.json(structuredClone(source));
+  call.res.json(structuredClone(resource));
+}
+
+function getSource(call: Call): void {
+  getById(call, 'source_id', (id) => call.ws.sources.get(id), 'Source not found');
 }
 
 function updateSource(call: Call): void {
@@ -335,18 +340,7 @@ function listWorkflows(call: Call): void {
 }
 
 function getWorkflow(call: Call): void {
-  const items: DetailItem[] = [];
-  const id = pathId(call, 'workflow_id', items);
-  if (items.length > 0) {
-    sendValidation(call.res, items);
-    return;
-  }
-  const workflow = call.ws.workflows.get(id);
-  if (!workflow) {
-    sendDetail(call.res, 404, 'Workflow not found');
-    return;
-  }
-  call.res.json(structuredClone(workflow));
+  getById(call, 'workflow_id', (id) => call.ws.workflows.get(id), 'Workflow not found');
 }
 
 function createWorkflow(call: Call): void {

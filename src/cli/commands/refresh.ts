@@ -3,11 +3,11 @@ import { ExitCode, SyncauthError } from '../../errors.js';
 import { ServiceClient } from '../../service/client.js';
 import type { Schedule } from '../../service/models.js';
 import { defaultConnectorName, reconcileConnector } from '../../sync/reconcile.js';
-import { recordFailure, renewProfileToken } from '../../sync/renew.js';
+import { recordFailure } from '../../sync/renew.js';
 import type { CommandContext } from '../context.js';
 import { printJson } from '../output.js';
 import { openSession, readSecrets, requireGrant } from '../session.js';
-import { reauthorizeHint } from './shared.js';
+import { renewSessionToken } from './shared.js';
 
 export async function refresh(context: CommandContext): Promise<void> {
   const session = await openSession(context);
@@ -20,16 +20,7 @@ export async function refresh(context: CommandContext): Promise<void> {
       hint: `run \`syncauth setup --profile ${session.name}\`, or set SYNCAUTH_BASE_URL, SYNCAUTH_REMOTE_URL and SYNCAUTH_API_KEY`,
     });
   }
-  const tokens = await reauthorizeHint(session.name, () =>
-    renewProfileToken({
-      profiles: session.profiles,
-      name: session.name,
-      app: { appKey: grant.appKey, appSecret: grant.appSecret },
-      refreshToken: grant.refreshToken,
-      tokenUrl: v.tokenUrl,
-      ...(session.secrets.writable ? { onNewRefreshToken: (rt: string) => session.secrets.set(session.name, { refresh_token: rt }) } : {}),
-    }),
-  );
+  const tokens = await renewSessionToken(session, grant);
   const connectorName = v.connectorName ?? defaultConnectorName(v.remoteUrl);
   const client = new ServiceClient({ baseUrl: v.baseUrl, apiKey: secrets.apiKey, apiKeyHeader: v.apiKeyHeader });
   try {
