@@ -1,12 +1,28 @@
 // The interactive half of OAuth that `setup` and `authorize` share: send the person to Dropbox's authorize
 // page (loopback callback, or a code to paste), then exchange the code for tokens.
-import { ExitCode, SyncauthError } from '../errors.js';
+import { ExitCode, SyncauthError, type FieldIssue } from '../errors.js';
 import type { Settings } from '../config.js';
 import {
   createAuthorizationRequest, exchangeCode, looksLikeAccessToken, startLoopbackServer, type TokenSet,
 } from '../oauth/index.js';
 import type { Io } from './output.js';
 import { askText, isInteractive, readLine } from './prompt.js';
+
+/**
+ * Malformed Dropbox credentials, found before the browser step: the token endpoint would refuse them only
+ * after the person clicked Allow, wasting the grant. Values are never echoed.
+ */
+export function dropboxCredentialIssues(values: { appKey?: string | undefined; appSecret?: string | undefined; refreshToken?: string | undefined }): FieldIssue[] {
+  const issues: FieldIssue[] = [];
+  const credentials: [string, string | undefined, boolean][] = [
+    ['SYNCAUTH_APP_KEY', values.appKey, true], ['SYNCAUTH_APP_SECRET', values.appSecret, false], ['SYNCAUTH_REFRESH_TOKEN', values.refreshToken, false],
+  ];
+  for (const [field, value, isAppKey] of credentials) {
+    if (value && !/^[\x21-\x7e]+$/.test(value)) issues.push({ field, message: 'contains spaces or characters a Dropbox credential never has' });
+    else if (value && isAppKey && value.includes(':')) issues.push({ field, message: 'contains ":", which a Dropbox app key never has' });
+  }
+  return issues;
+}
 
 export interface AuthorizationOptions {
   settings: Settings;

@@ -78,6 +78,8 @@ const cases: Case[] = [
   { name: 'bad header name', args: () => ['source', 'list', '--api-key-header', 'bad header'], message: /--api-key-header: must be a valid HTTP header name/ },
   { name: 'unknown option', args: () => ['source', 'list', '--colour'], message: /unknown option '--colour'/ },
   { name: 'unknown command', args: () => ['sources'], message: /unknown command 'sources'/ },
+  { name: 'authorize with a malformed app secret', args: () => ['authorize', '--no-open'], env: { SYNCAUTH_APP_KEY: 'key', SYNCAUTH_APP_SECRET: 'has space canary-flag-secret' }, message: /SYNCAUTH_APP_SECRET: contains spaces/ },
+  { name: 'authorize with a colon in the app key', args: () => ['authorize', '--no-open'], env: { SYNCAUTH_APP_KEY: 'a:b', SYNCAUTH_APP_SECRET: 'secret' }, message: /SYNCAUTH_APP_KEY: contains ":"/ },
   { name: 'emulate bad fault rule', args: () => ['emulate', '--fault', 'token:abc'], message: /--fault token:abc: STATUS must be an HTTP error status/ },
 ];
 

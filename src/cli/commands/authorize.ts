@@ -1,7 +1,7 @@
 // `syncauth authorize`: only the OAuth flow, on a machine with a browser. It prints the refresh token so it
 // can be handed to a headless host (as SYNCAUTH_REFRESH_TOKEN) or a secret store; nothing is stored here.
 import { ValidationError, type FieldIssue } from '../../errors.js';
-import { authorizeInteractively } from '../authorization.js';
+import { authorizeInteractively, dropboxCredentialIssues } from '../authorization.js';
 import type { CommandContext } from '../context.js';
 import { printJson } from '../output.js';
 import { askSecret, isInteractive } from '../prompt.js';
@@ -14,6 +14,7 @@ export async function authorize(context: CommandContext, options: { browser?: bo
   if (!Number.isInteger(timeoutSeconds) || timeoutSeconds < 1) issues.push({ field: '--timeout', message: 'must be whole seconds, at least 1' });
   if (!v.appKey && !interactive) issues.push({ field: 'SYNCAUTH_APP_KEY', message: 'is required' });
   if (!v.appSecret && !interactive) issues.push({ field: 'SYNCAUTH_APP_SECRET', message: 'is required' });
+  issues.push(...dropboxCredentialIssues({ appKey: v.appKey, appSecret: v.appSecret }));
   if (issues.length) throw new ValidationError(issues);
   const appKey = v.appKey ?? (await askSecret('Dropbox app key (hidden)'));
   const appSecret = v.appSecret ?? (await askSecret('Dropbox app secret (hidden)'));

@@ -11,7 +11,7 @@ import { SCHEDULE_CRON, Uuid, type Schedule } from '../../service/models.js';
 import { dropboxApiPath, dropboxRemoteUrlProblem } from '../../service/source-configs.js';
 import { defaultConnectorName, reconcileConnector, type ReconcileResult } from '../../sync/reconcile.js';
 import { ServiceClient } from '../../service/client.js';
-import { authorizeInteractively } from '../authorization.js';
+import { authorizeInteractively, dropboxCredentialIssues } from '../authorization.js';
 import type { CommandContext } from '../context.js';
 import { printJson } from '../output.js';
 import { askSecret, askText, isInteractive } from '../prompt.js';
@@ -96,14 +96,7 @@ async function gather(session: ProfileSession, context: CommandContext, options:
       }
     }
   }
-  // The token endpoint would refuse these only after the browser step, wasting the grant; never echo them.
-  const credentials: [string, string | undefined, boolean][] = [
-    ['SYNCAUTH_APP_KEY', appKey, true], ['SYNCAUTH_APP_SECRET', appSecret, false], ['SYNCAUTH_REFRESH_TOKEN', v.refreshToken, false],
-  ];
-  for (const [field, value, isAppKey] of credentials) {
-    if (value && !/^[\x21-\x7e]+$/.test(value)) issues.push({ field, message: 'contains spaces or characters a Dropbox credential never has' });
-    else if (value && isAppKey && value.includes(':')) issues.push({ field, message: 'contains ":", which a Dropbox app key never has' });
-  }
+  issues.push(...dropboxCredentialIssues({ appKey, appSecret, refreshToken: v.refreshToken }));
   // Only a grant handed in (SYNCAUTH_REFRESH_TOKEN in the environment or .env) skips the browser. A stored one
   // is not reused: it may be revoked or lack permissions ticked since, and setup is how to authorize again.
   const givenRefreshToken = v.refreshToken;
