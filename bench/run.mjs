@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
+import { daemonRows } from './daemon.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const cli = path.join(root, 'dist/cli/main.js');
@@ -120,3 +121,12 @@ const table = [header, ...rows.map(([name, ms, ratio, target]) => [name, ms.toFi
 const widths = header.map((_, i) => Math.max(...table.map((r) => r[i].length)));
 console.log(`syncauth bench — Node ${process.version}, ${runs} runs each, median`);
 for (const row of table) console.log(row.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  '));
+
+// The daemon's table, measured after the commands above so that neither disturbs the other.
+const daemon = await daemonRows();
+const figure = (v) => (Number.isNaN(v) ? '—' : Math.abs(v) >= 1000 ? Math.round(v).toLocaleString('en-US') : v.toFixed(Math.abs(v) >= 10 ? 1 : 2));
+const daemonHeader = ['daemon measurement', 'value', 'unit', 'target'];
+const daemonTable = [daemonHeader, ...daemon.map(([name, value, unit, target]) => [name, figure(value), unit, target])];
+const daemonWidths = daemonHeader.map((_, i) => Math.max(...daemonTable.map((r) => r[i].length)));
+console.log(`\nsyncauth daemon bench — one child process per measurement, emulator in a child of its own`);
+for (const row of daemonTable) console.log(row.map((c, i) => (i === 0 || i === 2 ? c.padEnd(daemonWidths[i]) : c.padStart(daemonWidths[i]))).join('  ').trimEnd());
