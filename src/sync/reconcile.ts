@@ -72,13 +72,16 @@ export async function reconcileConnector(input: ReconcileInput): Promise<Reconci
   const config = dropboxConfig(connector);
   const now = input.now ?? (() => new Date());
   let result: ReconcileResult;
+  // The family as listed on the way in, when it was; removal reuses it rather than listing the workspace again.
+  let family: SourceConnectorInformation[] | undefined;
 
   if (input.connectorId) {
     result = await updateKnown(client, input.connectorId, connector, config, now);
   } else {
     // Adopt a connector of the family (a previous run whose state was lost, or that crashed between creating
     // and recording) instead of failing on the service's unique-name rule or making a second one.
-    const existing = await findFamilyMember(client, connector.name);
+    family = await listFamily(client, connector.name);
+    const existing = family[0];
     if (existing) {
       result = await updateKnown(client, existing.id, connector, config, now);
       if (result.action === 'updated') result.action = 'adopted';
@@ -94,7 +97,7 @@ export async function reconcileConnector(input: ReconcileInput): Promise<Reconci
   }
   // Any path that created or adopted a connector may follow a crash that left another member of the family
   // behind; once the workflow reads from the one kept, the others go.
-  if (result.action !== 'updated') result.removed = await removeStaleFamily(client, connector.name, result.connector.id);
+  if (result.action !== 'updated') result.removed = await removeStaleFamily(client, connector.name, result.connector.id, family);
   return result;
 }
 
@@ -129,12 +132,15 @@ async function updateKnown(
   }
 }
 
-/** The newest dropbox connector named `baseName` or one of its time-stamped replacements, other than `exceptId`. */
+/** The dropbox connectors named `baseName` or one of its time-stamped replacements, newest first. */
+async function listFamily(client: ServiceClient, baseName: string): Promise<SourceConnectorInformation[]> {
+  const family = (await client.listSources({ sourceType: 'dropbox' })).filter((s) => s.type === 'dropbox' && isConnectorFamily(s.name, baseName));
+  return family.sort((a, b) => Date.parse(b.created_at) - Date.parse(a.created_at));
+}
+
+/** The newest member of the family other than `exceptId`. */
 async function findFamilyMember(client: ServiceClient, baseName: string, exceptId?: string): Promise<SourceConnectorInformation | undefined> {
-  const family = (await client.listSources({ sourceType: 'dropbox' })).filter(
-    (s) => s.id !== exceptId && s.type === 'dropbox' && isConnectorFamily(s.name, baseName),
-  );
-  return family.sort((a, b) => Date.parse(b.created_at) - Date.parse(a.created_at))[0];
+  return (await listFamily(client, baseName)).find((s) => s.id !== exceptId);
 }
 
 async function exists(client: ServiceClient, id: string): Promise<boolean> {
@@ -162,10 +168,13 @@ async function wireWorkflow(
   return { workflow, action: 'updated' };
 }
 
-/** Deletes the other connectors of the family after a replacement; where deletes are refused, they stay. */
-async function removeStaleFamily(client: ServiceClient, baseName: string, keepId: string): Promise<string[]> {
+/**
+ * Deletes the other connectors of the family; where deletes are refused, they stay. `listed` is the family as
+ * listed earlier in the same cycle: a plain create after an empty listing then costs no second listing.
+ */
+async function removeStaleFamily(client: ServiceClient, baseName: string, keepId: string, listed?: SourceConnectorInformation[]): Promise<string[]> {
   const removed: string[] = [];
-  const family = (await client.listSources({ sourceType: 'dropbox' })).filter((s) => s.id !== keepId && isConnectorFamily(s.name, baseName));
+  const family = (listed ?? (await listFamily(client, baseName))).filter((s) => s.id !== keepId);
   for (const stale of family) {
     try {
       await client.deleteSource(stale.id);
