@@ -4,12 +4,12 @@ import { ExitCode, SyncauthError } from '../errors.js';
 import { howToSet } from '../config.js';
 import { ServiceClient } from '../service/client.js';
 import type { CommandContext } from './context.js';
-import { openSession, readSecrets } from './session.js';
 
 export async function openServiceClient(context: CommandContext): Promise<ServiceClient> {
   let { baseUrl, apiKey, apiKeyHeader } = context.settings.values;
   if (!baseUrl || !apiKey) {
-    // Only now touch the profile and its store: a command fully configured by the environment never needs them.
+    // Only now load and touch the profile and its store: a command configured by the environment never needs them.
+    const { openSession, readSecrets } = await import('./session.js');
     const session = await openSession(context);
     baseUrl ??= session.values.baseUrl;
     apiKeyHeader = session.values.apiKeyHeader;
