@@ -4,7 +4,6 @@
 // The record of the last renewal tells every replica the token's expiry, so those that did not renew do not
 // think it due. Commands fail fast while Redis is away (no offline queue): the daemon then renews nothing.
 import { randomUUID } from 'node:crypto';
-import { Redis } from 'ioredis';
 import { ValidationError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { CoordinatorUnavailableError, type Coordinator, type Lease, type SharedRenewal } from './coordinator.js';
@@ -64,8 +63,10 @@ export function checkRedisUrl(url: string, field = 'redisUrl'): void {
   }
 }
 
-export function createRedisCoordinator(options: RedisCoordinatorOptions): RedisCoordinator {
+/** Async because ioredis is loaded only here: a daemon without --redis-url never pays its ~20 MiB. */
+export async function createRedisCoordinator(options: RedisCoordinatorOptions): Promise<RedisCoordinator> {
   checkRedisUrl(options.url);
+  const { Redis } = await import('ioredis');
   const prefix = options.keyPrefix ?? 'syncauth';
   const leaseMs = options.leaseMs ?? 30_000;
   const timeoutMs = options.timeoutMs ?? 2_000;

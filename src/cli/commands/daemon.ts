@@ -205,7 +205,7 @@ export async function daemon(context: CommandContext, options: DaemonCommandOpti
     log.warn('SYNCAUTH_APP_KEY, SYNCAUTH_APP_SECRET and SYNCAUTH_REFRESH_TOKEN are set in the environment: they take precedence over the stored grant of every profile served');
   }
 
-  const coordinator = v.redisUrl ? createRedisCoordinator({ url: v.redisUrl, logger: log }) : undefined;
+  const coordinator = v.redisUrl ? await createRedisCoordinator({ url: v.redisUrl, logger: log }) : undefined;
   // A replica that starts while Redis is away still starts: it renews nothing, says so, and reports not ready.
   await coordinator?.ready().catch(() => undefined);
 
