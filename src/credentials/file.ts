@@ -3,10 +3,9 @@
 // from SYNCAUTH_STORE_KEY. The header (format, version, KDF parameters and salt) is authenticated as
 // associated data, so weakening the parameters in the file is detected like any other tampering.
 import { createCipheriv, createDecipheriv, randomBytes, scrypt } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
-import { ensurePrivateDir, writePrivateFile } from '../profile/files.js';
+import { ensurePrivateDir, readTextIfExists, writePrivateFile } from '../profile/files.js';
 import { withFileLock } from '../profile/lock.js';
 import { PROFILE_NAME_PATTERN, assertProfileName } from '../profile/name.js';
 import { SecretStoreError } from './errors.js';
@@ -95,13 +94,8 @@ export function openFileSecretStore(options: FileSecretStoreOptions): SecretStor
   }
 
   async function readEnvelope(): Promise<Envelope | undefined> {
-    let text: string;
-    try {
-      text = await readFile(file, 'utf8');
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-      throw error;
-    }
+    const text = await readTextIfExists(file);
+    if (text === undefined) return undefined;
     let data: unknown;
     try {
       data = JSON.parse(text);

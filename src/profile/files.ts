@@ -1,6 +1,6 @@
 // File-system primitives shared by the profile state and the encrypted secret file: private directories and
 // atomic private files.
-import { chmod, mkdir, stat } from 'node:fs/promises';
+import { chmod, mkdir, readFile, stat } from 'node:fs/promises';
 import writeFileAtomic from 'write-file-atomic';
 
 /**
@@ -21,4 +21,14 @@ export async function ensurePrivateDir(dir: string, options: { tighten?: boolean
  */
 export async function writePrivateFile(file: string, data: string | Buffer): Promise<void> {
   await writeFileAtomic(file, data, { mode: 0o600, fsync: true });
+}
+
+/** The file's text, or undefined when it does not exist yet; any other failure is thrown. */
+export async function readTextIfExists(file: string): Promise<string | undefined> {
+  try {
+    return await readFile(file, 'utf8');
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw error;
+  }
 }

@@ -3,11 +3,11 @@
 // changes; renewals take a second, longer lock of their own (withLock) so a slow network call never blocks
 // plain state updates such as `status` recording an error.
 import { randomUUID } from 'node:crypto';
-import { readdir, readFile, rm } from 'node:fs/promises';
+import { readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { ValidationError, fieldName } from '../errors.js';
 import { ProfileStoreError } from './errors.js';
-import { ensurePrivateDir, writePrivateFile } from './files.js';
+import { ensurePrivateDir, readTextIfExists, writePrivateFile } from './files.js';
 import { withFileLock } from './lock.js';
 import { assertProfileName, isProfileName } from './name.js';
 import { ProfileStateSchema } from './state.js';
@@ -79,13 +79,8 @@ export function openProfileStore(configDir: string, options: ProfileStoreOptions
 
   async function readState(name: string): Promise<ProfileState | undefined> {
     const file = fileOf(name);
-    let text: string;
-    try {
-      text = await readFile(file, 'utf8');
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-      throw error;
-    }
+    const text = await readTextIfExists(file);
+    if (text === undefined) return undefined;
     let data: unknown;
     try {
       data = JSON.parse(text);
