@@ -352,6 +352,9 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
 
   async function renewed(rt: ProfileRuntime, profile: DaemonProfile, tokens: TokenSet): Promise<ReconcileOutcome | undefined> {
     holdToken(rt, tokens);
+    // Published before anything else awaits: holding the token makes the profile ready, and /readyz must never
+    // say ready while the file consumers read still holds the old token or none.
+    await files.publish(rt);
     rt.failures = 0;
     rt.retryAt = 0;
     rt.lastSuccessAt = now();
@@ -367,7 +370,6 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
         .recordRenewal(rt.name, { expiresAt: tokens.expiresAt, renewedAt: now(), replica: coordinator.replicaId })
         .catch((error: unknown) => log.warn({ profile: rt.name, error: classifyFailure(error).message }, 'could not share the renewal with other replicas'));
     }
-    await files.publish(rt);
     log.info({ profile: rt.name, expiresAt: new Date(tokens.expiresAt).toISOString() }, `renewed the access token of profile "${rt.name}"`);
     if (!profile.reconcile) return undefined;
     rt.reconcile = { pending: true, failures: 0, retryAt: 0, lastOutcome: rt.reconcile.lastOutcome };

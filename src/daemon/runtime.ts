@@ -43,6 +43,8 @@ export class ProfileRuntime {
   expiryTimer: NodeJS.Timeout | undefined;
   /** Token-file writes and removals, one after another. */
   fileChain: Promise<void> = Promise.resolve();
+  /** The access token the token file holds now, as far as this process wrote it. */
+  publishedToken: string | undefined;
   client: { key: string; client: ServiceClient } | undefined;
   removed = false;
 

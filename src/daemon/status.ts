@@ -26,6 +26,8 @@ export function healthOf(rt: ProfileRuntime, at: number, needsOwnToken: boolean)
   if (expiry === undefined) return { health: waiting, ready: false, reason: 'no access token yet' };
   if (at >= expiry) return { health: waiting, ready: false, reason: 'the access token expired' };
   if (needsOwnToken && !rt.holdsToken(at)) return { health: waiting, ready: false, reason: 'no access token to publish yet' };
+  // Ready only once the file consumers read holds the token: never while it still has the old one or none.
+  if (needsOwnToken && rt.publishedToken !== rt.token?.value) return { health: waiting, ready: false, reason: 'publishing the access token' };
   return { health: at < rt.retryAt ? 'backoff' : 'ready', ready: true };
 }
 

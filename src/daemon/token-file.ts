@@ -39,6 +39,8 @@ interface Holder {
   readonly removed: boolean;
   /** Writes and removals of the profile's file, one after another. */
   fileChain: Promise<void>;
+  /** What the file holds once a write or removal has finished; readiness waits for it. */
+  publishedToken: string | undefined;
 }
 
 /** Writes and removes each profile's token file, in order per profile; failures are logged, never thrown. */
@@ -55,11 +57,15 @@ export class TokenPublisher {
       // Checked again when the write's turn comes: a token that expired or was replaced meanwhile is not written.
       if (!token || holder.token !== token || holder.removed || this.now() >= token.expiresAt) return;
       await writeTokenFile(path, token.value);
+      holder.publishedToken = token.value;
     });
   }
 
   unpublish(holder: Holder): Promise<void> {
-    return this.#queue(holder, (path) => removeTokenFile(path));
+    return this.#queue(holder, async (path) => {
+      holder.publishedToken = undefined;
+      await removeTokenFile(path);
+    });
   }
 
   #queue(holder: Holder, op: (path: string) => Promise<void>): Promise<void> {
