@@ -1,9 +1,9 @@
 import { inspect } from 'node:util';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ValidationError } from '../../src/errors.js';
-import { OAuthError, getCurrentAccount, listFolder, revokeToken } from '../../src/oauth/index.js';
+import { getCurrentAccount, listFolder, revokeToken } from '../../src/oauth/index.js';
 import type { OAuthErrorCode, OAuthErrorKind } from '../../src/oauth/index.js';
-import { DROPBOX_API, mockDropbox, renderings } from './helpers.js';
+import { DROPBOX_API, mockDropbox, renderings, failure } from './helpers.js';
 import type { MockDropbox, MockReply } from './helpers.js';
 
 const TOKEN = 'sl.u.CANARY-access-token-7d3e';
@@ -18,14 +18,6 @@ afterEach(async () => {
 
 const base = () => ({ apiUrl: DROPBOX_API, accessToken: TOKEN, dispatcher: dropbox.agent });
 
-async function failure(promise: Promise<unknown>): Promise<OAuthError> {
-  const err = await promise.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(OAuthError);
-  return err as OAuthError;
-}
 
 describe('revokeToken', () => {
   it('POSTs /2/auth/token/revoke with the bearer token and no body', async () => {

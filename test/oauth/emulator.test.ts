@@ -4,7 +4,6 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { DEFAULT_APP, startEmulator } from '../../src/emulator/index.js';
 import type { EmulatorOptions, RunningEmulator } from '../../src/emulator/index.js';
 import {
-  OAuthError,
   checkGrantedScopes,
   createAuthorizationRequest,
   exchangeCode,
@@ -15,7 +14,7 @@ import {
   startLoopbackServer,
 } from '../../src/oauth/index.js';
 import type { AppCredentials, LoopbackServer } from '../../src/oauth/index.js';
-import { freePort } from './helpers.js';
+import { freePort, failure } from './helpers.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -49,14 +48,6 @@ async function followRedirect(response: Response): Promise<Response> {
   return fetch(location, { redirect: 'manual' });
 }
 
-async function failure(promise: Promise<unknown>): Promise<OAuthError> {
-  const err = await promise.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(OAuthError);
-  return err as OAuthError;
-}
 
 describe('OAuth flow against the emulator', () => {
   it('authorizes, exchanges, renews and revokes; after revoke renewal is terminal', async () => {

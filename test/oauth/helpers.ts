@@ -5,6 +5,8 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { createServer } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { MockAgent } from 'undici';
+import { expect } from 'vitest';
+import { OAuthError } from '../../src/oauth/index.js';
 import type { MockInterceptor } from 'undici/types/mock-interceptor.js';
 
 export const DROPBOX_API = 'https://api.dropboxapi.com';
@@ -140,4 +142,14 @@ export function rawRequest(
 export function renderings(err: unknown): string[] {
   const e = err as Error & { hint?: string };
   return [String(err), JSON.stringify(err), e.message, e.hint ?? '', e.stack ?? ''];
+}
+
+/** The OAuthError a promise rejects with; fails the test when it resolves or rejects with anything else. */
+export async function failure(promise: Promise<unknown>): Promise<OAuthError> {
+  const err = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(err).toBeInstanceOf(OAuthError);
+  return err as OAuthError;
 }

@@ -1,9 +1,9 @@
 import { inspect } from 'node:util';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ValidationError } from '../../src/errors.js';
-import { OAuthError, exchangeCode, renewAccessToken } from '../../src/oauth/index.js';
+import { exchangeCode, renewAccessToken } from '../../src/oauth/index.js';
 import type { OAuthErrorCode, OAuthErrorKind } from '../../src/oauth/index.js';
-import { TOKEN_URL, mockDropbox, renderings } from './helpers.js';
+import { TOKEN_URL, mockDropbox, renderings, failure } from './helpers.js';
 import type { MockDropbox, MockReply } from './helpers.js';
 
 const APP = { appKey: 'k3yabcdefgh1234', appSecret: 's3cretabcdef987' };
@@ -56,14 +56,6 @@ function renew(extra: Partial<Parameters<typeof renewAccessToken>[0]> = {}) {
   });
 }
 
-async function failure(promise: Promise<unknown>): Promise<OAuthError> {
-  const err = await promise.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(OAuthError);
-  return err as OAuthError;
-}
 
 describe('exchangeCode', () => {
   it('sends the code with HTTP Basic app credentials, the redirect URI and the PKCE verifier', async () => {
