@@ -58,6 +58,26 @@ export const DEFAULT_APP: Readonly<EmulatorApp> = Object.freeze({
 
 const DEFAULT_HOST = '127.0.0.1';
 
+/**
+ * The syncauth settings that point it at a running emulator: the service, its API key, the Dropbox endpoints
+ * and the app's credentials. The demo, `syncauth emulate` and the tests all connect through this one map.
+ */
+export function connectionSettings(
+  emulator: Pick<RunningEmulator, 'url' | 'authorizeUrl' | 'tokenUrl' | 'apiUrl'>,
+  options: { app?: Pick<EmulatorApp, 'appKey' | 'appSecret'>; apiKey?: string } = {},
+): Record<string, string> {
+  const app = options.app ?? DEFAULT_APP;
+  return {
+    SYNCAUTH_BASE_URL: emulator.url,
+    SYNCAUTH_API_KEY: options.apiKey ?? DEFAULT_EMULATOR_API_KEY,
+    SYNCAUTH_APP_KEY: app.appKey,
+    SYNCAUTH_APP_SECRET: app.appSecret,
+    SYNCAUTH_AUTHORIZE_URL: emulator.authorizeUrl,
+    SYNCAUTH_TOKEN_URL: emulator.tokenUrl,
+    SYNCAUTH_DROPBOX_API_URL: emulator.apiUrl,
+  };
+}
+
 export function resolveEmulatorOptions(options: EmulatorOptions = {}): ResolvedEmulatorOptions {
   const resolved: ResolvedEmulatorOptions = {
     port: options.port ?? 0,

@@ -8,7 +8,7 @@ import { createServer } from 'node:net';
 import path from 'node:path';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DEFAULT_APP, DEFAULT_EMULATOR_API_KEY, startEmulator, type RunningEmulator, type StoredSource } from '../../src/emulator/index.js';
+import { DEFAULT_APP, connectionSettings, startEmulator, type RunningEmulator, type StoredSource } from '../../src/emulator/index.js';
 import { CLI, tempDir } from '../helpers/cli.js';
 import { chromiumAvailability, launchChromium } from '../helpers/chromium.js';
 
@@ -68,13 +68,7 @@ async function startSetup(): Promise<SetupRun> {
     SYNCAUTH_CONFIG_DIR: configDir,
     SYNCAUTH_STORE: 'file',
     SYNCAUTH_STORE_KEY: randomBytes(24).toString('base64url'),
-    SYNCAUTH_BASE_URL: emulator.url,
-    SYNCAUTH_API_KEY: DEFAULT_EMULATOR_API_KEY,
-    SYNCAUTH_APP_KEY: DEFAULT_APP.appKey,
-    SYNCAUTH_APP_SECRET: DEFAULT_APP.appSecret,
-    SYNCAUTH_AUTHORIZE_URL: emulator.authorizeUrl,
-    SYNCAUTH_TOKEN_URL: emulator.tokenUrl,
-    SYNCAUTH_DROPBOX_API_URL: emulator.apiUrl,
+    ...connectionSettings(emulator),
     SYNCAUTH_REDIRECT_URI: redirectUri,
     SYNCAUTH_REMOTE_URL: 'dropbox://data',
     SYNCAUTH_WORKFLOW_ID: workflowId,

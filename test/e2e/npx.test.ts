@@ -10,7 +10,7 @@ import { readdir, readFile, writeFile } from 'node:fs/promises';
 import { builtinModules } from 'node:module';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, type TestContext } from 'vitest';
-import { DEFAULT_APP, DEFAULT_EMULATOR_API_KEY, DEFAULT_WORKSPACE_NAME, startEmulator } from '../../src/emulator/index.js';
+import { DEFAULT_APP, DEFAULT_EMULATOR_API_KEY, DEFAULT_WORKSPACE_NAME, connectionSettings, startEmulator } from '../../src/emulator/index.js';
 import { ROOT } from '../helpers/cli.js';
 import {
   createMachine, describe as describeRun, isCI, machineNpmCache, packPackage, type Machine, type Packed, type RunResult,
@@ -209,13 +209,7 @@ for (const runtime of runtimes) {
           SYNCAUTH_STORE: 'file',
           SYNCAUTH_STORE_KEY: storeKey,
           SYNCAUTH_CONFIG_DIR: path.join(machine.home, 'syncauth-config'),
-          SYNCAUTH_BASE_URL: emulator.url,
-          SYNCAUTH_API_KEY: DEFAULT_EMULATOR_API_KEY,
-          SYNCAUTH_APP_KEY: DEFAULT_APP.appKey,
-          SYNCAUTH_APP_SECRET: DEFAULT_APP.appSecret,
-          SYNCAUTH_AUTHORIZE_URL: emulator.authorizeUrl,
-          SYNCAUTH_TOKEN_URL: emulator.tokenUrl,
-          SYNCAUTH_DROPBOX_API_URL: emulator.apiUrl,
+          ...connectionSettings(emulator),
           SYNCAUTH_REMOTE_URL: 'dropbox://data',
         };
         const setup = machine.start('npx', ['--offline', '--yes', spec, 'setup', '--no-browser', '--yes'], { env, timeoutMs: 120_000 });

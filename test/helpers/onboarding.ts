@@ -8,7 +8,7 @@ import { createServer } from 'node:net';
 import path from 'node:path';
 import { openSecretStore, type ProfileSecrets } from '../../src/credentials/index.js';
 import {
-  DEFAULT_APP, DEFAULT_EMULATOR_API_KEY, startEmulator, type EmulatorApp, type EmulatorOptions, type RunningEmulator, type StoredSource,
+  DEFAULT_APP, DEFAULT_EMULATOR_API_KEY, connectionSettings, startEmulator, type EmulatorApp, type EmulatorOptions, type RunningEmulator, type StoredSource,
 } from '../../src/emulator/index.js';
 import { createAuthorizationRequest, exchangeCode } from '../../src/oauth/index.js';
 import { CLI, tempDir, type CliResult } from './cli.js';
@@ -73,13 +73,7 @@ export function onboardingEnv(ob: Onboarding, home: Home, extra: Record<string, 
     SYNCAUTH_CONFIG_DIR: home.configDir,
     SYNCAUTH_STORE: 'file',
     SYNCAUTH_STORE_KEY: home.storeKey,
-    SYNCAUTH_BASE_URL: ob.emulator.url,
-    SYNCAUTH_API_KEY: ob.apiKey,
-    SYNCAUTH_APP_KEY: ob.app.appKey,
-    SYNCAUTH_APP_SECRET: ob.app.appSecret,
-    SYNCAUTH_AUTHORIZE_URL: ob.emulator.authorizeUrl,
-    SYNCAUTH_TOKEN_URL: ob.emulator.tokenUrl,
-    SYNCAUTH_DROPBOX_API_URL: ob.emulator.apiUrl,
+    ...connectionSettings(ob.emulator, { app: ob.app, apiKey: ob.apiKey }),
     SYNCAUTH_REDIRECT_URI: ob.redirectUri,
     SYNCAUTH_REMOTE_URL: 'dropbox://data',
     ...extra,

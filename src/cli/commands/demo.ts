@@ -8,7 +8,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { DEFAULT_APP, DEFAULT_EMULATOR_API_KEY, startEmulator } from '../../emulator/index.js';
+import { DEFAULT_APP, connectionSettings, startEmulator } from '../../emulator/index.js';
 import { ExitCode, SyncauthError } from '../../errors.js';
 import type { CommandContext } from '../context.js';
 
@@ -50,13 +50,7 @@ export async function demo(context: CommandContext, options: { browser?: boolean
     SYNCAUTH_CONFIG_DIR: path.join(home, 'config'),
     SYNCAUTH_STORE: 'file',
     SYNCAUTH_STORE_KEY: randomBytes(24).toString('base64url'),
-    SYNCAUTH_BASE_URL: emulator.url,
-    SYNCAUTH_API_KEY: DEFAULT_EMULATOR_API_KEY,
-    SYNCAUTH_APP_KEY: DEFAULT_APP.appKey,
-    SYNCAUTH_APP_SECRET: DEFAULT_APP.appSecret,
-    SYNCAUTH_AUTHORIZE_URL: emulator.authorizeUrl,
-    SYNCAUTH_TOKEN_URL: emulator.tokenUrl,
-    SYNCAUTH_DROPBOX_API_URL: emulator.apiUrl,
+    ...connectionSettings(emulator),
     SYNCAUTH_REDIRECT_URI: redirectUri,
     SYNCAUTH_REMOTE_URL: 'dropbox://data',
     SYNCAUTH_RECURSIVE: 'true',

@@ -1,6 +1,6 @@
 // `syncauth emulate`: the emulator as a foreground process, for trying syncauth by hand.
 import { ValidationError, type FieldIssue } from '../../errors.js';
-import { DEFAULT_APP, DEFAULT_EMULATOR_API_KEY, startEmulator, type FaultRoute, type FaultRule } from '../../emulator/index.js';
+import { DEFAULT_APP, connectionSettings, startEmulator, type FaultRoute, type FaultRule } from '../../emulator/index.js';
 import type { CommandContext } from '../context.js';
 
 const FAULT_ROUTES: FaultRoute[] = ['authorize', 'token', 'revoke', 'account', 'list_folder', 'sources', 'workflows', '*'];
@@ -56,12 +56,7 @@ export async function emulate(context: CommandContext, options: EmulateOptions):
   // The values printed are the emulator's own fixed stand-ins, not anybody's credentials.
   io.stdout.write(`syncauth emulator listening on ${emulator.url} (Ctrl-C to stop)\n\n`);
   io.stdout.write('Point syncauth at it:\n');
-  io.stdout.write(`  export SYNCAUTH_BASE_URL=${emulator.url}\n`);
-  io.stdout.write(`  export SYNCAUTH_API_KEY=${DEFAULT_EMULATOR_API_KEY}\n`);
-  io.stdout.write(`  export SYNCAUTH_AUTHORIZE_URL=${emulator.authorizeUrl}\n`);
-  io.stdout.write(`  export SYNCAUTH_TOKEN_URL=${emulator.tokenUrl}\n`);
-  io.stdout.write(`  export SYNCAUTH_DROPBOX_API_URL=${emulator.apiUrl}\n`);
-  io.stdout.write(`  export SYNCAUTH_APP_KEY=${DEFAULT_APP.appKey} SYNCAUTH_APP_SECRET=${DEFAULT_APP.appSecret}\n`);
+  for (const [name, value] of Object.entries(connectionSettings(emulator))) io.stdout.write(`  export ${name}=${value}\n`);
   if (emulator.seeded) io.stdout.write(`\nSeeded workflow: ${emulator.seeded.workflowId}\n`);
   io.stdout.write(`Registered redirect URI: ${DEFAULT_APP.redirectUris.join(', ')}; app folder Apps/${DEFAULT_APP.folderName} with subfolders ${Object.keys(DEFAULT_APP.folders ?? {}).join(', ')}\n`);
 
