@@ -3,7 +3,7 @@ import { ExitCode, SyncauthError } from '../../errors.js';
 import { ServiceClient } from '../../service/client.js';
 import type { Schedule } from '../../service/models.js';
 import { defaultConnectorName, reconcileConnector } from '../../sync/reconcile.js';
-import { recordFailure } from '../../sync/renew.js';
+import { baseState, recordFailure } from '../../sync/renew.js';
 import type { CommandContext } from '../context.js';
 import { printJson } from '../output.js';
 import { openSession, readSecrets, requireGrant } from '../session.js';
@@ -38,10 +38,9 @@ export async function refresh(context: CommandContext): Promise<void> {
       ...(session.state?.connectorId ? { connectorId: session.state.connectorId } : {}),
       ...(v.workflowId ? { workflow: { id: v.workflowId, ...(v.schedule ? { schedule: v.schedule as Schedule } : {}) } } : {}),
     });
-    await session.profiles.update(session.name, (current) => {
-      const { version: _v, profile: _p, createdAt: _c, updatedAt: _u, ...rest } = current ?? { version: 1, profile: session.name, createdAt: '', updatedAt: '' };
-      return { ...rest, baseUrl: v.baseUrl, remoteUrl: v.remoteUrl, connectorId: result.connector.id, connectorName, lastError: undefined };
-    });
+    await session.profiles.update(session.name, (current) => ({
+      ...baseState(current), baseUrl: v.baseUrl, remoteUrl: v.remoteUrl, connectorId: result.connector.id, connectorName, lastError: undefined,
+    }));
     const expiresAt = new Date(tokens.expiresAt).toISOString();
     if (context.json) {
       printJson(context.io, { profile: session.name, accessTokenExpiresAt: expiresAt, connector: { id: result.connector.id, action: result.action }, removed: result.removed, workflow: result.workflowAction ?? null });

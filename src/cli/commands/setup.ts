@@ -247,7 +247,7 @@ async function commit(session: ProfileSession, gathered: Gathered, tokens: Token
       api_key: gathered.apiKey,
     });
   }
-  const baseState = {
+  const profileFields = {
     baseUrl: gathered.baseUrl,
     apiKeyHeader: v.apiKeyHeader,
     remoteUrl: gathered.remoteUrl,
@@ -282,7 +282,7 @@ async function commit(session: ProfileSession, gathered: Gathered, tokens: Token
       ...(gathered.workflowId ? { workflow: { id: gathered.workflowId, ...(gathered.schedule ? { schedule: gathered.schedule } : {}) } } : {}),
     });
     await session.profiles.update(session.name, () => ({
-      ...baseState,
+      ...profileFields,
       connectorId: result.connector.id,
       // The configured name, not a replacement's time-stamped one, so later runs find the whole family.
       connectorName: gathered.connectorName,
@@ -293,7 +293,7 @@ async function commit(session: ProfileSession, gathered: Gathered, tokens: Token
     const message = error instanceof Error ? error.message : String(error);
     const code = error instanceof SyncauthError ? error.code : 'UNKNOWN';
     await session.profiles.update(session.name, (current) => ({
-      ...baseState,
+      ...profileFields,
       ...(current?.connectorId ? { connectorId: current.connectorId } : {}),
       lastError: { code, message, at: new Date().toISOString(), terminal: false },
     }), { resetCorrupt: true });
