@@ -1,6 +1,7 @@
 // Reading JSON documents the user hands us (a file or stdin), with errors that say where.
 import { readFile } from 'node:fs/promises';
-import { ValidationError } from '../errors.js';
+import { ValidationError, type FieldIssue } from '../errors.js';
+import { Uuid } from '../service/models.js';
 import { decodeJson } from '../json-decode.js';
 
 export async function readTextSource(source: string, field: string, stdin: NodeJS.ReadableStream = process.stdin): Promise<string> {
@@ -49,4 +50,16 @@ export async function readJsonArray(source: string, field: string, stdin?: NodeJ
     throw new ValidationError([{ field, message: `${source === '-' ? 'stdin' : source} must hold a JSON array` }]);
   }
   return value;
+}
+
+/** Adds an issue to `issues` when `value` is not a UUID, naming `field`. */
+export function checkUuid(value: string, field: string, issues: FieldIssue[]): void {
+  if (!Uuid.safeParse(value).success) issues.push({ field, message: `must be a UUID, got "${value}"` });
+}
+
+/** Throws a ValidationError when `value` is not a UUID. */
+export function requireUuid(value: string, field = 'id'): void {
+  const issues: FieldIssue[] = [];
+  checkUuid(value, field, issues);
+  if (issues.length) throw new ValidationError(issues);
 }

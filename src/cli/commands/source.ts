@@ -1,10 +1,10 @@
 // `syncauth source …`: connectors of any of the 21 types. Everything is validated before a request is made.
 import { createInterface } from 'node:readline/promises';
 import { SyncauthError, ValidationError, ExitCode } from '../../errors.js';
-import { SOURCE_TYPES, Uuid, type SourceConnectorInformation } from '../../service/models.js';
+import { SOURCE_TYPES, type SourceConnectorInformation } from '../../service/models.js';
 import { maskSourceConfig, validateSourceConfig } from '../../service/source-configs.js';
 import type { CommandContext } from '../context.js';
-import { readJsonObject } from '../input.js';
+import { readJsonObject, requireUuid } from '../input.js';
 import { printJson, printRecord, printTable } from '../output.js';
 import { withServiceClient } from '../service.js';
 
@@ -20,10 +20,6 @@ function show(context: CommandContext, source: SourceConnectorInformation): void
   }
   const { config, ...rest } = view;
   printRecord(context.io, { ...rest, config });
-}
-
-function checkId(id: string, field = 'id'): void {
-  if (!Uuid.safeParse(id).success) throw new ValidationError([{ field, message: `must be a UUID, got "${id}"` }]);
 }
 
 function checkType(type: string, field = '--type'): void {
@@ -49,7 +45,7 @@ export async function createSource(context: CommandContext, options: { type: str
 }
 
 export async function getSource(context: CommandContext, id: string): Promise<void> {
-  checkId(id);
+  requireUuid(id);
   show(context, await withServiceClient(context, (client) => client.getSource(id)));
 }
 
@@ -70,7 +66,7 @@ export async function listSources(context: CommandContext, options: { type?: str
 }
 
 export async function updateSource(context: CommandContext, id: string, options: { config: string; type?: string }): Promise<void> {
-  checkId(id);
+  requireUuid(id);
   if (options.type !== undefined) checkType(options.type);
   const config = await readJsonObject(options.config, '--config', context.stdin);
   if (options.type !== undefined) checkConfig(options.type, config);
@@ -85,7 +81,7 @@ export async function updateSource(context: CommandContext, id: string, options:
 }
 
 export async function deleteSource(context: CommandContext, id: string, options: { yes?: boolean }): Promise<void> {
-  checkId(id);
+  requireUuid(id);
   if (!options.yes) {
     if (!process.stdin.isTTY) {
       throw new SyncauthError('SYNCAUTH_CONFIRMATION_REQUIRED', `refusing to delete source connector ${id} without confirmation`, {

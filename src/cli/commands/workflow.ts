@@ -1,10 +1,10 @@
 // `syncauth workflow …`: the whole update request of the service, and the reads around it.
 import { ValidationError, fieldName, type FieldIssue } from '../../errors.js';
 import {
-  SCHEDULE_CRON, SCHEDULES, Uuid, WorkflowNodeSchema, type WorkflowInformation, type WorkflowUpdate,
+  SCHEDULE_CRON, SCHEDULES, WorkflowNodeSchema, type WorkflowInformation, type WorkflowUpdate,
 } from '../../service/models.js';
 import type { CommandContext } from '../context.js';
-import { readJsonArray } from '../input.js';
+import { checkUuid, readJsonArray, requireUuid } from '../input.js';
 import { printJson, printRecord, printTable } from '../output.js';
 import { withServiceClient } from '../service.js';
 
@@ -39,14 +39,8 @@ function show(context: CommandContext, workflow: WorkflowInformation): void {
   });
 }
 
-function checkUuid(value: string, field: string, issues: FieldIssue[]): void {
-  if (!Uuid.safeParse(value).success) issues.push({ field, message: `must be a UUID, got "${value}"` });
-}
-
 export async function getWorkflow(context: CommandContext, id: string): Promise<void> {
-  const issues: FieldIssue[] = [];
-  checkUuid(id, 'id', issues);
-  if (issues.length) throw new ValidationError(issues);
+  requireUuid(id);
   show(context, await withServiceClient(context, (client) => client.getWorkflow(id)));
 }
 
@@ -119,9 +113,7 @@ export async function buildWorkflowUpdate(options: UpdateOptions, stdin?: NodeJS
 }
 
 export async function updateWorkflow(context: CommandContext, id: string, options: UpdateOptions): Promise<void> {
-  const issues: FieldIssue[] = [];
-  checkUuid(id, 'id', issues);
-  if (issues.length) throw new ValidationError(issues);
+  requireUuid(id);
   const body = await buildWorkflowUpdate(options, context.stdin);
   const updated = await withServiceClient(context, (client) => client.updateWorkflow(id, body));
   if (!context.json) context.io.stderr.write(`updated workflow ${updated.name} (${updated.id}): ${Object.keys(body).join(', ')}\n`);
