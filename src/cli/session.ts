@@ -38,8 +38,11 @@ export interface ResolvedSecrets {
   apiKey?: string;
 }
 
-/** Secrets from the environment or .env first, then the store; the store is read only when something is missing. */
-export async function readSecrets(session: ProfileSession): Promise<ResolvedSecrets> {
+/**
+ * Secrets from the environment or .env first, then the store. The store is read only when something is missing,
+ * or always with `readStore` (a caller that will write to it wants to know now that it works).
+ */
+export async function readSecrets(session: ProfileSession, options: { readStore?: boolean } = {}): Promise<ResolvedSecrets> {
   const v = session.values;
   const fromSettings: ResolvedSecrets = {
     ...(v.appKey ? { appKey: v.appKey } : {}),
@@ -47,7 +50,7 @@ export async function readSecrets(session: ProfileSession): Promise<ResolvedSecr
     ...(v.refreshToken ? { refreshToken: v.refreshToken } : {}),
     ...(v.apiKey ? { apiKey: v.apiKey } : {}),
   };
-  if (fromSettings.appKey && fromSettings.appSecret && fromSettings.refreshToken && fromSettings.apiKey) return fromSettings;
+  if (!options.readStore && fromSettings.appKey && fromSettings.appSecret && fromSettings.refreshToken && fromSettings.apiKey) return fromSettings;
   const stored: ProfileSecrets = await session.secrets.get(session.name);
   return {
     ...(stored.app_key ? { appKey: stored.app_key } : {}),

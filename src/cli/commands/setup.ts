@@ -56,8 +56,7 @@ interface Gathered {
 async function gather(session: ProfileSession, context: CommandContext, options: SetupOptions): Promise<Gathered> {
   const v = session.values;
   // Reading the store first also proves it works: finding out after the browser step would waste the grant.
-  const secrets = await readSecrets(session);
-  if (session.secrets.writable) await session.secrets.get(session.name);
+  const secrets = await readSecrets(session, { readStore: session.secrets.writable });
   const interactive = !options.yes && isInteractive(context.stdin);
   const issues: FieldIssue[] = [];
   const ask = async (field: string, have: string | undefined, question: string, secret: boolean, check?: (value: string) => string | undefined): Promise<string | undefined> => {
