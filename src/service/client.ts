@@ -44,8 +44,11 @@ export interface ServiceClientOptions {
   apiKeyHeader?: string;
   /** Tests pass a MockAgent. Without it the client opens one keep-alive pool for the service's origin. */
   dispatcher?: Dispatcher;
-  /** Defaults: connect 10 s, response headers 30 s, idle time between body chunks 30 s. */
-  timeouts?: { connectMs?: number; headersMs?: number; bodyMs?: number };
+  /**
+   * Defaults: connect 10 s, response headers 30 s, idle time between body chunks 30 s, and 60 s for the whole
+   * of one exchange (a server trickling its answer byte by byte ends there).
+   */
+  timeouts?: { connectMs?: number; headersMs?: number; bodyMs?: number; totalMs?: number };
   /** Defaults: 4 retries, backoff from 500 ms doubling up to 30 s, full jitter. */
   retry?: { retries?: number; baseDelayMs?: number; maxDelayMs?: number };
   sleep?: (ms: number) => Promise<void>;
@@ -104,6 +107,7 @@ export class ServiceClient {
         connectMs: nonNegative(options.timeouts?.connectMs, DEFAULT_TIMEOUTS.connectMs, 'timeouts.connectMs'),
         headersMs: nonNegative(options.timeouts?.headersMs, DEFAULT_TIMEOUTS.headersMs, 'timeouts.headersMs'),
         bodyMs: nonNegative(options.timeouts?.bodyMs, DEFAULT_TIMEOUTS.bodyMs, 'timeouts.bodyMs'),
+        totalMs: nonNegative(options.timeouts?.totalMs, DEFAULT_TIMEOUTS.totalMs, 'timeouts.totalMs'),
       },
       dispatcher: options.dispatcher,
     });
@@ -279,6 +283,14 @@ export class ServiceClient {
   /** Closes the connection pool this client opened; a dispatcher passed in stays open for its owner. */
   async close(): Promise<void> {
     await this.#transport.close();
+  }
+
+  /**
+   * Gives up on every request in flight at once (each fails as SERVICE_NETWORK, not retried) and refuses new
+   * ones. For an owner whose own deadline passed, or that is stopping; close() still releases the pool.
+   */
+  cancel(): void {
+    this.#transport.cancel();
   }
 
   // ---- plumbing ----

@@ -12,7 +12,15 @@ import { ServiceError } from './errors.js';
 const packageJson = createRequire(import.meta.url)('../../package.json') as { version: string };
 export const DEFAULT_USER_AGENT = `syncauth/${packageJson.version}`;
 export const DEFAULT_API_KEY_HEADER = 'service-api-key';
-export const DEFAULT_TIMEOUTS = { connectMs: 10_000, headersMs: 30_000, bodyMs: 30_000 } as const;
+/**
+ * connect, headers and body are idle limits; `totalMs` bounds the whole exchange, so a server that trickles one
+ * byte at a time still ends within it.
+ */
+export const DEFAULT_TIMEOUTS = { connectMs: 10_000, headersMs: 30_000, bodyMs: 30_000, totalMs: 60_000 } as const;
+
+/** Cause codes of exchanges we ended ourselves: past the overall deadline, or cancelled by the client's owner. */
+export const DEADLINE_CODE = 'SYNCAUTH_DEADLINE';
+export const CANCELLED_CODE = 'SYNCAUTH_CANCELLED';
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'DELETE';
 
@@ -71,7 +79,7 @@ export interface TransportOptions {
   apiKey: string;
   apiKeyHeader: string;
   userAgent: string;
-  timeouts: { connectMs: number; headersMs: number; bodyMs: number };
+  timeouts: { connectMs: number; headersMs: number; bodyMs: number; totalMs: number };
   dispatcher: Dispatcher | undefined;
 }
 
@@ -99,6 +107,8 @@ export class Transport {
   readonly #ownsDispatcher: boolean;
   readonly #headers: Record<string, string>;
   readonly #timeouts: TransportOptions['timeouts'];
+  /** Aborted by cancel(): every exchange in flight ends at once, and later ones fail before sending. */
+  readonly #cancel = new AbortController();
   #closed = false;
 
   constructor(options: TransportOptions) {
@@ -127,16 +137,22 @@ export class Transport {
     return `${this.endpoint.basePath}${request.path}${query}`;
   }
 
-  /** One exchange. Throws ServiceError('SERVICE_NETWORK') when no complete response arrived. */
+  /** One exchange. Throws ServiceError('SERVICE_NETWORK') when no complete response arrived in time. */
   async send(request: HttpRequest): Promise<HttpResponse> {
     if (this.#closed) throw new Error('ServiceClient.close() was called; create a new client to send requests');
     const path = this.target(request);
     const hasBody = request.body !== undefined;
     const headers = hasBody ? { ...this.#headers, 'content-type': 'application/json' } : { ...this.#headers };
+    const ended = new AbortController();
+    const deadline = setTimeout(() => ended.abort(ownError(DEADLINE_CODE, 'the overall deadline passed')), this.#timeouts.totalMs);
+    const onCancel = (): void => ended.abort(ownError(CANCELLED_CODE, 'the request was cancelled'));
+    if (this.#cancel.signal.aborted) onCancel();
+    else this.#cancel.signal.addEventListener('abort', onCancel, { once: true });
     let status: number;
     let responseHeaders: IncomingHttpHeaders;
     let text: string;
     try {
+      if (ended.signal.aborted) throw ended.signal.reason;
       const response = await this.#dispatcher.request({
         origin: this.endpoint.origin,
         path,
@@ -145,14 +161,24 @@ export class Transport {
         ...(hasBody ? { body: JSON.stringify(request.body) } : {}),
         headersTimeout: this.#timeouts.headersMs,
         bodyTimeout: this.#timeouts.bodyMs,
+        signal: ended.signal,
       });
       status = response.statusCode;
       responseHeaders = response.headers;
       text = await response.body.text();
     } catch (err) {
-      throw networkError(err, request.method, path, this.endpoint.origin, this.#timeouts);
+      // undici reports an abort as its own AbortError; the reason says which of ours it was.
+      throw networkError(ended.signal.aborted ? ended.signal.reason : err, request.method, path, this.endpoint.origin, this.#timeouts);
+    } finally {
+      clearTimeout(deadline);
+      this.#cancel.signal.removeEventListener('abort', onCancel);
     }
     return { status, headers: responseHeaders, text, json: parseJson(text) };
+  }
+
+  /** Ends every exchange in flight and refuses new ones: the owner gave up on this client (a deadline, a stop). */
+  cancel(): void {
+    this.#cancel.abort();
   }
 
   async close(): Promise<void> {
@@ -160,6 +186,10 @@ export class Transport {
     this.#closed = true;
     if (this.#ownsDispatcher) await this.#dispatcher.close();
   }
+}
+
+function ownError(code: string, message: string): Error {
+  return Object.assign(new Error(message), { code });
 }
 
 function parseJson(text: string): unknown {
@@ -192,6 +222,7 @@ const BEFORE_SENDING = new Set([
 /** Failures after the request may have reached the service: the outcome is unknown. */
 const OUTCOME_UNKNOWN = new Set([
   'ECONNRESET', 'EPIPE', 'ECONNABORTED', 'UND_ERR_SOCKET', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT',
+  DEADLINE_CODE,
 ]);
 
 export type NetworkFailureKind = 'before-sending' | 'outcome-unknown' | 'permanent';
@@ -223,6 +254,12 @@ function networkError(
       break;
     case 'UND_ERR_BODY_TIMEOUT':
       what = `${origin} stopped sending its answer for ${seconds(timeouts.bodyMs)}`;
+      break;
+    case DEADLINE_CODE:
+      what = `${origin} did not finish answering within ${seconds(timeouts.totalMs)}`;
+      break;
+    case CANCELLED_CODE:
+      what = 'cancelled before an answer arrived';
       break;
     case 'ECONNREFUSED':
       what = `${origin} refused the connection`;
