@@ -14,13 +14,13 @@ import { baseState, renewHoldingLock } from '../sync/renew.js';
 import { retryDelay, type BackoffPolicy } from './backoff.js';
 import { classifyFailure, type Failure } from './classify.js';
 import type { Lease } from './coordinator.js';
-import { checkSchedule, scheduleSweeps, type SweepSchedule } from './cron.js';
+import { checkSchedule, scheduleSweeps, type ClockJump, type SweepSchedule } from './cron.js';
 import { RateGate, Semaphore } from './limiter.js';
 import { DaemonMetrics } from './metrics.js';
-import { ProfileRuntime } from './runtime.js';
+import { ProfileRuntime, type DaemonClock, type HeldToken } from './runtime.js';
 import { startHealthServer, type HealthServer } from './server.js';
 import { healthOf, profileStatus, reauthorizeCommand } from './status.js';
-import { TokenPublisher, checkTokenFileTemplate } from './token-file.js';
+import { TokenPublisher, checkTokenFileTemplate, readTokenFile, removeLeftovers } from './token-file.js';
 import type {
   DaemonOptions,
   DaemonProfile,
@@ -47,6 +47,11 @@ export const DEFAULT_SCHEDULE = '* * * * *';
 export const DEFAULT_CONCURRENCY = 4;
 
 const DEFAULT_SERVICE_RETRY = { retries: 2, baseDelayMs: 250, maxDelayMs: 2_000 };
+/** One service exchange, whole; a reconcile makes a few, and has a deadline of its own. */
+const DEFAULT_SERVICE_CALL_MS = 20_000;
+const DEFAULT_RECONCILE_TIMEOUT_MS = 45_000;
+/** A Retry-After never makes the daemon wait past the token's expiry less this. */
+const RETRY_AFTER_SAFETY_MS = 60_000;
 
 export function isLoadFailure(entry: ProfileEntry): entry is ProfileLoadFailure {
   return 'error' in entry;
@@ -66,6 +71,10 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
 
   const log: Logger = options.logger ?? createLogger();
   const now = options.now ?? Date.now;
+  // A test that moves the wall clock by hand moves this one with it, unless it gives both.
+  const mono = options.monotonicNow ?? options.now ?? (() => performance.now());
+  const clock: DaemonClock = { wall: now, mono };
+  const reconcileTimeoutMs = options.reconcileTimeoutMs ?? DEFAULT_RECONCILE_TIMEOUT_MS;
   const random = options.random ?? Math.random;
   const sleep = options.sleep ?? ((ms: number, signal?: AbortSignal) => delay(ms, undefined, signal ? { signal } : {}));
   const jitterMs = options.jitterMs ?? margin * 0.2;
@@ -102,21 +111,43 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
   }
 
   function expireIfDue(rt: ProfileRuntime, at: number): Promise<void> {
-    if (!rt.token || at < rt.token.expiresAt) return Promise.resolve();
+    if (!rt.token || rt.holdsToken(at)) return Promise.resolve();
     // With replicas, the token this one holds may simply be older than the one another replica renewed.
     if ((rt.knownExpiresAt ?? 0) > rt.token.expiresAt) log.debug({ profile: rt.name }, 'an older access token expired; another process holds the current one');
     else log.warn({ profile: rt.name }, `the access token of profile "${rt.name}" expired before a renewal succeeded`);
     return dropToken(rt);
   }
 
-  function holdToken(rt: ProfileRuntime, tokens: TokenSet): void {
+  function holdToken(rt: ProfileRuntime, token: HeldToken): void {
     clearTimeout(rt.expiryTimer);
-    rt.token = { value: tokens.accessToken, expiresAt: tokens.expiresAt };
-    rt.knownExpiresAt = Math.max(rt.knownExpiresAt ?? 0, tokens.expiresAt);
+    rt.token = token;
+    rt.knownExpiresAt = Math.max(rt.knownExpiresAt ?? 0, token.expiresAt);
     rt.jitterMs = drawJitter();
-    // Between sweeps too: a token must leave the file the moment it expires, not at the next tick.
-    rt.expiryTimer = setTimeout(() => void expireIfDue(rt, now()), Math.max(0, tokens.expiresAt - now()));
+    // Between sweeps too: a token must leave the file the moment it expires, not at the next tick. Timers run
+    // on the monotonic clock; a wall clock that jumps past the expiry is caught by the schedule's heartbeat.
+    const at = now();
+    rt.expiryTimer = setTimeout(() => void expireIfDue(rt, now()), Math.max(0, (rt.tokenExpiry(at) ?? at) - at));
     rt.expiryTimer.unref();
+  }
+
+  /**
+   * A token file left by an earlier run stays while its token has more than the safety window to live, so
+   * consumers keep working through a restart; this process takes it as the token it holds. Anything else
+   * there (an expired token, one of unknown age, a leftover temporary file) goes.
+   */
+  async function adoptPublished(rt: ProfileRuntime): Promise<void> {
+    const file = files.pathOf(rt.name);
+    if (file === undefined) return;
+    await removeLeftovers(file);
+    const left = rt.parked ? undefined : await readTokenFile(file).catch(() => undefined);
+    const at = now();
+    if (!left || left.expiresAt - at <= RETRY_AFTER_SAFETY_MS) {
+      await files.unpublish(rt);
+      return;
+    }
+    holdToken(rt, { value: left.value, expiresAt: left.expiresAt, monoExpiresAt: mono() + (left.expiresAt - at) });
+    rt.publishedToken = left.value;
+    log.info({ profile: rt.name, expiresAt: new Date(left.expiresAt).toISOString() }, `kept the published access token of profile "${rt.name}"; it is still valid`);
   }
 
   // ---- profiles ----
@@ -160,6 +191,15 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
       rt.secretsVersion = state?.secretsVersion;
       rt.connectorId = state?.connectorId;
       if (state?.accessTokenExpiresAt) rt.learnExpiry(Date.parse(state.accessTokenExpiresAt), drawJitter());
+      if (state?.needsReauthorization) {
+        // Flagged by an earlier run or by another command: known now, not at the next renewal hours from now.
+        const failure: Failure = {
+          kind: 'terminal',
+          code: state.lastError?.code ?? 'OAUTH_INVALID_GRANT',
+          message: state.lastError?.message ?? 'the grant was revoked or has expired',
+        };
+        park(rt, 'reauthorization_needed', failure, 'secrets', state.secretsVersion);
+      }
     } catch (error) {
       park(rt, 'configuration_error', classifyFailure(error), 'readable', undefined);
     }
@@ -194,11 +234,10 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
   }
 
   async function addProfile(entry: ProfileEntry): Promise<ProfileRuntime> {
-    const rt = new ProfileRuntime(entry.name);
+    const rt = new ProfileRuntime(entry.name, clock);
     applyEntry(rt, entry);
     if (!rt.parked) await observeInitialState(rt);
-    // A file left by an earlier run holds a token of unknown age: it goes until a renewal here replaces it.
-    await files.unpublish(rt);
+    await adoptPublished(rt);
     return rt;
   }
 
@@ -238,23 +277,41 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
       ...(target.apiKeyHeader ? { apiKeyHeader: target.apiKeyHeader } : {}),
       retry: options.serviceRetry ?? DEFAULT_SERVICE_RETRY,
       ...options.serviceClient,
+      timeouts: { totalMs: DEFAULT_SERVICE_CALL_MS, ...options.serviceClient?.timeouts },
     });
     rt.client = { key, client };
     return client;
   }
 
-  /** One reconcile, under the profile's locks; a failure schedules a retry and never touches the renewal. */
+  /** Gives up on the profile's service calls in flight; the next reconcile opens a new client. */
+  function abandonClient(rt: ProfileRuntime): void {
+    const held = rt.client;
+    if (!held) return;
+    rt.client = undefined;
+    held.client.cancel();
+    void held.client.close().catch(() => undefined);
+  }
+
+  /**
+   * One reconcile, outside the renewal lock (a slow service must not keep other processes from renewing) and
+   * within its own deadline; a failure schedules a retry and never touches the renewal.
+   */
   async function reconcileNow(rt: ProfileRuntime, profile: DaemonProfile): Promise<ReconcileOutcome> {
     const target = profile.reconcile;
     const token = rt.token;
     const grant = rt.grant;
-    if (!target || !grant || !token || now() >= token.expiresAt) {
+    if (!target || !grant || !token || !rt.holdsToken(now())) {
       // Never hand the service an expired token; the next renewal reconciles with a fresh one.
       rt.reconcile.pending = false;
       return 'skipped';
     }
+    const client = clientFor(rt, profile) as ServiceClient;
+    let timedOut = false;
+    const deadline = setTimeout(() => {
+      timedOut = true;
+      abandonClient(rt);
+    }, reconcileTimeoutMs);
     try {
-      const client = clientFor(rt, profile) as ServiceClient;
       const state = await readState(rt);
       const result = await reconcileConnector({
         client,
@@ -280,7 +337,10 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
       if (result.action === 'updated' && result.workflowAction !== 'updated') log.debug(detail, 'connector reconciled');
       else log.info(detail, `connector of profile "${rt.name}" ${result.action}`);
       return result.action;
-    } catch (error) {
+    } catch (caught) {
+      const error = timedOut
+        ? new SyncauthError('RECONCILE_TIMEOUT', `the service did not finish the reconcile within ${Math.round(reconcileTimeoutMs / 1000)} s`, { cause: caught })
+        : caught;
       const failure = classifyFailure(error);
       metrics.reconcile(rt.name, 'failed');
       rt.reconcile.lastOutcome = 'failed';
@@ -302,6 +362,8 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
         );
       }
       return 'failed';
+    } finally {
+      clearTimeout(deadline);
     }
   }
 
@@ -350,8 +412,9 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
     }
   }
 
-  async function renewed(rt: ProfileRuntime, profile: DaemonProfile, tokens: TokenSet): Promise<ReconcileOutcome | undefined> {
-    holdToken(rt, tokens);
+  /** Holds and publishes the fresh token and records the renewal; the reconcile comes after the lock is released. */
+  async function renewed(rt: ProfileRuntime, tokens: TokenSet, sentMono: number): Promise<void> {
+    holdToken(rt, { value: tokens.accessToken, expiresAt: tokens.expiresAt, monoExpiresAt: sentMono + tokens.expiresIn * 1000 });
     // Published before anything else awaits: holding the token makes the profile ready, and /readyz must never
     // say ready while the file consumers read still holds the old token or none.
     await files.publish(rt);
@@ -371,9 +434,6 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
         .catch((error: unknown) => log.warn({ profile: rt.name, error: classifyFailure(error).message }, 'could not share the renewal with other replicas'));
     }
     log.info({ profile: rt.name, expiresAt: new Date(tokens.expiresAt).toISOString() }, `renewed the access token of profile "${rt.name}"`);
-    if (!profile.reconcile) return undefined;
-    rt.reconcile = { pending: true, failures: 0, retryAt: 0, lastOutcome: rt.reconcile.lastOutcome };
-    return reconcileNow(rt, profile);
   }
 
   async function renewalFailed(rt: ProfileRuntime, profile: DaemonProfile, error: unknown): Promise<RenewalOutcome> {
@@ -405,7 +465,7 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
       park(rt, reason, failure, isProfileStoreError(error, 'PROFILE_CORRUPT') ? 'readable' : 'secrets', secretsVersion);
       return settle(rt, reason);
     }
-    const wait = retryDelay(backoff, rt.failures, random, failure.retryAfterMs);
+    const wait = boundedByExpiry(rt, retryDelay(backoff, rt.failures, random, failure.retryAfterMs), failure.retryAfterMs);
     rt.failures += 1;
     rt.retryAt = now() + wait;
     log.warn(
@@ -413,6 +473,23 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
       `could not renew the access token of profile "${rt.name}": ${failure.message}; trying again in ${Math.ceil(wait / 1000)} s`,
     );
     return settle(rt, failure.kind === 'rate_limited' ? 'rate_limited' : 'failed');
+  }
+
+  /**
+   * A Retry-After is honoured, but never past the token's expiry less a safety window: a token that dies
+   * waiting politely is worse than one more request the server asked us not to send yet.
+   */
+  function boundedByExpiry(rt: ProfileRuntime, waitMs: number, retryAfterMs: number | undefined): number {
+    const at = now();
+    const expiry = rt.expiry(at);
+    if (retryAfterMs === undefined || expiry === undefined) return waitMs;
+    const latest = Math.max(backoff.baseMs, expiry - RETRY_AFTER_SAFETY_MS - at);
+    if (waitMs <= latest) return waitMs;
+    log.warn(
+      { profile: rt.name, retryAfterMs, retryInMs: latest },
+      `the token endpoint asked to wait ${Math.ceil(retryAfterMs / 1000)} s, past the expiry of the access token of profile "${rt.name}"; trying again in ${Math.ceil(latest / 1000)} s instead`,
+    );
+    return latest;
   }
 
   /** Runs `fn` holding the replica lease (when coordinated) and the profile's lock across processes. */
@@ -444,6 +521,13 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
   }
 
   async function renew(rt: ProfileRuntime, profile: DaemonProfile): Promise<{ renewal: RenewalOutcome; reconcile?: ReconcileOutcome }> {
+    const renewal = await renewUnderLock(rt, profile);
+    if (renewal.renewal !== 'renewed' || !profile.reconcile || rt.removed) return renewal;
+    rt.reconcile = { pending: true, failures: 0, retryAt: 0, lastOutcome: rt.reconcile.lastOutcome };
+    return { ...renewal, reconcile: await reconcileNow(rt, profile) };
+  }
+
+  async function renewUnderLock(rt: ProfileRuntime, profile: DaemonProfile): Promise<{ renewal: RenewalOutcome }> {
     try {
       return await exclusive(
         rt,
@@ -465,6 +549,7 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
           }
           const grant = rt.grant as NonNullable<typeof rt.grant>;
           if (rateGate) await rateGate.wait(signal);
+          const sentMono = mono();
           const tokens = await renewHoldingLock({
             profiles: store,
             name: rt.name,
@@ -477,8 +562,8 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
             onNewRefreshToken: (refreshToken) => keepRefreshToken(rt, profile, refreshToken),
           });
           settle(rt, 'renewed');
-          const reconcile = await renewed(rt, profile, tokens);
-          return { renewal: 'renewed', ...(reconcile ? { reconcile } : {}) };
+          await renewed(rt, tokens, sentMono);
+          return { renewal: 'renewed' as const };
         },
       );
     } catch (error) {
@@ -486,21 +571,19 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
     }
   }
 
+  /** Outside the renewal lock, like the reconcile after a renewal: a hung service never blocks renewals. */
   async function retryReconcile(rt: ProfileRuntime, profile: DaemonProfile): Promise<ReconcileOutcome> {
-    const skip = (): ReconcileOutcome => 'skipped';
     try {
-      return await exclusive(rt, skip, skip, async () => {
-        const ours = rt.token?.expiresAt ?? 0;
-        const state = await readState(rt);
-        const shared = coordinator ? await coordinator.lastRenewal(rt.name) : undefined;
-        const newest = Math.max(state?.accessTokenExpiresAt ? Date.parse(state.accessTokenExpiresAt) : 0, shared?.expiresAt ?? 0);
-        if (newest > ours) {
-          // Someone renewed after this process did, and reconciled with that newer token: leave it be.
-          rt.reconcile.pending = false;
-          return 'skipped';
-        }
-        return reconcileNow(rt, profile);
-      });
+      const ours = rt.token?.expiresAt ?? 0;
+      const state = await readState(rt);
+      const shared = coordinator ? await coordinator.lastRenewal(rt.name) : undefined;
+      const newest = Math.max(state?.accessTokenExpiresAt ? Date.parse(state.accessTokenExpiresAt) : 0, shared?.expiresAt ?? 0);
+      if (newest > ours) {
+        // Someone renewed after this process did, and reconciled with that newer token: leave it be.
+        rt.reconcile.pending = false;
+        return 'skipped';
+      }
+      return await reconcileNow(rt, profile);
     } catch (error) {
       const failure = classifyFailure(error);
       const wait = retryDelay(backoff, rt.reconcile.failures, random, failure.retryAfterMs);
@@ -531,8 +614,12 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
   }
 
   function visit(rt: ProfileRuntime): Promise<SweepEntry> {
-    // Single flight: a sweep that finds work running for the profile waits for it instead of starting more.
-    if (rt.busy) return rt.busy.then(() => ({ profile: rt.name, action: 'in_flight' as const }));
+    // Single flight, and never waiting: a profile whose previous cycle still runs (a slow service, a hung
+    // endpoint, each within its deadline) is skipped and counted, and the sweep goes on with the others.
+    if (rt.busy) {
+      metrics.skipped(rt.name);
+      return Promise.resolve({ profile: rt.name, action: 'in_flight' });
+    }
     const running = work(rt).catch((error: unknown) => {
       log.error({ profile: rt.name, err: error }, 'unexpected failure in the sweep');
       return { profile: rt.name, action: 'idle' as const };
@@ -633,8 +720,20 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
   let server: HealthServer | undefined;
   if (options.listen) server = await startHealthServer(options.listen, { status, registry: metrics.registry });
 
+  /** Once per jump of either clock: expired tokens leave the file first, then what is due is renewed. */
+  function clockJumped(jump: ClockJump): void {
+    const seconds = (ms: number): number => Math.round(Math.abs(ms) / 1000);
+    if (jump.pausedMs > 0) log.warn({ pausedMs: jump.pausedMs }, `this process was paused for ${seconds(jump.pausedMs)} s; renewing what is due now`);
+    if (jump.wallStepMs > 0) {
+      log.warn({ wallStepMs: jump.wallStepMs }, `the wall clock moved ${seconds(jump.wallStepMs)} s ahead of the process's timers (a host resumed from suspend, or the clock was set forward); renewing what is due now`);
+    } else if (jump.wallStepMs < 0) {
+      log.warn({ wallStepMs: jump.wallStepMs }, `the wall clock stepped back ${seconds(jump.wallStepMs)} s; token lifetimes are judged by the monotonic clock too`);
+    }
+    void sweep().catch((error: unknown) => log.error({ err: error }, 'the sweep after a clock jump failed'));
+  }
+
   let schedule: SweepSchedule | undefined;
-  if (scheduleExpression !== false) schedule = scheduleSweeps(scheduleExpression, sweep, log);
+  if (scheduleExpression !== false) schedule = scheduleSweeps(scheduleExpression, sweep, log, { clock, onJump: clockJumped });
   if (options.sweepOnStart ?? scheduleExpression !== false) {
     void sweep().catch((error: unknown) => log.error({ err: error }, 'the first sweep failed'));
   }
@@ -663,6 +762,7 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
         if (!(await settleWithin(pending, shutdownTimeoutMs))) {
           log.warn(`in-flight work did not finish within ${Math.round(shutdownTimeoutMs / 1000)} s; cancelling it`);
           shutdown.abort();
+          for (const rt of runtimes.values()) abandonClient(rt);
           await settleWithin(pending, 2_000);
         }
         await server?.close();

@@ -20,6 +20,7 @@ export class DaemonMetrics {
   readonly #reconciles: Counter<'profile' | 'outcome'>;
   readonly #lastSuccess: Gauge<'profile'>;
   readonly #expiry: Gauge<'profile'>;
+  readonly #skipped: Counter<'profile'>;
   /** Outcome labels used per profile, so that a profile's series can be dropped when it goes. */
   readonly #used = new Map<string, { renewals: Set<string>; reconciles: Set<string> }>();
 
@@ -35,6 +36,12 @@ export class DaemonMetrics {
       name: 'syncauth_reconciles_total',
       help: 'Connector reconciles by outcome (created, adopted, updated, recreated, replaced, failed, skipped)',
       labelNames: ['profile', 'outcome'],
+      registers,
+    });
+    this.#skipped = new Counter({
+      name: 'syncauth_sweep_skipped_total',
+      help: "Sweeps that skipped the profile because its previous cycle was still running (a slow service or endpoint)",
+      labelNames: ['profile'],
       registers,
     });
     this.#lastSuccess = new Gauge({
@@ -81,6 +88,10 @@ export class DaemonMetrics {
     this.#labelsOf(profile).reconciles.add(outcome);
   }
 
+  skipped(profile: string): void {
+    this.#skipped.inc({ profile });
+  }
+
   success(profile: string, atMs: number): void {
     this.#lastSuccess.set({ profile }, Math.round(atMs / 1000));
   }
@@ -93,6 +104,7 @@ export class DaemonMetrics {
     this.#used.delete(profile);
     this.#lastSuccess.remove({ profile });
     this.#expiry.remove({ profile });
+    this.#skipped.remove({ profile });
   }
 
   #labelsOf(profile: string): { renewals: Set<string>; reconciles: Set<string> } {

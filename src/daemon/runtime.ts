@@ -12,14 +12,33 @@ export interface Parked {
   secretsVersion: string | undefined;
 }
 
+/**
+ * The daemon's two clocks. Neither alone is the truth: NTP can step the wall clock back, and a suspended host
+ * stops the monotonic one (Linux's CLOCK_MONOTONIC does not count suspend) while the provider's time runs on.
+ */
+export interface DaemonClock {
+  /** Epoch milliseconds. */
+  wall(): number;
+  /** Milliseconds that only move forward, at the pace of the process's timers. */
+  mono(): number;
+}
+
+/** A token as this process holds it: its wall-clock expiry and, as a second reading, receipt + lifetime on the monotonic clock. */
+export interface HeldToken {
+  value: string;
+  expiresAt: number;
+  monoExpiresAt: number;
+}
+
 export class ProfileRuntime {
   readonly name: string;
+  readonly #clock: DaemonClock;
   /** Undefined while the profile could not be loaded. */
   config: DaemonProfile | undefined;
   loadError: Error | undefined;
   grant: DaemonGrant | undefined;
   /** The access token this process holds. */
-  token: { value: string; expiresAt: number } | undefined;
+  token: HeldToken | undefined;
   /** The newest expiry known: ours, or one another process or replica recorded. */
   knownExpiresAt: number | undefined;
   /** This cycle's share of the jitter: the renewal starts this much before the margin. */
@@ -48,12 +67,33 @@ export class ProfileRuntime {
   client: { key: string; client: ServiceClient } | undefined;
   removed = false;
 
-  constructor(name: string) {
+  constructor(name: string, clock: DaemonClock) {
     this.name = name;
+    this.#clock = clock;
+  }
+
+  /**
+   * When the held token expires, as the wall clock at `at` should read it: the earlier of its wall-clock
+   * expiry and what the monotonic clock says is left. A wall clock stepped back cannot make it look younger,
+   * and a wall clock that jumped forward (a host resumed from suspend) counts as time that passed.
+   */
+  tokenExpiry(at: number): number | undefined {
+    const token = this.token;
+    if (!token) return undefined;
+    return Math.min(token.expiresAt, at + (token.monoExpiresAt - this.#clock.mono()));
+  }
+
+  /** The newest expiry known, read the same way when it is the token held here. */
+  expiry(at: number): number | undefined {
+    const known = this.knownExpiresAt;
+    const held = this.tokenExpiry(at);
+    if (held === undefined || this.token === undefined || known === undefined || known > this.token.expiresAt) return known;
+    return Math.min(known, held);
   }
 
   holdsToken(at: number): boolean {
-    return this.token !== undefined && at < this.token.expiresAt;
+    const expiry = this.tokenExpiry(at);
+    return expiry !== undefined && at < expiry;
   }
 
   /** Takes an expiry seen elsewhere (state file, shared record) when it is newer than what is known. */
@@ -70,8 +110,9 @@ export class ProfileRuntime {
    */
   renewalDue(at: number, marginMs: number, needsOwnToken: boolean): boolean {
     if (needsOwnToken && !this.holdsToken(at)) return true;
-    if (this.knownExpiresAt === undefined) return true;
-    return at >= this.knownExpiresAt - marginMs - this.jitterMs;
+    const expiry = this.expiry(at);
+    if (expiry === undefined) return true;
+    return at >= expiry - marginMs - this.jitterMs;
   }
 
   reconcileDue(at: number): boolean {

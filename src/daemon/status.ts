@@ -22,7 +22,7 @@ export function healthOf(rt: ProfileRuntime, at: number, needsOwnToken: boolean)
     return { health: reason, ready: false, reason: `configuration error (${code}): ${message}` };
   }
   const waiting: ProfileHealth = at < rt.retryAt ? 'backoff' : 'pending';
-  const expiry = rt.knownExpiresAt;
+  const expiry = rt.expiry(at);
   if (expiry === undefined) return { health: waiting, ready: false, reason: 'no access token yet' };
   if (at >= expiry) return { health: waiting, ready: false, reason: 'the access token expired' };
   if (needsOwnToken && !rt.holdsToken(at)) return { health: waiting, ready: false, reason: 'no access token to publish yet' };
@@ -36,7 +36,7 @@ export function profileStatus(rt: ProfileRuntime, at: number, needsOwnToken: boo
   const iso = (ms: number): string => new Date(ms).toISOString();
   return {
     name: rt.name,
-    ...(rt.knownExpiresAt !== undefined ? { expiresAt: iso(rt.knownExpiresAt) } : {}),
+    ...(rt.expiry(at) !== undefined ? { expiresAt: iso(rt.expiry(at) as number) } : {}),
     holdsToken: rt.holdsToken(at),
     ...(rt.lastRenewal ? { lastRenewal: { at: iso(rt.lastRenewal.at), outcome: rt.lastRenewal.outcome } } : {}),
     ...(rt.lastSuccessAt !== undefined ? { lastSuccessAt: iso(rt.lastSuccessAt) } : {}),

@@ -1,9 +1,15 @@
 // Publishing the access token for processes next to the daemon: written whole or not at all (a temporary
 // file renamed over the old one), readable by the owner only, and removed once the token it holds expires.
-import { rm } from 'node:fs/promises';
+// Beside it, `<file>.expires_at` holds the token's expiry (RFC 3339), so a consumer can judge the token when no
+// daemon runs. The token is written before its expiry and removed before it, so a consumer that reads both
+// never sees a token with a later expiry than its own.
+import { readdir, rm } from 'node:fs/promises';
+import path from 'node:path';
 import { ValidationError } from '../errors.js';
 import type { Logger } from '../log.js';
-import { writePrivateFile } from '../profile/files.js';
+import { readTextIfExists, writePrivateFile } from '../profile/files.js';
+
+export const EXPIRY_SUFFIX = '.expires_at';
 
 export const PROFILE_PLACEHOLDER = '{profile}';
 
@@ -24,12 +30,39 @@ export function checkTokenFileTemplate(template: string, profileCount: number, f
 }
 
 /** The token alone, no newline: `$(cat file)` and a program reading the whole file both get it exactly. */
-export async function writeTokenFile(path: string, token: string): Promise<void> {
-  await writePrivateFile(path, token);
+export async function writeTokenFile(file: string, token: string, expiresAt: number): Promise<void> {
+  await writePrivateFile(file, token);
+  await writePrivateFile(`${file}${EXPIRY_SUFFIX}`, `${new Date(expiresAt).toISOString()}\n`);
 }
 
-export async function removeTokenFile(path: string): Promise<void> {
-  await rm(path, { force: true });
+export async function removeTokenFile(file: string): Promise<void> {
+  await rm(file, { force: true });
+  await rm(`${file}${EXPIRY_SUFFIX}`, { force: true });
+}
+
+/** What a token file left by an earlier run holds, when both it and its expiry can be read. */
+export async function readTokenFile(file: string): Promise<{ value: string; expiresAt: number } | undefined> {
+  const [value, expiry] = await Promise.all([readTextIfExists(file), readTextIfExists(`${file}${EXPIRY_SUFFIX}`)]);
+  const expiresAt = expiry === undefined ? NaN : Date.parse(expiry.trim());
+  if (!value || !Number.isFinite(expiresAt)) return undefined;
+  return { value, expiresAt };
+}
+
+/**
+ * Removes the temporary files of atomic writes that a killed process left beside the token file and its
+ * expiry (write-file-atomic names them `<file>.<number>`).
+ */
+export async function removeLeftovers(file: string): Promise<void> {
+  const dir = path.dirname(file);
+  const bases = [path.basename(file), `${path.basename(file)}${EXPIRY_SUFFIX}`];
+  let names: string[];
+  try {
+    names = await readdir(dir);
+  } catch {
+    return;
+  }
+  const leftover = (name: string): boolean => bases.some((base) => name.startsWith(`${base}.`) && /^\d+$/.test(name.slice(base.length + 1)));
+  await Promise.all(names.filter(leftover).map((name) => rm(path.join(dir, name), { force: true })));
 }
 
 /** The holder side of a profile, as far as publishing goes. */
@@ -37,6 +70,8 @@ interface Holder {
   readonly name: string;
   readonly token: { value: string; expiresAt: number } | undefined;
   readonly removed: boolean;
+  /** Whether the token held is unexpired at `at`, by every clock the holder trusts. */
+  holdsToken(at: number): boolean;
   /** Writes and removals of the profile's file, one after another. */
   fileChain: Promise<void>;
   /** What the file holds once a write or removal has finished; readiness waits for it. */
@@ -55,10 +90,15 @@ export class TokenPublisher {
     const token = holder.token;
     return this.#queue(holder, async (path) => {
       // Checked again when the write's turn comes: a token that expired or was replaced meanwhile is not written.
-      if (!token || holder.token !== token || holder.removed || this.now() >= token.expiresAt) return;
-      await writeTokenFile(path, token.value);
+      if (!token || holder.token !== token || holder.removed || !holder.holdsToken(this.now())) return;
+      await writeTokenFile(path, token.value, token.expiresAt);
       holder.publishedToken = token.value;
     });
+  }
+
+  /** Where the profile's token is published; undefined when nothing is. */
+  pathOf(name: string): string | undefined {
+    return this.template === undefined ? undefined : tokenFileFor(this.template, name);
   }
 
   unpublish(holder: Holder): Promise<void> {

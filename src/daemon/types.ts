@@ -79,6 +79,11 @@ export interface DaemonOptions {
   logger?: Logger;
   /** Clock in epoch milliseconds. Default Date.now. */
   now?: () => number;
+  /**
+   * A clock that only moves forward, in milliseconds: a token's remaining life is the smaller of its
+   * wall-clock and its monotonic reading. Default performance.now, or `now` when only that is given.
+   */
+  monotonicNow?: () => number;
   /** Uniform in [0, 1), for jitter. Default Math.random. */
   random?: () => number;
   /** Waits `ms` on the same clock as `now` (only the rate cap waits). Default: real timers. */
@@ -92,11 +97,13 @@ export interface DaemonOptions {
    * time (10 s by default), so that a lock left by a killed process is taken over. Default 15 s.
    */
   lockWaitMs?: number;
+  /** Deadline of one whole reconcile (every service call it makes); its calls are cancelled then. Default 45 s. */
+  reconcileTimeoutMs?: number;
   /** How long close() lets in-flight work finish before cancelling it. Default 10 s. */
   shutdownTimeoutMs?: number;
   /** The service client's own retries within one reconcile. Default 2 retries from 250 ms, at most 2 s apart. */
   serviceRetry?: ServiceClientOptions['retry'];
-  /** Extra options for every service client (a test's dispatcher, timeouts). */
+  /** Extra options for every service client (a test's dispatcher, timeouts; each call's overall deadline is 20 s by default). */
   serviceClient?: Pick<ServiceClientOptions, 'dispatcher' | 'timeouts' | 'userAgent'>;
 }
 

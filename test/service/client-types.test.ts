@@ -57,7 +57,7 @@ describe('ServiceClient types', () => {
       apiKey: string;
       apiKeyHeader?: string;
       dispatcher?: Dispatcher;
-      timeouts?: { connectMs?: number; headersMs?: number; bodyMs?: number };
+      timeouts?: { connectMs?: number; headersMs?: number; bodyMs?: number; totalMs?: number };
       retry?: { retries?: number; baseDelayMs?: number; maxDelayMs?: number };
       sleep?: (ms: number) => Promise<void>;
       userAgent?: string;
