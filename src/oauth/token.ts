@@ -51,10 +51,15 @@ export interface TokenEndpointOptions extends TransportOptions {
   now?: () => number;
 }
 
+/** The longest access-token lifetime believed: a day. */
+export const MAX_LIFETIME_S = 86_400;
+
 const TokenResponse = z.object({
   access_token: z.string().min(1),
   token_type: z.string().min(1),
-  expires_in: z.number().positive(),
+  // Dropbox's tokens live 4 hours. A lifetime past a day is no real answer, and an absurd one (1e300) would
+  // only fail later, as an invalid date, after the token was taken.
+  expires_in: z.number().positive().max(MAX_LIFETIME_S),
   refresh_token: z.string().min(1).optional(),
   scope: z.string().optional(),
   account_id: z.string().optional(),

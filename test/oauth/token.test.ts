@@ -325,6 +325,20 @@ const ERROR_CASES: ErrorCase[] = [
     hint: /token URL/,
   },
   {
+    name: 'a 200 with an absurd expires_in (1e300)',
+    call: 'renew',
+    reply: { status: 200, body: { access_token: 'sl.x', token_type: 'bearer', expires_in: 1e300 } },
+    code: 'OAUTH_BAD_RESPONSE', kind: 'protocol', exitCode: 1,
+    hint: /token URL/,
+  },
+  {
+    name: 'a 200 with expires_in past a day',
+    call: 'exchange',
+    reply: { status: 200, body: { access_token: 'sl.x', token_type: 'bearer', refresh_token: 'r', expires_in: 86_401 } },
+    code: 'OAUTH_BAD_RESPONSE', kind: 'protocol', exitCode: 1,
+    hint: /token URL/,
+  },
+  {
     name: 'a 200 with expires_in as a string',
     call: 'renew',
     reply: { status: 200, body: { access_token: 'sl.x', token_type: 'bearer', expires_in: '14400' } },
