@@ -50,8 +50,11 @@ const DEFAULT_SERVICE_RETRY = { retries: 2, baseDelayMs: 250, maxDelayMs: 2_000 
 /** One service exchange, whole; a reconcile makes a few, and has a deadline of its own. */
 const DEFAULT_SERVICE_CALL_MS = 20_000;
 const DEFAULT_RECONCILE_TIMEOUT_MS = 45_000;
-/** A Retry-After never makes the daemon wait past the token's expiry less this. */
-const RETRY_AFTER_SAFETY_MS = 60_000;
+/**
+ * A Retry-After never makes the daemon wait past the token's expiry less this window (60 s, or half the margin
+ * when that is shorter); a token file left by an earlier run is kept only while its token has more than it.
+ */
+const SAFETY_WINDOW_MS = 60_000;
 
 export function isLoadFailure(entry: ProfileEntry): entry is ProfileLoadFailure {
   return 'error' in entry;
@@ -75,6 +78,7 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
   const mono = options.monotonicNow ?? options.now ?? (() => performance.now());
   const clock: DaemonClock = { wall: now, mono };
   const reconcileTimeoutMs = options.reconcileTimeoutMs ?? DEFAULT_RECONCILE_TIMEOUT_MS;
+  const safetyMs = Math.min(SAFETY_WINDOW_MS, margin / 2);
   const random = options.random ?? Math.random;
   const sleep = options.sleep ?? ((ms: number, signal?: AbortSignal) => delay(ms, undefined, signal ? { signal } : {}));
   const jitterMs = options.jitterMs ?? margin * 0.2;
@@ -121,7 +125,7 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
   function holdToken(rt: ProfileRuntime, token: HeldToken): void {
     clearTimeout(rt.expiryTimer);
     rt.token = token;
-    rt.knownExpiresAt = Math.max(rt.knownExpiresAt ?? 0, token.expiresAt);
+    rt.learnExpiry(token.expiresAt, drawJitter(), token.monoExpiresAt);
     rt.jitterMs = drawJitter();
     // Between sweeps too: a token must leave the file the moment it expires, not at the next tick. Timers run
     // on the monotonic clock; a wall clock that jumps past the expiry is caught by the schedule's heartbeat.
@@ -141,7 +145,7 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
     await removeLeftovers(file);
     const left = rt.parked ? undefined : await readTokenFile(file).catch(() => undefined);
     const at = now();
-    if (!left || left.expiresAt - at <= RETRY_AFTER_SAFETY_MS) {
+    if (!left || left.expiresAt - at <= safetyMs) {
       await files.unpublish(rt);
       return;
     }
@@ -483,7 +487,7 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
     const at = now();
     const expiry = rt.expiry(at);
     if (retryAfterMs === undefined || expiry === undefined) return waitMs;
-    const latest = Math.max(backoff.baseMs, expiry - RETRY_AFTER_SAFETY_MS - at);
+    const latest = Math.max(backoff.baseMs, expiry - safetyMs - at);
     if (waitMs <= latest) return waitMs;
     log.warn(
       { profile: rt.name, retryAfterMs, retryInMs: latest },
@@ -658,7 +662,7 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
     now,
     profiles: () => {
       const at = now();
-      return [...runtimes.values()].map((rt) => ({ name: rt.name, expiresAt: rt.knownExpiresAt, health: healthOf(rt, at, needsOwnToken).health }));
+      return [...runtimes.values()].map((rt) => ({ name: rt.name, expiresAt: rt.expiry(at), health: healthOf(rt, at, needsOwnToken).health }));
     },
   });
 
@@ -769,8 +773,11 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
         for (const rt of runtimes.values()) {
           rt.removed = true;
           clearTimeout(rt.expiryTimer);
-          // Nobody will remove the file when the token expires once this process is gone.
-          await files.unpublish(rt);
+          // A token with life left stays for the consumers through a restart (its expiry is beside it); one
+          // about to expire goes, since nobody will remove it once this process is gone.
+          const at = now();
+          if ((rt.tokenExpiry(at) ?? at) - at <= safetyMs || rt.publishedToken !== rt.token?.value) await files.unpublish(rt);
+          else await rt.fileChain;
           await rt.client?.client.close().catch(() => undefined);
         }
         await coordinator?.close();

@@ -41,6 +41,8 @@ export class ProfileRuntime {
   token: HeldToken | undefined;
   /** The newest expiry known: ours, or one another process or replica recorded. */
   knownExpiresAt: number | undefined;
+  /** The same expiry on the monotonic clock, as it read when the expiry was learnt. */
+  #knownMonoExpiresAt: number | undefined;
   /** This cycle's share of the jitter: the renewal starts this much before the margin. */
   jitterMs = 0;
   failures = 0;
@@ -83,12 +85,11 @@ export class ProfileRuntime {
     return Math.min(token.expiresAt, at + (token.monoExpiresAt - this.#clock.mono()));
   }
 
-  /** The newest expiry known, read the same way when it is the token held here. */
+  /** The newest expiry known, read the same way: the earlier of its wall-clock and monotonic readings. */
   expiry(at: number): number | undefined {
     const known = this.knownExpiresAt;
-    const held = this.tokenExpiry(at);
-    if (held === undefined || this.token === undefined || known === undefined || known > this.token.expiresAt) return known;
-    return Math.min(known, held);
+    if (known === undefined || this.#knownMonoExpiresAt === undefined) return known;
+    return Math.min(known, at + (this.#knownMonoExpiresAt - this.#clock.mono()));
   }
 
   holdsToken(at: number): boolean {
@@ -96,11 +97,17 @@ export class ProfileRuntime {
     return expiry !== undefined && at < expiry;
   }
 
-  /** Takes an expiry seen elsewhere (state file, shared record) when it is newer than what is known. */
-  learnExpiry(expiresAt: number | undefined, jitterMs: number): void {
+  /**
+   * Takes an expiry. A token this process just received is the newest there is: its expiry (with its monotonic
+   * reading) replaces what was known, even when the wall clock stepped back since the last one. An expiry seen
+   * elsewhere (the state file, the shared record) is news only when later than the one known; it is read on
+   * the monotonic clock from now on.
+   */
+  learnExpiry(expiresAt: number | undefined, jitterMs: number, ownMonoExpiresAt?: number): void {
     if (expiresAt === undefined || !Number.isFinite(expiresAt)) return;
-    if (this.knownExpiresAt !== undefined && expiresAt <= this.knownExpiresAt) return;
+    if (ownMonoExpiresAt === undefined && this.knownExpiresAt !== undefined && expiresAt <= this.knownExpiresAt) return;
     this.knownExpiresAt = expiresAt;
+    this.#knownMonoExpiresAt = ownMonoExpiresAt ?? this.#clock.mono() + (expiresAt - this.#clock.wall());
     this.jitterMs = jitterMs;
   }
 

@@ -69,7 +69,7 @@ describe('the token file', () => {
     expect(statSync(tokenFile).mode & 0o777).toBe(0o600);
   });
 
-  it('is removed the moment its token expires when renewals keep failing, and on close', async () => {
+  it('is removed the moment its token expires when renewals keep failing; on close only when about to expire', async () => {
     const dir = tempDir();
     const tokenFile = path.join(dir, 'token');
     const world = await startWorld({ profiles: 1, daemon: { tokenFile } });
@@ -95,8 +95,13 @@ describe('the token file', () => {
     world.clock.advance(2_000);
     await world.daemon.sweep();
     expect(existsSync(tokenFile)).toBe(true);
+    const renewed = readFileSync(tokenFile, 'utf8');
+    const renewedExpiry = world.emu.state.accessTokens.get(renewed)?.expiresAt ?? 0;
+    // Past the safety window (half the 5 s margin here) before expiry: nobody would remove it in time.
+    world.clock.advance(renewedExpiry - world.clock.now() - 2_000);
     await world.daemon.close();
     expect(existsSync(tokenFile)).toBe(false);
+    expect(existsSync(`${tokenFile}.expires_at`)).toBe(false);
   });
 
   it('left over from an earlier run is removed at start, before any renewal', async () => {
