@@ -4,6 +4,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseEnv } from 'node:util';
 import { ValidationError, type FieldIssue } from './errors.js';
+import { registerAppCredentials, registerSecrets } from './redact.js';
 import { SCHEDULES, type Schedule } from './service/constants.js';
 
 export type SettingSource = 'flag' | 'env' | 'dotenv' | 'profile' | 'default';
@@ -205,6 +206,42 @@ export const SECRET_SETTINGS = (Object.keys(SETTINGS) as SettingName[]).filter(
   (name) => (SETTINGS[name] as SettingSpec<unknown>).secret,
 );
 
+/**
+ * The endpoints a profile's secrets are sent to. Setup records them with the secrets, and a different one from
+ * the environment, `.env` or a flag is refused for that profile unless the user overrides it explicitly.
+ */
+export const ENDPOINT_SETTINGS = ['baseUrl', 'authorizeUrl', 'tokenUrl', 'dropboxApiUrl'] as const satisfies readonly SettingName[];
+
+/** Set to 1 in the process environment (never in `.env`) to use an endpoint that differs from the recorded one. */
+export const ENDPOINT_OVERRIDE_ENV = 'SYNCAUTH_ENDPOINT_OVERRIDE';
+
+// A `.env` belongs to whatever directory the command runs in, often a clone of someone else's repository, so
+// it may not choose where secrets are kept or written: the config directory holds the recorded endpoints the
+// secrets are bound to (and keychain entries are keyed by profile name alone), the store and its key decide
+// where secrets live, the token file is where the daemon writes access tokens. Those, and the endpoint
+// override, come only from the real environment or flags.
+const NOT_FROM_DOTENV: readonly string[] = [
+  SETTINGS.configDir.env, SETTINGS.store.env, SETTINGS.storeKey.env, SETTINGS.tokenFile.env, ENDPOINT_OVERRIDE_ENV,
+];
+
+export interface ScreenedDotenv {
+  /** What resolveSettings may use. */
+  dotenv: Record<string, string>;
+  /** syncauth variables the file set that a `.env` may not set; they are left out. */
+  ignored: string[];
+}
+
+/** Drops from a `.env` the variables it may not set (see NOT_FROM_DOTENV). */
+export function screenDotenv(dotenv: Record<string, string>): ScreenedDotenv {
+  const kept: Record<string, string> = {};
+  const ignored: string[] = [];
+  for (const [key, value] of Object.entries(dotenv)) {
+    if (!NOT_FROM_DOTENV.includes(key)) kept[key] = value;
+    else if (value.trim() !== '') ignored.push(key);
+  }
+  return { dotenv: kept, ignored };
+}
+
 /** Reads `.env` from `dir` without touching process.env; absent file gives an empty map. */
 export function readDotenv(dir: string): Record<string, string> {
   let content: string;
@@ -244,6 +281,7 @@ export function resolveSettings(inputs: SettingInputs): ResolvedSettings {
       try {
         values[name] = typeof raw === 'string' ? spec.parse(raw) : raw;
         sources[name] = source;
+        if (spec.secret) registerSecrets(values[name] as string);
       } catch (error) {
         // Never echo the rejected value: for a secret it would leak, for the rest the user has it already.
         issues.push({ field: where, message: (error as Error).message });
@@ -260,6 +298,7 @@ export function resolveSettings(inputs: SettingInputs): ResolvedSettings {
     values.configDir = inputs.defaultConfigDir;
     sources.configDir = 'default';
   }
+  registerAppCredentials(values.appKey as string | undefined, values.appSecret as string | undefined);
   if (issues.length > 0) throw new ValidationError(issues);
   return { values: values as Settings, sources };
 }

@@ -2,6 +2,7 @@
 // machines, a short human line when stdout is a terminal. Code that logs never has to remember what to hide.
 import { pino } from 'pino';
 import type { DestinationStream, Level, LevelWithSilent, Logger } from 'pino';
+import { redact, REDACTED } from './redact.js';
 
 export type { Logger } from 'pino';
 
@@ -9,7 +10,7 @@ export const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', '
 
 export type LogLevel = (typeof LOG_LEVELS)[number];
 
-export const REDACTED = '[redacted]';
+export { REDACTED };
 
 // Field names that hold a secret wherever they appear, in both the wire spelling and ours.
 const SECRET_FIELDS = [
@@ -58,6 +59,9 @@ export function createLogger(options: LoggerOptions = {}): Logger {
       redact: { paths: redactPaths(options.secretHeaders ?? []), censor: REDACTED },
       base: { pid: process.pid },
       timestamp: pino.stdTimeFunctions.isoTime,
+      // Field names catch the secrets a caller hands over knowingly; this catches every known secret value,
+      // in any form, wherever it sits in the line (a message quoting a provider's answer, an error's text).
+      hooks: { streamWrite: (line) => redact(line) },
     },
     pretty ? prettyStream(destination) : destination,
   );

@@ -1,7 +1,10 @@
 // What a command gets when it runs: resolved settings, output streams, and whether to print JSON.
 import type { Command } from 'commander';
 import { Option } from 'commander';
-import { readDotenv, resolveSettings, SETTINGS, type ResolvedSettings, type SettingInputs, type SettingName } from '../config.js';
+import {
+  ENDPOINT_OVERRIDE_ENV, ENDPOINT_SETTINGS, readDotenv, resolveSettings, screenDotenv, SECRET_SETTINGS, SETTINGS,
+  type ResolvedSettings, type SettingInputs, type SettingName,
+} from '../config.js';
 import { processIo, type Io } from './output.js';
 
 export interface CommandContext {
@@ -11,9 +14,19 @@ export interface CommandContext {
   json: boolean;
   io: Io;
   stdin: NodeJS.ReadableStream;
+  /**
+   * The user asked, explicitly, to send a profile's secrets to endpoints other than the recorded ones: with
+   * --endpoint-override or SYNCAUTH_ENDPOINT_OVERRIDE=1 in the process environment (never from `.env`).
+   */
+  endpointOverride?: boolean;
+  /** The command records the profile's endpoints (setup), so an endpoint the user set explicitly replaces the recorded one. */
+  recordsEndpoints?: boolean;
 }
 
 const settingOptionsOf = new WeakMap<Command, SettingName[]>();
+
+// Setup is where a profile's endpoints are recorded with its secrets; running it again is how they change.
+const COMMANDS_THAT_RECORD_ENDPOINTS = new Set(['setup']);
 
 /** Adds the flags of the given settings to a command, with their env names in the help text. */
 export function addSettingOptions(command: Command, names: SettingName[]): Command {
@@ -25,9 +38,19 @@ export function addSettingOptions(command: Command, names: SettingName[]): Comma
     command.addOption(option);
     if (name === 'recursive') command.addOption(new Option('--no-recursive', 'do not read subfolders'));
   }
-  settingOptionsOf.set(command, [...(settingOptionsOf.get(command) ?? []), ...names]);
+  const before = settingOptionsOf.get(command) ?? [];
+  const isEndpoint = (name: SettingName) => (ENDPOINT_SETTINGS as readonly SettingName[]).includes(name);
+  if (!before.some(isEndpoint) && names.some(isEndpoint)) {
+    command.addOption(new Option(
+      '--endpoint-override',
+      `use an endpoint other than the one recorded at setup, for this run (env ${ENDPOINT_OVERRIDE_ENV}=1, never read from .env)`,
+    ));
+  }
+  settingOptionsOf.set(command, [...before, ...names]);
   return command;
 }
+
+const SECRET_ENV_NAMES = SECRET_SETTINGS.map((name) => SETTINGS[name].env);
 
 export async function buildContext(command: Command): Promise<CommandContext> {
   const options = command.opts<Record<string, unknown>>();
@@ -36,10 +59,37 @@ export async function buildContext(command: Command): Promise<CommandContext> {
     const value = options[name];
     if (value !== undefined) flags[name] = typeof value === 'boolean' ? String(value) : value;
   }
+  // The secrets move out of process.env into the command's own copy: every child process (the browser
+  // launcher and whatever it starts, the keychain helper) inherits process.env, and none of them needs one.
+  const env: NodeJS.ProcessEnv = { ...process.env };
+  for (const name of SECRET_ENV_NAMES) delete process.env[name];
+  const { dotenv, ignored } = screenDotenv(readDotenv(process.cwd()));
   // Loaded here rather than at start-up: `syncauth --help` never needs it.
   const { default: envPaths } = await import('env-paths');
-  const inputs: SettingInputs = {
-    flags, env: process.env, dotenv: readDotenv(process.cwd()), defaultConfigDir: envPaths('syncauth', { suffix: '' }).config,
+  const inputs: SettingInputs = { flags, env, dotenv, defaultConfigDir: envPaths('syncauth', { suffix: '' }).config };
+  const settings = resolveSettings(inputs);
+  noteDotenv(processIo, settings, ignored);
+  return {
+    settings,
+    inputs,
+    json: options.json === true,
+    io: processIo,
+    stdin: process.stdin,
+    endpointOverride: options.endpointOverride === true || ['1', 'true'].includes(env[ENDPOINT_OVERRIDE_ENV]?.trim().toLowerCase() ?? ''),
+    recordsEndpoints: COMMANDS_THAT_RECORD_ENDPOINTS.has(command.name()),
   };
-  return { settings: resolveSettings(inputs), inputs, json: options.json === true, io: processIo, stdin: process.stdin };
+}
+
+/**
+ * Says on stderr, by name and never by value, what a `.env` in the working directory decided, so a file that
+ * came with a clone cannot steer a command unseen. Stdout stays clean for `token` and `--json`.
+ */
+function noteDotenv(io: Io, settings: ResolvedSettings, ignored: string[]): void {
+  const used = (Object.keys(settings.sources) as SettingName[])
+    .filter((name) => settings.sources[name] === 'dotenv')
+    .map((name) => SETTINGS[name].env);
+  if (used.length > 0) io.stderr.write(`note: .env set ${used.join(', ')}\n`);
+  if (ignored.length > 0) {
+    io.stderr.write(`note: .env may not set ${ignored.join(', ')}; ignored (set ${ignored.length > 1 ? 'them' : 'it'} in the environment instead)\n`);
+  }
 }

@@ -1,5 +1,6 @@
 // Printing and failing, in one place, so every command speaks the same way.
 import { ExitCode, SyncauthError, ValidationError } from '../errors.js';
+import { redact } from '../redact.js';
 
 export interface Io {
   stdout: NodeJS.WritableStream;
@@ -40,16 +41,20 @@ export function printTable(io: Io, header: string[], rows: string[][]): void {
   for (const row of rows) io.stdout.write(`${line(row)}\n`);
 }
 
-/** Renders an error for people and returns the exit code; never prints a stack for expected failures. */
+/**
+ * Renders an error for people and returns the exit code; never prints a stack for expected failures. Every
+ * line passes the redaction step: a message may quote what a provider echoed back.
+ */
 export function reportError(io: Io, error: unknown): ExitCode {
+  const say = (line: string) => io.stderr.write(`${redact(line)}\n`);
   if (error instanceof SyncauthError) {
-    io.stderr.write(`error: ${error.message}\n`);
-    if (error.hint) io.stderr.write(`hint: ${error.hint}\n`);
-    if (error instanceof ValidationError) io.stderr.write('nothing was sent or written.\n');
+    say(`error: ${error.message}`);
+    if (error.hint) say(`hint: ${error.hint}`);
+    if (error instanceof ValidationError) say('nothing was sent or written.');
     return error.exitCode;
   }
   const message = error instanceof Error ? error.message : String(error);
-  io.stderr.write(`error: unexpected failure: ${message}\n`);
-  if (process.env.SYNCAUTH_DEBUG && error instanceof Error && error.stack) io.stderr.write(`${error.stack}\n`);
+  say(`error: unexpected failure: ${message}`);
+  if (process.env.SYNCAUTH_DEBUG && error instanceof Error && error.stack) say(error.stack);
   return ExitCode.error;
 }

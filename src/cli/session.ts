@@ -1,10 +1,15 @@
 // A command's view of one profile: settings resolved with the profile's saved state, its state store and its
-// secret store, and the secrets merged in the order of SPEC §4 (environment and .env before the store).
-import { resolveSettings, type ResolvedSettings, type Settings } from '../config.js';
+// secret store, and the secrets merged: the environment first, then the store, then `.env`, which may supply
+// secrets only to a profile that has none stored (see readSecrets).
+import {
+  ENDPOINT_OVERRIDE_ENV, ENDPOINT_SETTINGS, resolveSettings, SETTINGS, type ResolvedSettings, type SettingName, type Settings,
+} from '../config.js';
 import { openSecretStore, type ProfileSecrets, type SecretStore } from '../credentials/index.js';
 import { ExitCode, SyncauthError } from '../errors.js';
 import { openProfileStore, type ProfileState, type ProfileStore } from '../profile/index.js';
+import { registerAppCredentials, registerSecrets } from '../redact.js';
 import type { CommandContext } from './context.js';
+import type { Io } from './output.js';
 
 export interface ProfileSession {
   name: string;
@@ -13,6 +18,8 @@ export interface ProfileSession {
   profiles: ProfileStore;
   secrets: SecretStore;
   state: ProfileState | undefined;
+  /** Where readSecrets says, once, that it passed over secrets from `.env`. */
+  io?: Io;
 }
 
 const STATE_SETTINGS = [
@@ -27,8 +34,55 @@ export async function openSession(context: CommandContext, name = context.settin
   const profile: Record<string, unknown> = {};
   for (const key of STATE_SETTINGS) if (state?.[key] !== undefined) profile[key] = state[key];
   const settings = resolveSettings({ ...context.inputs, flags: { ...context.inputs.flags, profile: name }, profile });
+  checkRecordedEndpoints(context, name, state, settings);
   const secrets = openSecretStore({ kind: store, configDir, env: context.inputs.env, ...(storeKey ? { storeKey } : {}) });
-  return { name, settings, values: settings.values, profiles, secrets, state };
+  return { name, settings, values: settings.values, profiles, secrets, state, io: context.io };
+}
+
+function hostOf(url: string): string {
+  try {
+    return new URL(url).host;
+  } catch {
+    return 'an unreadable URL';
+  }
+}
+
+/**
+ * A profile's secrets go only to the endpoints recorded with them at setup. A different endpoint is used only
+ * when the user asked for it in a way they can see: setup run again with it in the environment or a flag (which
+ * records it), or --endpoint-override / SYNCAUTH_ENDPOINT_OVERRIDE=1. A `.env` can never move a profile: it may
+ * have come with a cloned repository. A profile without recorded endpoints (one made of environment variables)
+ * has nothing to compare with.
+ */
+function checkRecordedEndpoints(context: CommandContext, name: string, state: ProfileState | undefined, settings: ResolvedSettings): void {
+  if (!state || context.endpointOverride) return;
+  const problems: string[] = [];
+  const changed: SettingName[] = [];
+  for (const setting of ENDPOINT_SETTINGS) {
+    const recorded = state[setting];
+    const wanted = settings.values[setting];
+    if (recorded === undefined || wanted === undefined || wanted === recorded) continue;
+    const source = settings.sources[setting];
+    if (context.recordsEndpoints && (source === 'flag' || source === 'env')) continue;
+    const spec = SETTINGS[setting];
+    const where = source === 'flag' ? `--${spec.flag}` : source === 'dotenv' ? `${spec.env} (in .env)` : spec.env;
+    const [from, to] = [hostOf(recorded), hostOf(wanted)];
+    problems.push(from === to ? `${where} points at a different path on ${to} than the one recorded` : `${where} points at ${to}, not the recorded ${from}`);
+    changed.push(setting);
+  }
+  if (problems.length === 0) return;
+  const fromDotenv = changed.some((setting) => settings.sources[setting] === 'dotenv');
+  throw new SyncauthError(
+    'SYNCAUTH_ENDPOINT_MISMATCH',
+    `profile "${name}" sends its secrets only to the endpoints recorded at setup: ${problems.join('; ')}`,
+    {
+      exitCode: ExitCode.usage,
+      hint:
+        `${fromDotenv ? 'if the .env is not yours, remove it or run elsewhere; ' : ''}to move the profile, run ` +
+        `\`syncauth setup --profile ${name}\` with the new endpoint as a flag or in the environment; to use it for this run ` +
+        `only, add --endpoint-override or set ${ENDPOINT_OVERRIDE_ENV}=1 in the environment (never read from .env)`,
+    },
+  );
 }
 
 export interface ResolvedSecrets {
@@ -38,27 +92,44 @@ export interface ResolvedSecrets {
   apiKey?: string;
 }
 
+const SECRET_FIELDS = ['appKey', 'appSecret', 'refreshToken', 'apiKey'] as const;
+const noted = new Set<string>();
+
 /**
- * Secrets from the environment or .env first, then the store. The store is read only when something is missing,
- * or always with `readStore` (a caller that will write to it wants to know now that it works).
+ * Secrets from the environment first, then the store, then `.env`. A `.env` supplies secrets only to a profile
+ * whose store holds none: mixed into stored ones, a key from someone else's `.env` would send this profile's
+ * other secrets where that key leads (a service API key decides the workspace the connector, app secret and
+ * refresh token go to). The store is read only when the environment lacks something, or always with
+ * `readStore` (a caller that will write to it wants to know now that it works).
  */
 export async function readSecrets(session: ProfileSession, options: { readStore?: boolean } = {}): Promise<ResolvedSecrets> {
-  const v = session.values;
-  const fromSettings: ResolvedSecrets = {
-    ...(v.appKey ? { appKey: v.appKey } : {}),
-    ...(v.appSecret ? { appSecret: v.appSecret } : {}),
-    ...(v.refreshToken ? { refreshToken: v.refreshToken } : {}),
-    ...(v.apiKey ? { apiKey: v.apiKey } : {}),
-  };
-  if (!options.readStore && fromSettings.appKey && fromSettings.appSecret && fromSettings.refreshToken && fromSettings.apiKey) return fromSettings;
+  const fromEnv: ResolvedSecrets = {};
+  const fromDotenv: ResolvedSecrets = {};
+  for (const field of SECRET_FIELDS) {
+    const value = session.values[field];
+    if (value) (session.settings.sources[field] === 'dotenv' ? fromDotenv : fromEnv)[field] = value;
+  }
+  if (!options.readStore && SECRET_FIELDS.every((field) => fromEnv[field])) return fromEnv;
   const stored: ProfileSecrets = await session.secrets.get(session.name);
-  return {
+  const fromStore: ResolvedSecrets = {
     ...(stored.app_key ? { appKey: stored.app_key } : {}),
     ...(stored.app_secret ? { appSecret: stored.app_secret } : {}),
     ...(stored.refresh_token ? { refreshToken: stored.refresh_token } : {}),
     ...(stored.api_key ? { apiKey: stored.api_key } : {}),
-    ...fromSettings,
   };
+  const storeHasSome = Object.keys(fromStore).length > 0;
+  const passedOver = storeHasSome ? SECRET_FIELDS.filter((field) => fromDotenv[field] && !fromEnv[field]) : [];
+  if (passedOver.length > 0 && !noted.has(session.name)) {
+    noted.add(session.name);
+    session.io?.stderr.write(
+      `note: profile "${session.name}" uses its stored secrets, not ${passedOver.map((f) => SETTINGS[f].env).join(', ')} from .env ` +
+        '(to replace them, set them in the environment and run setup)\n',
+    );
+  }
+  const secrets = { ...(storeHasSome ? {} : fromDotenv), ...fromStore, ...fromEnv };
+  registerSecrets(secrets.refreshToken, secrets.apiKey);
+  registerAppCredentials(secrets.appKey, secrets.appSecret);
+  return secrets;
 }
 
 /** The grant and app credentials a renewal needs, or an exit-4 error that says how to get them. */

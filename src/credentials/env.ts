@@ -1,6 +1,7 @@
 // Secrets from the environment, for containers and CI: the same four variables serve every profile, and
 // nothing can be written back, so a change has to be made where the environment is defined.
 import { assertProfileName } from '../profile/name.js';
+import { registerAppCredentials, registerSecrets } from '../redact.js';
 import { SecretStoreError } from './errors.js';
 import { SECRET_ENV, SECRET_NAMES } from './types.js';
 import type { ProfileSecrets, SecretStore } from './types.js';
@@ -26,6 +27,8 @@ export function openEnvSecretStore(env: NodeJS.ProcessEnv): SecretStore {
         const value = env[SECRET_ENV[name]]?.trim();
         if (value) secrets[name] = value;
       }
+      registerSecrets(secrets.refresh_token, secrets.api_key);
+      registerAppCredentials(secrets.app_key, secrets.app_secret);
       return secrets;
     },
 

@@ -2,6 +2,7 @@
 // string); the message and hint are for people. Nothing secret ever reaches an enumerable property: provider
 // texts are scrubbed of the values sent with the request, and the raw body is kept non-enumerable.
 import { ExitCode, SyncauthError } from '../errors.js';
+import { redact } from '../redact.js';
 
 /**
  * What a caller should do about a failure:
@@ -73,14 +74,14 @@ export class OAuthError extends SyncauthError {
 
   constructor(code: OAuthErrorCode, message: string, options: OAuthErrorOptions = {}) {
     const kind = options.kind ?? OAUTH_ERROR_KINDS[code];
-    super(code, message, {
+    super(code, redact(message), {
       exitCode: kind === 'terminal' ? ExitCode.authRequired : ExitCode.error,
-      hint: options.hint,
+      hint: options.hint === undefined ? undefined : redact(options.hint),
       cause: options.cause,
     });
     this.kind = kind;
-    this.error = options.error;
-    this.errorDescription = options.errorDescription;
+    this.error = options.error === undefined ? undefined : redact(options.error);
+    this.errorDescription = options.errorDescription === undefined ? undefined : redact(options.errorDescription);
     this.status = options.status;
     this.retryAfterMs = options.retryAfterMs;
     this.requiredScope = options.requiredScope;
@@ -96,20 +97,16 @@ export function isOAuthError(err: unknown, code?: OAuthErrorCode): err is OAuthE
 /** The hint of every failure that only a new authorization can cure. */
 export const REAUTHORIZE_HINT = 'run `syncauth setup` to authorize again';
 
-const REDACTED = '[redacted]';
 // Provider texts are short; anything longer is a page of HTML or a stack trace nobody should read in a message.
 const MAX_PROVIDER_TEXT = 300;
 
 /**
- * Makes a provider-supplied text safe for a message: every secret sent with the request is cut out (a
- * provider may echo a parameter back), control characters go, and the length is bounded.
+ * Makes a provider-supplied text safe for a message: every secret sent with the request and every secret the
+ * process knows is cut out in each of its forms (a provider may echo a parameter or the Basic header back),
+ * control characters go, and the length is bounded.
  */
 export function scrub(text: string, secrets: readonly (string | undefined)[]): string {
-  let out = text;
-  for (const secret of secrets) {
-    // Very short values would blank out ordinary words; no real key, secret, code or token is that short.
-    if (secret && secret.length >= 6) out = out.split(secret).join(REDACTED);
-  }
+  let out = redact(text, secrets);
   // eslint-disable-next-line no-control-regex
   out = out.replace(/[\u0000-\u001f\u007f]+/g, ' ').trim();
   return out.length > MAX_PROVIDER_TEXT ? `${out.slice(0, MAX_PROVIDER_TEXT)}…` : out;

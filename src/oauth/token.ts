@@ -95,7 +95,8 @@ export async function exchangeCode(
   if (opts.redirectUri !== undefined) form.set('redirect_uri', opts.redirectUri);
   if (opts.codeVerifier !== undefined) form.set('code_verifier', opts.codeVerifier);
   const basic = Buffer.from(`${opts.app.appKey}:${opts.app.appSecret}`, 'utf8').toString('base64');
-  const secrets = [opts.app.appSecret, code, opts.codeVerifier];
+  // The app key too: a provider that echoes the request must not put it in a message; and the Basic form.
+  const secrets = [opts.app.appKey, opts.app.appSecret, basic, code, opts.codeVerifier];
   const now = opts.now ?? Date.now;
   const sentAt = now();
   const answer = await post({
@@ -135,7 +136,7 @@ export async function renewAccessToken(opts: TokenEndpointOptions & { refreshTok
     client_id: opts.app.appKey,
     client_secret: opts.app.appSecret,
   });
-  const secrets = [opts.app.appSecret, opts.refreshToken];
+  const secrets = [opts.app.appKey, opts.app.appSecret, opts.refreshToken];
   const now = opts.now ?? Date.now;
   const sentAt = now();
   const answer = await post({

@@ -6,6 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { ValidationError, fieldName } from '../errors.js';
+import { redactDeep } from '../redact.js';
 import { ProfileStoreError } from './errors.js';
 import { ensurePrivateDir, readTextIfExists, writePrivateFile } from './files.js';
 import { withFileLock } from './lock.js';
@@ -174,8 +175,9 @@ export function openProfileStore(configDir: string, options: ProfileStoreOptions
           );
         }
         const now = new Date().toISOString();
+        // The file is plaintext: no field may carry a secret, not even inside an error message it records.
         const parsed = ProfileStateSchema.safeParse({
-          ...draft,
+          ...redactDeep(draft),
           version: 1,
           profile: name,
           createdAt: current?.createdAt ?? draft.createdAt ?? now,

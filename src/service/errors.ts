@@ -2,6 +2,7 @@
 // message is for people: it names the resource, says what to do next and never carries a secret.
 import { ExitCode, SyncauthError, fieldName } from '../errors.js';
 import type { FieldIssue } from '../errors.js';
+import { redact as redactSecrets } from '../redact.js';
 
 export const SERVICE_ERROR_CODES = [
   'SERVICE_BAD_REQUEST',
@@ -47,9 +48,13 @@ export class ServiceError extends SyncauthError {
   declare readonly body: unknown;
 
   constructor(code: ServiceErrorCode, message: string, options: ServiceErrorOptions = {}) {
-    super(code, message, { exitCode: exitCodeFor(code), hint: options.hint, cause: options.cause });
+    super(code, redactSecrets(message), {
+      exitCode: exitCodeFor(code),
+      hint: options.hint === undefined ? undefined : redactSecrets(options.hint),
+      cause: options.cause,
+    });
     this.status = options.status;
-    this.detail = options.detail;
+    this.detail = options.detail === undefined ? undefined : redactSecrets(options.detail);
     this.issues = options.issues;
     this.retryAfterMs = options.retryAfterMs;
     this.unsupported = options.unsupported ?? false;
@@ -232,14 +237,9 @@ function originOf(location: string): string {
   }
 }
 
-/** Short secrets are left alone: replacing every "a" in a message would hide more than it protects. */
-const MIN_SECRET_LENGTH = 4;
-
+/** The process's redaction step, with the secrets of one request added, and credentials in URLs cut out. */
 export function redact(text: string, secrets: readonly string[]): string {
-  let out = text;
-  for (const secret of secrets) {
-    if (secret.length >= MIN_SECRET_LENGTH) out = out.split(secret).join('[redacted]');
-  }
+  const out = redactSecrets(text, secrets);
   // Credentials inside any URL the service echoes (database URIs and the like).
   return out.replace(/([a-z][a-z0-9+.-]*:\/\/)[^/\s@]+@/gi, '$1[redacted]@');
 }

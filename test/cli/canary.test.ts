@@ -3,9 +3,13 @@
 // access tokens the emulator hands out — and none of them may turn up in the commands' output, in a file other
 // than the encrypted store (and not in plaintext there either), in any process's argv, or in the emulator's
 // request log. The only places they belong are `token`'s stdout (the access token) and `authorize`'s stdout
-// (the refresh token), and the printed authorize URL, which must carry the app key as `client_id`.
+// (the refresh token), and the printed authorize URL, which must carry the app key as `client_id`. Every
+// search covers the forms a secret takes on the wire too: percent- and form-encoded, and the app key and secret
+// as an HTTP Basic credential. A stand-in token endpoint that echoes every credential back in its error answer
+// shows that what a provider says is redacted before it reaches stderr or the profile state.
 import { randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CliResult } from '../helpers/cli.js';
@@ -15,9 +19,12 @@ import {
 } from '../helpers/onboarding.js';
 
 const tag = () => randomBytes(6).toString('hex');
-const API_KEY = `canaryApiKey${tag()}`;
+// Characters that URL and form encoding change, so that the encoded forms differ from the raw ones.
+const API_KEY = `canaryApiKey/${tag()}+k`;
 const APP_KEY = `canaryAppKey${tag()}`;
-const APP_SECRET = `canaryAppSecret${tag()}`;
+const APP_SECRET = `canaryAppSecret+${tag()}/s=`;
+const form = (value: string) => new URLSearchParams({ v: value }).toString().slice(2);
+const basic = (key: string, secret: string) => Buffer.from(`${key}:${secret}`).toString('base64');
 
 let ob: Onboarding;
 let home: Home;
@@ -33,9 +40,16 @@ function canaries(): Record<string, string> {
   return found;
 }
 
-/** The names of the canaries that occur in `text`. */
+/** The names of the canaries that occur in `text`, as they are or in a form they take on the wire. */
 function leaks(text: string, except: string[] = []): string[] {
-  return Object.entries(canaries()).filter(([, value]) => !except.includes(value) && text.includes(value)).map(([name]) => name);
+  const found = Object.entries(canaries())
+    .filter(([, value]) => !except.includes(value))
+    .filter(([, value]) => [value, encodeURIComponent(value), form(value)].some((spelling) => text.includes(spelling)))
+    .map(([name]) => name);
+  for (const credential of [basic(APP_KEY, APP_SECRET), basic(APP_KEY, form(APP_SECRET))]) {
+    if (text.includes(credential)) found.push('app key and secret as HTTP Basic');
+  }
+  return found;
 }
 
 function commandLines(): string[] {
@@ -115,7 +129,8 @@ describe('canary secrets never leak', () => {
   it('the run used the canaries: the store held them, the emulator saw them, the scan finds them where they belong', () => {
     expect(storedAfterSetup).toEqual({ api_key: API_KEY, app_key: APP_KEY, app_secret: APP_SECRET, refresh_token: expect.any(String) });
     expect(ob.emulator.state.grants.size).toBe(2);
-    expect(ob.emulator.state.accessTokens.size).toBeGreaterThanOrEqual(6);
+    // Two exchanges (setup, authorize) and the renewal of `token`; the refreshes right after it reuse that one.
+    expect(ob.emulator.state.accessTokens.size).toBeGreaterThanOrEqual(3);
     expect(ob.emulator.state.requests.length).toBeGreaterThan(10);
     expect(outputs.map((o) => o.command)).toEqual(['setup', 'authorize', 'token', 'status', 'status --json', 'refresh', 'refresh --json', 'logout']);
     // The scanner does see a secret when one is there.
@@ -186,5 +201,60 @@ describe('canary secrets never leak', () => {
     for (const { after, modes } of fileScans) {
       for (const [name, mode] of Object.entries(modes)) expect({ after, name, mode }).toEqual({ after, name, mode: name.endsWith('/') ? '700' : '600' });
     }
+  });
+});
+
+describe('a token endpoint that echoes the credentials back', () => {
+  let echo: Server;
+  let echoUrl: string;
+  let echoHome: Home;
+  const REFRESH_TOKEN = `canaryRefresh+${tag()}/r`;
+
+  beforeAll(async () => {
+    // Answers every request as a careless provider might: the Authorization header and the form, as received.
+    echo = createServer((req, res) => {
+      let body = '';
+      req.on('data', (chunk: Buffer) => { body += chunk.toString(); });
+      req.on('end', () => {
+        const said = `${req.headers.authorization ?? 'no authorization'} ${body} (client ${APP_KEY})`;
+        res.writeHead(401, { 'content-type': 'application/json' }).end(JSON.stringify({ error: 'invalid_client', error_description: said }));
+      });
+    });
+    await new Promise<void>((resolve) => echo.listen(0, '127.0.0.1', resolve));
+    echoUrl = `http://127.0.0.1:${(echo.address() as { port: number }).port}/oauth2/token`;
+    echoHome = newHome();
+  });
+  afterAll(async () => new Promise((resolve) => echo?.close(resolve)));
+
+  const echoLeaks = (text: string): string[] => {
+    const found = leaks(text);
+    if ([REFRESH_TOKEN, form(REFRESH_TOKEN)].some((spelling) => text.includes(spelling))) found.push('refresh token');
+    return found;
+  };
+
+  it('a renewal: neither stderr nor the state (lastError included) carries any credential, the app key neither', async () => {
+    const env = {
+      SYNCAUTH_CONFIG_DIR: echoHome.configDir, SYNCAUTH_STORE: 'file', SYNCAUTH_STORE_KEY: echoHome.storeKey, SYNCAUTH_PROFILE: 'echo',
+      SYNCAUTH_APP_KEY: APP_KEY, SYNCAUTH_APP_SECRET: APP_SECRET, SYNCAUTH_REFRESH_TOKEN: REFRESH_TOKEN, SYNCAUTH_API_KEY: API_KEY, SYNCAUTH_TOKEN_URL: echoUrl,
+    };
+    const result = await runCli(['token'], { env, cwd: echoHome.dir });
+    expect(result.code).not.toBe(0);
+    expect(result.stderr).toContain('invalid_client');
+    expect(result.stderr).toContain('[redacted]');
+    expect({ stdout: echoLeaks(result.stdout), stderr: echoLeaks(result.stderr) }).toEqual({ stdout: [], stderr: [] });
+    const state = readFileSync(path.join(echoHome.configDir, 'profiles', 'echo.json'), 'utf8');
+    expect(state).toContain('"lastError"');
+    expect(state).toContain('[redacted]');
+    expect(echoLeaks(state)).toEqual([]);
+  });
+
+  it('a code exchange (HTTP Basic): stderr carries no credential', async () => {
+    const env = { ...onboardingEnv(ob, echoHome, { SYNCAUTH_PROFILE: 'echo-setup', SYNCAUTH_TOKEN_URL: echoUrl }), SYNCAUTH_APP_KEY: APP_KEY, SYNCAUTH_APP_SECRET: APP_SECRET, SYNCAUTH_API_KEY: API_KEY };
+    const result = await runCli(['setup', '--yes', '--no-browser'], { env, cwd: echoHome.dir, stdin: 'pasted-code-0123456789\n' });
+    expect(result.code).not.toBe(0);
+    expect(result.stderr).toContain('invalid_client');
+    const printedUrl = /\s(http:\/\/127\.0\.0\.1:\d+\/oauth2\/authorize\?\S+)/.exec(result.stderr)?.[1] ?? '';
+    expect(echoLeaks(result.stderr.split(printedUrl).join('<authorize URL>'))).toEqual([]);
+    expect(result.stderr).toContain('[redacted]');
   });
 });

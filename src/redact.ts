@@ -1,0 +1,90 @@
+// The one redaction step of the process. Every secret syncauth reads is registered here, with the forms it
+// takes on the wire (URL- and form-encoded, JSON-escaped, and the app key and secret as an HTTP Basic
+// credential), and `redact` cuts all of them out of any text: error messages, log lines, state fields.
+// A provider that echoes a request back, or a message that quotes a setting, cannot carry a secret past it.
+
+export const REDACTED = '[redacted]';
+
+// Shorter values are not registered: blanking every occurrence of a short word in every line the process
+// writes would hide ordinary text, and no real key, secret or token is that short.
+const MIN_SECRET_LENGTH = 8;
+// The values of one request are cut out of messages about that request only, so a shorter one (a password in
+// a connector config) can be afforded there.
+const MIN_EXTRA_LENGTH = 4;
+
+const known = new Set<string>();
+let matcher: RegExp | undefined;
+
+function base64(text: string): string {
+  return Buffer.from(text, 'utf8').toString('base64');
+}
+
+/** The spellings of one value: as is, percent-encoded, form-encoded, inside a JSON string, base64. */
+function formsOf(value: string): string[] {
+  return [
+    value,
+    encodeURIComponent(value),
+    new URLSearchParams({ v: value }).toString().slice(2),
+    JSON.stringify(value).slice(1, -1),
+    base64(value),
+  ];
+}
+
+/** HTTP Basic as clients send it: `key:secret` base64-encoded, raw or form-encoded first (RFC 6749 §2.3.1). */
+function basicFormsOf(appKey: string, appSecret: string): string[] {
+  const form = (v: string) => new URLSearchParams({ v }).toString().slice(2);
+  return [base64(`${appKey}:${appSecret}`), base64(`${form(appKey)}:${form(appSecret)}`)];
+}
+
+function add(forms: readonly string[]): void {
+  for (const form of forms) {
+    if (form.length < MIN_SECRET_LENGTH || known.has(form)) continue;
+    known.add(form);
+    // Built again when next needed: a daemon loading many profiles registers many secrets before it logs.
+    matcher = undefined;
+  }
+}
+
+function currentMatcher(): RegExp | undefined {
+  if (matcher === undefined && known.size > 0) {
+    // Longest first, so a form that contains another is replaced whole.
+    const alternatives = [...known].sort((a, b) => b.length - a.length).map((f) => f.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'));
+    matcher = new RegExp(alternatives.join('|'), 'g');
+  }
+  return matcher;
+}
+
+/** Makes `redact` cut out these values, in every form they are sent in, for the rest of the process. */
+export function registerSecrets(...values: (string | undefined)[]): void {
+  for (const value of values) if (value && value.length >= MIN_SECRET_LENGTH) add(formsOf(value));
+}
+
+/** Registers the app key and secret, and the HTTP Basic credential made of them. */
+export function registerAppCredentials(appKey: string | undefined, appSecret: string | undefined): void {
+  registerSecrets(appKey, appSecret);
+  if (appKey && appSecret) add(basicFormsOf(appKey, appSecret));
+}
+
+/**
+ * `text` with every registered secret, and every value of `extra` (secrets of one request that are not
+ * worth keeping, such as an authorization code), replaced by `[redacted]` in each of its forms.
+ */
+export function redact(text: string, extra: readonly (string | undefined)[] = []): string {
+  const pattern = currentMatcher();
+  let out = pattern ? text.replace(pattern, REDACTED) : text;
+  for (const value of extra) {
+    if (!value || value.length < MIN_EXTRA_LENGTH) continue;
+    for (const form of formsOf(value)) if (form.length >= MIN_EXTRA_LENGTH) out = out.split(form).join(REDACTED);
+  }
+  return out;
+}
+
+/** `value` with `redact` applied to every string inside it (objects and arrays are copied, not changed). */
+export function redactDeep<T>(value: T): T {
+  if (typeof value === 'string') return redact(value) as T;
+  if (Array.isArray(value)) return value.map((v: unknown) => redactDeep(v)) as T;
+  if (value !== null && typeof value === 'object') {
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, redactDeep(v)])) as T;
+  }
+  return value;
+}
