@@ -35,10 +35,12 @@ export interface AuthorizationOptions {
   timeoutMs: number;
   io: Io;
   stdin: NodeJS.ReadableStream;
+  /** Stops every wait (the browser callback, the pasted code, the code exchange); pass `interruptSignal`. */
+  signal: AbortSignal;
 }
 
 export async function authorizeInteractively(options: AuthorizationOptions): Promise<TokenSet> {
-  const { settings, io } = options;
+  const { settings, io, signal } = options;
   const app = { appKey: options.appKey, appSecret: options.appSecret };
   if (options.paste) {
     const request = createAuthorizationRequest({ authorizeUrl: settings.authorizeUrl, appKey: options.appKey });
@@ -46,7 +48,7 @@ export async function authorizeInteractively(options: AuthorizationOptions): Pro
     io.stderr.write('Dropbox then shows an access code. Paste it here.\n');
     const code = isInteractive(options.stdin)
       ? await askText('Access code', { validate: (v) => (v ? undefined : 'paste the code Dropbox shows after Allow') })
-      : await readLine(options.stdin);
+      : await readLine(options.stdin, signal);
     if (!code) {
       throw new SyncauthError('SYNCAUTH_NO_CODE', 'no access code was given', {
         exitCode: ExitCode.usage,
@@ -59,11 +61,11 @@ export async function authorizeInteractively(options: AuthorizationOptions): Pro
         hint: 'paste the short code shown on the "Access code generated" page after Allow, not a token from the App Console',
       });
     }
-    return exchangeCode({ tokenUrl: settings.tokenUrl, app, code, codeVerifier: request.codeVerifier });
+    return exchangeCode({ tokenUrl: settings.tokenUrl, app, code, codeVerifier: request.codeVerifier, signal });
   }
 
   const request = createAuthorizationRequest({ authorizeUrl: settings.authorizeUrl, appKey: options.appKey, redirectUri: settings.redirectUri });
-  const server = await startLoopbackServer({ redirectUri: settings.redirectUri, state: request.state, timeoutMs: options.timeoutMs });
+  const server = await startLoopbackServer({ redirectUri: settings.redirectUri, state: request.state, timeoutMs: options.timeoutMs, signal });
   try {
     io.stderr.write(`\nOpen this URL in a browser, sign in to Dropbox and click Allow:\n\n  ${request.url}\n\n`);
     io.stderr.write(`Waiting for Dropbox to send the browser back to ${settings.redirectUri} (up to ${Math.round(options.timeoutMs / 1000)} s)…\n`);
@@ -77,7 +79,7 @@ export async function authorizeInteractively(options: AuthorizationOptions): Pro
       }
     }
     const { code } = await server.result;
-    return await exchangeCode({ tokenUrl: settings.tokenUrl, app, code, redirectUri: settings.redirectUri, codeVerifier: request.codeVerifier });
+    return await exchangeCode({ tokenUrl: settings.tokenUrl, app, code, redirectUri: settings.redirectUri, codeVerifier: request.codeVerifier, signal });
   } finally {
     await server.close();
   }

@@ -5,6 +5,7 @@ import { createRequire } from 'node:module';
 import { Command, CommanderError, Option } from 'commander';
 import { ExitCode } from '../errors.js';
 import { addSettingOptions, buildContext, type CommandContext } from './context.js';
+import { exitIfInterrupted, handleSignals, InterruptedError, interruptedExitCode, interruptSignal, type SignalPolicy } from './interrupt.js';
 import { processIo, reportError } from './output.js';
 import { SCHEDULES, SOURCE_TYPES, WORKFLOW_TYPES } from '../service/constants.js';
 
@@ -32,9 +33,13 @@ function refusedSecretFlag(argv: string[]): string | undefined {
 
 type Runner = (context: CommandContext, ...args: unknown[]) => Promise<void>;
 
-/** An action that imports its command module only when invoked. */
-function lazy(load: () => Promise<Record<string, unknown>>, exportName: string) {
+/**
+ * An action that imports its command module only when invoked. `signals` says how the command meets Ctrl-C
+ * and SIGTERM (see interrupt.ts), or `own` for a command that handles them itself.
+ */
+function lazy(load: () => Promise<Record<string, unknown>>, exportName: string, signals: SignalPolicy | 'own' = 'exit') {
   return async (...args: unknown[]): Promise<void> => {
+    if (signals !== 'own') handleSignals(signals);
     const command = args[args.length - 1] as Command;
     const positional = args.slice(0, -2);
     const context = await buildContext(command);
@@ -59,8 +64,9 @@ export function buildProgram(): Command {
     .exitOverride()
     .configureOutput({ writeErr: (text) => processIo.stderr.write(text) })
     .addHelpText('after', `
-Secrets (SYNCAUTH_API_KEY, SYNCAUTH_APP_KEY, SYNCAUTH_APP_SECRET, SYNCAUTH_REFRESH_TOKEN, SYNCAUTH_STORE_KEY) are read from
-the environment, a .env file or stdin, never from flags. Exit codes: 0 ok, 1 error, 2 bad input, 4 authentication needed.`);
+Secrets (SYNCAUTH_API_KEY, SYNCAUTH_APP_KEY, SYNCAUTH_APP_SECRET, SYNCAUTH_REFRESH_TOKEN) are read from the environment,
+the secret store, a .env file or stdin, never from flags; SYNCAUTH_STORE_KEY from the environment only. Exit codes: 0 ok, 1 error, 2 bad input, 4 authentication needed,
+130 interrupted (Ctrl-C), 143 stopped by SIGTERM.`);
 
   const ONBOARDING = ['profile', 'configDir', 'store', 'baseUrl', 'apiKeyHeader', 'remoteUrl', 'recursive', 'access', 'connectorName',
     'workflowId', 'schedule', 'authorizeUrl', 'tokenUrl', 'dropboxApiUrl', 'redirectUri'] as const;
@@ -82,13 +88,14 @@ Examples:
   syncauth setup --no-browser                             # on a server: paste the code Dropbox shows
   SYNCAUTH_BASE_URL=https://platform.example.com SYNCAUTH_REMOTE_URL=dropbox://data \
     syncauth setup --workflow-id 6f1c… --schedule "every 4 hours" --yes`)
-    .action(lazy(() => import('./commands/setup.js'), 'setup'));
+    .action(lazy(() => import('./commands/setup.js'), 'setup', 'unwind'));
   flowOptions(jsonOption(addSettingOptions(program.command('authorize'), ['authorizeUrl', 'tokenUrl', 'redirectUri'])))
     .description('only the OAuth flow, on a machine with a browser; prints the refresh token for another host')
     .addHelpText('after', '\nThen, on the headless host: SYNCAUTH_REFRESH_TOKEN=<printed token> syncauth setup --yes')
-    .action(lazy(() => import('./commands/authorize.js'), 'authorize'));
+    .action(lazy(() => import('./commands/authorize.js'), 'authorize', 'unwind'));
   addSettingOptions(program.command('token'), [...DROPBOX])
     .description('print a valid access token alone on stdout (renewed first), for scripts')
+    .option('--force', 'renew even when the stored access token still has more than the margin to live')
     .addHelpText('after', '\nExample:\n  curl -H "Authorization: Bearer $(syncauth token)" -X POST https://api.dropboxapi.com/2/users/get_current_account')
     .action(lazy(() => import('./commands/token.js'), 'token'));
   jsonOption(addSettingOptions(program.command('status'), ['profile', 'configDir']))
@@ -119,7 +126,7 @@ Examples:
   syncauth daemon --listen 127.0.0.1:9464                    # every stored profile; /healthz /readyz /metrics
   syncauth daemon --profile docs --token-file /run/syncauth/token
   syncauth daemon --token-file '/run/syncauth/{profile}.token' --redis-url redis://127.0.0.1:6379`)
-    .action(lazy(() => import('./commands/daemon.js'), 'daemon'));
+    .action(lazy(() => import('./commands/daemon.js'), 'daemon', 'own'));
 
   const loadSource = () => import('./commands/source.js');
   const source = program.command('source').description('create, inspect, update and delete source connectors of any of the 21 types');
@@ -179,7 +186,7 @@ Examples:
   program.command('demo')
     .description('run the main job end to end on the built-in emulator: no accounts, no network')
     .option('--browser', "approve in your own browser instead of automatically")
-    .action(lazy(() => import('./commands/demo.js'), 'demo'));
+    .action(lazy(() => import('./commands/demo.js'), 'demo', 'unwind'));
 
   addSettingOptions(program.command('emulate'), ['apiKeyHeader'])
     .description('run a local stand-in for the service and for Dropbox OAuth, for trying syncauth without accounts')
@@ -187,7 +194,7 @@ Examples:
     .option('--token-lifetime <seconds>', 'access-token lifetime', '14400')
     .option('--auto-approve', 'approve authorize requests without showing the page')
     .option('--fault <rule>', 'inject failures: ROUTE:STATUS[:RATE[:RETRY_AFTER]], e.g. token:503:0.5 (repeatable)', (v: string, prev: string[]) => [...prev, v], [] as string[])
-    .action(lazy(() => import('./commands/emulate.js'), 'emulate'));
+    .action(lazy(() => import('./commands/emulate.js'), 'emulate', 'own'));
 
 
   return program;
@@ -205,14 +212,28 @@ export async function main(argv: string[]): Promise<number> {
   const program = buildProgram();
   try {
     await program.parseAsync(argv);
-    // A command may have chosen its own code (setup's 130 after Ctrl-C); keep it.
-    return typeof process.exitCode === 'number' ? process.exitCode : ExitCode.ok;
+    return interruptedExitCode() ?? ExitCode.ok;
   } catch (error) {
     if (error instanceof CommanderError) {
       return error.exitCode === 0 ? ExitCode.ok : ExitCode.usage;
     }
-    return reportError(processIo, error);
+    const interrupted = interruptedExitCode();
+    if (interrupted === undefined) return reportError(processIo, error);
+    // After Ctrl-C the failures it caused (a cancelled wait or request) go unsaid; what the command says it
+    // left behind is printed.
+    if (error instanceof InterruptedError && error !== interruptSignal.reason) reportError(processIo, error);
+    return interrupted;
   }
 }
 
+// A reader that stops early (`syncauth status | head -1`) closes the pipe: the rest of the output has nowhere
+// to go, which is no failure of the command.
+for (const stream of [process.stdout, process.stderr]) {
+  stream.on('error', (error: NodeJS.ErrnoException) => {
+    if (error.code !== 'EPIPE') throw error;
+  });
+}
+
 process.exitCode = await main(process.argv);
+// An interrupted command may leave abandoned work (a request nobody awaits) that would keep the process alive.
+exitIfInterrupted();

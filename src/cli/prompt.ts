@@ -2,6 +2,7 @@
 // with hidden input. Without a terminal nothing is asked: the caller gets an error naming what is missing.
 import { createInterface } from 'node:readline';
 import { ExitCode, SyncauthError } from '../errors.js';
+import { interruptSignal } from './interrupt.js';
 
 export function isInteractive(stdin: NodeJS.ReadableStream = process.stdin): boolean {
   return (stdin as NodeJS.ReadStream).isTTY === true && process.stderr.isTTY === true;
@@ -16,6 +17,7 @@ export async function askText(message: string, options: { placeholder?: string; 
   const answer = await text({
     message,
     output: process.stderr,
+    signal: interruptSignal,
     ...(options.placeholder ? { placeholder: options.placeholder } : {}),
     ...(options.initial ? { initialValue: options.initial } : {}),
     ...(options.validate ? { validate: (v: string | undefined) => options.validate?.(v ?? '') } : {}),
@@ -29,24 +31,38 @@ export async function askSecret(message: string): Promise<string> {
   const answer = await password({
     message,
     output: process.stderr,
+    signal: interruptSignal,
     validate: (v: string | undefined) => (v && v.trim() ? undefined : 'required'),
   });
   if (isCancel(answer)) throw cancelled();
   return answer.trim();
 }
 
-/** Reads one line from a non-terminal stdin (a pasted code piped in), or undefined at end of input. */
-export function readLine(stdin: NodeJS.ReadableStream = process.stdin): Promise<string | undefined> {
-  return new Promise((resolve) => {
+/**
+ * Reads one line from a non-terminal stdin (a pasted code piped in), or undefined at end of input. Rejects
+ * with the signal's reason when `signal` aborts first.
+ */
+export function readLine(stdin: NodeJS.ReadableStream = process.stdin, signal: AbortSignal = interruptSignal): Promise<string | undefined> {
+  return new Promise((resolve, reject) => {
+    if (signal.aborted) {
+      reject(signal.reason);
+      return;
+    }
     const lines = createInterface({ input: stdin, terminal: false });
-    let done = false;
-    lines.once('line', (line) => {
-      done = true;
+    let settled = false;
+    const settle = (outcome: () => void): void => {
+      if (settled) return;
+      settled = true;
+      signal.removeEventListener('abort', onAbort);
       lines.close();
-      resolve(line.trim());
-    });
-    lines.once('close', () => {
-      if (!done) resolve(undefined);
-    });
+      // A script may hold the pipe open after the line; an open stdin would keep the process alive after the
+      // command is done.
+      (stdin as { unref?: () => void }).unref?.();
+      outcome();
+    };
+    const onAbort = (): void => settle(() => reject(signal.reason));
+    signal.addEventListener('abort', onAbort, { once: true });
+    lines.once('line', (line) => settle(() => resolve(line.trim())));
+    lines.once('close', () => settle(() => resolve(undefined)));
   });
 }

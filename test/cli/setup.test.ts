@@ -166,6 +166,31 @@ describe('setup succeeds', () => {
   });
 });
 
+describe('setup fails at the service', () => {
+  it('keeps the grant with state naming the failure, and `refresh` finishes the job', async () => {
+    const home = newHome();
+    const refreshToken = await grantRefreshToken(ob);
+    ob.emulator.setFaults([{ route: 'sources', status: 403 }]);
+    const result = await runCli(['setup', '--yes', '--connector-name', 'refused-docs'], {
+      env: setupEnv(home, { SYNCAUTH_REFRESH_TOKEN: refreshToken }), cwd: home.dir,
+    }).finally(() => ob.emulator.setFaults([]));
+    expect(result.code).toBe(1);
+    expect(result.stderr).toMatch(/^error: /m);
+    expect((await storedSecrets(home, 'docs')).api_key).toBe(ob.apiKey);
+    const state = readProfileState(home, 'docs');
+    expect(state).toMatchObject({ connectorName: 'refused-docs', lastError: { terminal: false } });
+    expect((state?.lastError as { code: string }).code).not.toBe('SYNCAUTH_SETUP_UNFINISHED');
+    expect(state?.connectorId).toBeUndefined();
+
+    const refreshed = await runCli(['refresh'], { env: { SYNCAUTH_CONFIG_DIR: home.configDir, SYNCAUTH_STORE: 'file', SYNCAUTH_STORE_KEY: home.storeKey, SYNCAUTH_PROFILE: 'docs' }, cwd: home.dir });
+    expect(refreshed.stderr).not.toMatch(/^error/m);
+    expect(refreshed.code).toBe(0);
+    expect(connectorsNamed('refused-docs')).toHaveLength(1);
+    expect(readProfileState(home, 'docs')).toMatchObject({ connectorId: connectorsNamed('refused-docs')[0]?.id });
+    expect(readProfileState(home, 'docs')?.lastError).toBeUndefined();
+  });
+});
+
 describe('setup fails and stores nothing', () => {
   async function expectNothingStored(home: Home, connectorName: string) {
     expect(filesUnder(home.configDir)).toEqual([]);

@@ -3,6 +3,7 @@
 import { ValidationError, type FieldIssue } from '../../errors.js';
 import { authorizeInteractively, dropboxCredentialIssues } from '../authorization.js';
 import type { CommandContext } from '../context.js';
+import { interruptSignal } from '../interrupt.js';
 import { printJson } from '../output.js';
 import { askSecret, isInteractive } from '../prompt.js';
 
@@ -20,7 +21,7 @@ export async function authorize(context: CommandContext, options: { browser?: bo
   const appSecret = v.appSecret ?? (await askSecret('Dropbox app secret (hidden)'));
   const tokens = await authorizeInteractively({
     settings: v, appKey, appSecret, paste: options.browser === false, openBrowser: options.open !== false,
-    timeoutMs: timeoutSeconds * 1000, io: context.io, stdin: context.stdin,
+    timeoutMs: timeoutSeconds * 1000, io: context.io, stdin: context.stdin, signal: interruptSignal,
   });
   context.io.stderr.write(
     '\nThe refresh token follows on stdout. It is a secret that does not expire: hand it to the other host as\n' +

@@ -1,9 +1,11 @@
 // `syncauth setup`: from nothing to a working connector. Everything is gathered and checked before the browser
-// opens; the writes (secrets, connector, workflow, profile state) happen last, together, and Ctrl-C waits
-// for them, so an interrupted setup leaves either nothing or a complete profile.
+// opens, and nothing is written until the grant is checked. Then the secrets and the profile's state are
+// written together, and only then is the service asked for the connector and the workflow: Ctrl-C (which
+// abandons every wait at once and never cuts a write in half) leaves either nothing, or a profile that says
+// setup is unfinished and that `syncauth refresh` completes; never secrets without their state.
 import { ExitCode, SyncauthError, ValidationError, type FieldIssue } from '../../errors.js';
 import { howToSet } from '../../config.js';
-import { newSecretsVersion } from '../../profile/index.js';
+import { newSecretsVersion, type ProfileState } from '../../profile/index.js';
 import {
   checkAccessTokenShape, checkGrantedScopes, isOAuthError, listFolder, renewAccessToken, SCOPES_FOR_ACCESS, type TokenSet,
 } from '../../oauth/index.js';
@@ -13,6 +15,7 @@ import { defaultConnectorName, reconcileConnector, type ReconcileResult } from '
 import { ServiceClient } from '../../service/client.js';
 import { authorizeInteractively, dropboxCredentialIssues } from '../authorization.js';
 import type { CommandContext } from '../context.js';
+import { InterruptedError, interruptSignal, writeSection } from '../interrupt.js';
 import { printJson } from '../output.js';
 import { askSecret, askText, isInteractive } from '../prompt.js';
 import { openSession, readSecrets, type ProfileSession } from '../session.js';
@@ -138,7 +141,7 @@ async function verifyGrant(session: ProfileSession, tokens: TokenSet, remoteUrl:
   if (tokens.scopes.length === 0 || tokens.scopes.includes('files.metadata.read')) {
     const folder = dropboxApiPath(remoteUrl);
     try {
-      const listing = await listFolder({ apiUrl: session.values.dropboxApiUrl, accessToken: tokens.accessToken, path: folder });
+      const listing = await listFolder({ apiUrl: session.values.dropboxApiUrl, accessToken: tokens.accessToken, path: folder, signal: interruptSignal });
       context.io.stderr.write(`✓ ${remoteUrl} is readable (${listing.entries.length}${listing.hasMore ? '+' : ''} entries)\n`);
     } catch (error) {
       if (isOAuthError(error, 'OAUTH_PATH_NOT_FOUND')) {
@@ -154,24 +157,6 @@ async function verifyGrant(session: ProfileSession, tokens: TokenSet, remoteUrl:
     notes.push(`could not check ${remoteUrl}: tick files.metadata.read in the App Console to let setup check it`);
   }
   return notes;
-}
-
-/** Runs `work` with Ctrl-C deferred until it is done, so the writes inside it are never cut in half. */
-async function uninterruptible<T>(context: CommandContext, work: () => Promise<T>): Promise<T> {
-  let interrupted = false;
-  const onSignal = () => {
-    if (!interrupted) context.io.stderr.write('\nfinishing the writes in progress, then stopping…\n');
-    interrupted = true;
-  };
-  process.on('SIGINT', onSignal);
-  process.on('SIGTERM', onSignal);
-  try {
-    return await work();
-  } finally {
-    process.off('SIGINT', onSignal);
-    process.off('SIGTERM', onSignal);
-    if (interrupted) process.exitCode = 130;
-  }
 }
 
 export async function setup(context: CommandContext, options: SetupOptions): Promise<void> {
@@ -192,6 +177,7 @@ export async function setup(context: CommandContext, options: SetupOptions): Pro
       tokenUrl: session.values.tokenUrl,
       app: { appKey: gathered.appKey, appSecret: gathered.appSecret },
       refreshToken: gathered.refreshToken,
+      signal: interruptSignal,
     });
   } else {
     tokens = await authorizeInteractively({
@@ -203,14 +189,14 @@ export async function setup(context: CommandContext, options: SetupOptions): Pro
       timeoutMs: timeoutSeconds * 1000,
       io,
       stdin: context.stdin,
+      signal: interruptSignal,
     });
   }
   io.stderr.write(`✓ authorized${tokens.accountId ? ` Dropbox account ${tokens.accountId}` : ''}; access token valid until ${new Date(tokens.expiresAt).toISOString()}\n`);
   const notes = await verifyGrant(session, tokens, gathered.remoteUrl, context);
   for (const note of notes) io.stderr.write(`! ${note}\n`);
 
-  const outcome = await uninterruptible(context, () => commit(session, gathered, tokens));
-  const { result } = outcome;
+  const { result } = await commit(session, gathered, tokens);
   if (context.json) {
     printJson(io, {
       profile: session.name,
@@ -237,15 +223,6 @@ export async function setup(context: CommandContext, options: SetupOptions): Pro
 
 async function commit(session: ProfileSession, gathered: Gathered, tokens: TokenSet): Promise<{ result: ReconcileResult }> {
   const v = session.values;
-  const secretsVersion = newSecretsVersion();
-  if (session.secrets.writable) {
-    await session.secrets.set(session.name, {
-      app_key: gathered.appKey,
-      app_secret: gathered.appSecret,
-      refresh_token: tokens.refreshToken,
-      api_key: gathered.apiKey,
-    });
-  }
   const profileFields = {
     baseUrl: gathered.baseUrl,
     apiKeyHeader: v.apiKeyHeader,
@@ -262,9 +239,40 @@ async function commit(session: ProfileSession, gathered: Gathered, tokens: Token
     accessTokenExpiresAt: new Date(tokens.expiresAt).toISOString(),
     lastRenewalAt: new Date().toISOString(),
     needsReauthorization: false,
-    secretsVersion,
+    secretsVersion: newSecretsVersion(),
   };
+  // A connector of another name is not this one; reconcile is not given its id either.
+  const knownConnector = (current: ProfileState | undefined) =>
+    (current?.connectorId && current.connectorName === gathered.connectorName ? { connectorId: current.connectorId } : {});
+  const failure = (code: string, message: string) => ({ code, message, at: new Date().toISOString(), terminal: false });
+  const finishHint = `the grant is stored; run \`syncauth refresh --profile ${session.name}\` to finish`;
+
+  // Up to here nothing is written, and Ctrl-C leaves nothing.
+  interruptSignal.throwIfAborted();
+  // The grant is kept from here on (a code cannot be used twice), with the state that names it; that state
+  // says setup is unfinished until the connector is in place, so a stop (an error, Ctrl-C, a crash) leaves
+  // a profile `refresh` can finish.
+  await writeSection(async () => {
+    if (session.secrets.writable) {
+      await session.secrets.set(session.name, {
+        app_key: gathered.appKey,
+        app_secret: gathered.appSecret,
+        refresh_token: tokens.refreshToken,
+        api_key: gathered.apiKey,
+      });
+    }
+    await session.profiles.update(session.name, (current) => ({
+      ...profileFields,
+      ...knownConnector(current),
+      lastError: failure('SYNCAUTH_SETUP_UNFINISHED', `setup stopped before the source connector was created or updated; \`syncauth refresh --profile ${session.name}\` finishes it`),
+    }), { resetCorrupt: true });
+  });
+
   const client = new ServiceClient({ baseUrl: gathered.baseUrl, apiKey: gathered.apiKey, apiKeyHeader: v.apiKeyHeader });
+  // Ctrl-C gives up on the service at once: the state above already says where setup stopped.
+  const cancel = () => client.cancel();
+  interruptSignal.addEventListener('abort', cancel, { once: true });
+  if (interruptSignal.aborted) cancel();
   try {
     const result = await reconcileConnector({
       client,
@@ -277,30 +285,31 @@ async function commit(session: ProfileSession, gathered: Gathered, tokens: Token
         refreshToken: tokens.refreshToken,
         accessToken: tokens.accessToken,
       },
-      ...(session.state?.connectorId && session.state.connectorName === gathered.connectorName ? { connectorId: session.state.connectorId } : {}),
+      ...knownConnector(session.state),
       ...(gathered.workflowId ? { workflow: { id: gathered.workflowId, ...(gathered.schedule ? { schedule: gathered.schedule } : {}) } } : {}),
     });
-    await session.profiles.update(session.name, () => ({
+    await writeSection(() => session.profiles.update(session.name, () => ({
       ...profileFields,
       connectorId: result.connector.id,
       // The configured name, not a replacement's time-stamped one, so later runs find the whole family.
       connectorName: gathered.connectorName,
-    }), { resetCorrupt: true });
+    }), { resetCorrupt: true }));
     return { result };
   } catch (error) {
-    // The grant is kept (a code cannot be used twice); record where setup stopped so `refresh` can finish it.
+    if (interruptSignal.aborted) throw new InterruptedError('setup was interrupted before the source connector was ready', { hint: finishHint });
     const message = error instanceof Error ? error.message : String(error);
     const code = error instanceof SyncauthError ? error.code : 'UNKNOWN';
-    await session.profiles.update(session.name, (current) => ({
+    await writeSection(() => session.profiles.update(session.name, (current) => ({
       ...profileFields,
-      ...(current?.connectorId ? { connectorId: current.connectorId } : {}),
-      lastError: { code, message, at: new Date().toISOString(), terminal: false },
-    }), { resetCorrupt: true });
+      ...knownConnector(current),
+      lastError: failure(code, message),
+    }), { resetCorrupt: true }));
     if (error instanceof SyncauthError && !error.hint) {
-      throw new SyncauthError(error.code, error.message, { exitCode: error.exitCode, hint: `the grant is stored; run \`syncauth refresh --profile ${session.name}\` to finish`, cause: error });
+      throw new SyncauthError(error.code, error.message, { exitCode: error.exitCode, hint: finishHint, cause: error });
     }
     throw error;
   } finally {
+    interruptSignal.removeEventListener('abort', cancel);
     await client.close();
   }
 }

@@ -1,0 +1,294 @@
+// Ctrl-C and SIGTERM sent to real processes: the built CLI in each phase of `setup`, `authorize` and `refresh`
+// (the browser wait, the paste prompt, a token exchange or a service call that never answers), and the
+// policy of src/cli/interrupt.ts itself (second signal, deadline, write sections) in a small script. The
+// bounds are generous: they check behaviour (the process ends, promptly), not speed.
+import { spawn } from 'node:child_process';
+import { createServer, type IncomingMessage, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ROOT, type CliResult } from '../helpers/cli.js';
+import {
+  AUTHORIZE_URL_PATTERN, approveLikeABrowser, filesUnder, grantRefreshToken, newHome, onboardingEnv, readProfileState, runCli, sources, spawnCli,
+  startOnboarding, storedSecrets, type CliProcess, type Home, type Onboarding,
+} from '../helpers/onboarding.js';
+
+// A first signal ends a command within 5 s; the slack covers a loaded machine.
+const FIRST_SIGNAL_BOUND_S = 8;
+const STACK_FRAME = /^\s+at .+:\d+:\d+\)?$/m;
+
+/** A server on 127.0.0.1 that takes requests and never answers them: a hung Dropbox or service. */
+interface HangingServer {
+  url: string;
+  requests: string[];
+  /** Resolves once a request whose path starts with `prefix` has arrived. */
+  arrived(prefix: string): Promise<void>;
+  close(): Promise<void>;
+}
+
+async function startHangingServer(): Promise<HangingServer> {
+  const requests: string[] = [];
+  const waiting = new Set<() => void>();
+  const server: Server = createServer((req: IncomingMessage) => {
+    requests.push(req.url ?? '');
+    req.resume();
+    for (const check of waiting) check();
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    requests,
+    arrived: (prefix) => new Promise((resolve) => {
+      const check = () => {
+        if (requests.some((r) => r.startsWith(prefix))) {
+          waiting.delete(check);
+          resolve();
+        }
+      };
+      waiting.add(check);
+      check();
+    }),
+    close: () => new Promise((resolve) => {
+      server.closeAllConnections();
+      server.close(() => resolve());
+    }),
+  };
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function waitFor<T>(what: string, probe: () => T | undefined, timeoutMs = 15_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(50);
+  }
+}
+
+/** Sends `signal` and waits for the process to end; `seconds` is the time from the signal to the exit. */
+async function signalAndWait(proc: Pick<CliProcess, 'pid' | 'result'>, signal: NodeJS.Signals = 'SIGINT'): Promise<CliResult & { seconds: number }> {
+  const sentAt = Date.now();
+  process.kill(proc.pid, signal);
+  const result = await proc.result;
+  return { ...result, seconds: (Date.now() - sentAt) / 1000 };
+}
+
+function expectQuietInterruption(result: CliResult & { seconds: number }, code = 130): void {
+  expect(result.stderr).not.toMatch(STACK_FRAME);
+  expect(result.stderr).not.toMatch(/unexpected failure/);
+  expect(result.code).toBe(code);
+  expect(result.seconds).toBeLessThan(FIRST_SIGNAL_BOUND_S);
+}
+
+let ob: Onboarding;
+let hanging: HangingServer;
+
+beforeAll(async () => {
+  ob = await startOnboarding();
+  hanging = await startHangingServer();
+});
+afterAll(async () => {
+  await hanging.close();
+  await ob.emulator.close();
+});
+
+function setupEnv(home: Home, extra: Record<string, string | undefined> = {}) {
+  return onboardingEnv(ob, home, { SYNCAUTH_PROFILE: 'docs', ...extra });
+}
+
+describe('a first Ctrl-C ends the command within 5 s, whatever it waits for', () => {
+  it('setup, waiting for the browser to come back: exit 130, nothing written', async () => {
+    const home = newHome();
+    const proc = spawnCli(['setup', '--yes', '--no-open'], { env: setupEnv(home), cwd: home.dir });
+    await proc.waitForStderr(/Waiting for Dropbox to send the browser back/);
+    const result = await signalAndWait(proc);
+    expectQuietInterruption(result);
+    expect(result.stderr).toMatch(/interrupted/);
+    expect(filesUnder(home.configDir)).toEqual([]);
+  });
+
+  it('setup --no-browser, at the paste prompt with stdin left open: exit 130, nothing written', async () => {
+    const home = newHome();
+    const proc = spawnCli(['setup', '--yes', '--no-browser'], { env: setupEnv(home), cwd: home.dir });
+    await proc.waitForStderr(/Paste it here/);
+    const result = await signalAndWait(proc);
+    expectQuietInterruption(result);
+    expect(filesUnder(home.configDir)).toEqual([]);
+  });
+
+  it('authorize, waiting for the browser, on SIGTERM: exit 143, no token printed', async () => {
+    const home = newHome();
+    const proc = spawnCli(['authorize', '--no-open'], { env: setupEnv(home), cwd: home.dir });
+    await proc.waitForStderr(/Waiting for Dropbox to send the browser back/);
+    const result = await signalAndWait(proc, 'SIGTERM');
+    expectQuietInterruption(result, 143);
+    expect(result.stdout).toBe('');
+  });
+
+  it('setup, while Dropbox\'s token endpoint never answers the code exchange: exit 130, nothing written', async () => {
+    const home = newHome();
+    const proc = spawnCli(['setup', '--yes', '--no-open'], { env: setupEnv(home, { SYNCAUTH_TOKEN_URL: `${hanging.url}/exchange/oauth2/token` }), cwd: home.dir });
+    await approveLikeABrowser(await proc.waitForStderr(AUTHORIZE_URL_PATTERN));
+    await hanging.arrived('/exchange/');
+    const result = await signalAndWait(proc);
+    expectQuietInterruption(result);
+    expect(filesUnder(home.configDir)).toEqual([]);
+  });
+
+  it('setup, while the service never answers: exit 130, the grant kept with state saying setup is unfinished, which refresh completes', async () => {
+    const home = newHome();
+    // The service's first answer is held back for a minute; the request is under way once the state exists.
+    ob.emulator.setFaults([{ route: 'sources', latencyMs: 60_000, times: 1 }]);
+    try {
+      const proc = spawnCli(['setup', '--yes', '--no-open', '--connector-name', 'hung-service'], { env: setupEnv(home), cwd: home.dir });
+      await approveLikeABrowser(await proc.waitForStderr(AUTHORIZE_URL_PATTERN));
+      await waitFor('the state written before the service is asked', () => readProfileState(home, 'docs'));
+      await sleep(200);
+      const result = await signalAndWait(proc);
+      expectQuietInterruption(result);
+      expect(result.stderr).toMatch(/hint: the grant is stored; run `syncauth refresh --profile docs` to finish/);
+      // Never secrets without the state that names them.
+      expect((await storedSecrets(home, 'docs')).refresh_token).toBeTruthy();
+      expect(readProfileState(home, 'docs')).toMatchObject({
+        profile: 'docs', connectorName: 'hung-service', lastError: { code: 'SYNCAUTH_SETUP_UNFINISHED', terminal: false },
+      });
+      expect(filesUnder(home.configDir).map((f) => path.relative(home.configDir, f))).toEqual(['profiles/docs.json', 'secrets.enc']);
+    } finally {
+      ob.emulator.setFaults([]);
+    }
+
+    const refreshed = await runCli(['refresh'], {
+      env: { SYNCAUTH_CONFIG_DIR: home.configDir, SYNCAUTH_STORE: 'file', SYNCAUTH_STORE_KEY: home.storeKey, SYNCAUTH_PROFILE: 'docs' }, cwd: home.dir,
+    });
+    expect(refreshed.stderr).not.toMatch(/^error/m);
+    expect(refreshed.code).toBe(0);
+    const state = readProfileState(home, 'docs');
+    expect(state?.lastError).toBeUndefined();
+    expect(sources(ob).filter((s) => s.name === 'hung-service').map((s) => s.id)).toEqual([state?.connectorId]);
+  });
+
+  it('refresh, while the service never answers: exit 130 at once', async () => {
+    const home = newHome();
+    const env = setupEnv(home, {
+      SYNCAUTH_STORE: 'env', SYNCAUTH_REFRESH_TOKEN: await grantRefreshToken(ob), SYNCAUTH_BASE_URL: `${hanging.url}/refresh-service`,
+    });
+    const proc = spawnCli(['refresh'], { env, cwd: home.dir });
+    await hanging.arrived('/refresh-service/');
+    const result = await signalAndWait(proc);
+    expectQuietInterruption(result);
+    expect(result.seconds).toBeLessThan(2);
+  });
+});
+
+// The policy on its own: a script that installs the handler from the build and then waits in a way that
+// ignores the signal, or writes in a write section.
+const INTERRUPT_MODULE = pathToFileURL(path.join(ROOT, 'dist/cli/interrupt.js')).href;
+
+function runScript(body: string): Pick<CliProcess, 'pid' | 'result' | 'waitForStderr'> {
+  const script = `const { handleSignals, writeSection } = await import(${JSON.stringify(INTERRUPT_MODULE)});\n${body}`;
+  const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.setEncoding('utf8').on('data', (d: string) => { stdout += d; });
+  const listeners = new Set<() => void>();
+  child.stderr.setEncoding('utf8').on('data', (d: string) => {
+    stderr += d;
+    for (const listener of listeners) listener();
+  });
+  let exited = false;
+  const timer = setTimeout(() => child.kill('SIGKILL'), 20_000);
+  const result = new Promise<CliResult>((resolve) => child.on('close', (code) => {
+    exited = true;
+    clearTimeout(timer);
+    for (const listener of listeners) listener();
+    resolve({ code, stdout, stderr });
+  }));
+  return {
+    pid: child.pid as number,
+    result,
+    waitForStderr: (pattern) => new Promise((resolve, reject) => {
+      const check = () => {
+        const match = pattern.exec(stderr);
+        if (match || exited) listeners.delete(check);
+        if (match) resolve(match[0]);
+        else if (exited) reject(new Error(`the script exited before printing ${pattern}; stderr:\n${stderr}`));
+      };
+      listeners.add(check);
+      check();
+    }),
+  };
+}
+
+describe('the signal policy, on a real process', () => {
+  it('a command that does not unwind is ended by the deadline, with 130, within 5 s', async () => {
+    const proc = runScript("handleSignals('unwind'); setInterval(() => undefined, 1000); process.stderr.write('ready\\n');");
+    await proc.waitForStderr(/ready/);
+    const result = await signalAndWait(proc);
+    expect(result.code).toBe(130);
+    expect(result.seconds).toBeGreaterThan(3);
+    expect(result.seconds).toBeLessThan(FIRST_SIGNAL_BOUND_S);
+    expect(result.stderr).toMatch(/Ctrl-C again to stop at once/);
+  });
+
+  it('a second Ctrl-C ends it at once', async () => {
+    const proc = runScript("handleSignals('unwind'); setInterval(() => undefined, 1000); process.stderr.write('ready\\n');");
+    await proc.waitForStderr(/ready/);
+    process.kill(proc.pid, 'SIGINT');
+    await proc.waitForStderr(/interrupted/);
+    const result = await signalAndWait(proc);
+    expect(result.code).toBe(130);
+    expect(result.seconds).toBeLessThan(2);
+  });
+
+  it('SIGTERM exits 143', async () => {
+    const proc = runScript("handleSignals('exit'); setInterval(() => undefined, 1000); process.stderr.write('ready\\n');");
+    await proc.waitForStderr(/ready/);
+    const result = await signalAndWait(proc, 'SIGTERM');
+    expect(result.code).toBe(143);
+    expect(result.seconds).toBeLessThan(2);
+  });
+
+  it('neither signal cuts a write section: the exit waits for it to finish, and nothing after it runs', async () => {
+    const proc = runScript(`
+      handleSignals('unwind');
+      setInterval(() => undefined, 1000);
+      await writeSection(async () => {
+        process.stderr.write('writing\\n');
+        await new Promise((resolve) => setTimeout(resolve, 1500));
+        process.stderr.write('written\\n');
+      });
+      process.stderr.write('after the write section\\n');
+    `);
+    await proc.waitForStderr(/writing/);
+    process.kill(proc.pid, 'SIGINT');
+    await sleep(100);
+    const result = await signalAndWait(proc);
+    expect(result.code).toBe(130);
+    expect(result.stderr).toMatch(/written/);
+    expect(result.stderr).not.toMatch(/after the write section/);
+    expect(result.seconds).toBeLessThan(FIRST_SIGNAL_BOUND_S);
+  });
+
+  it("the first signal in 'exit' mode ends the process at once, after the open write section", async () => {
+    const proc = runScript(`
+      handleSignals('exit');
+      setInterval(() => undefined, 1000);
+      await writeSection(async () => {
+        process.stderr.write('writing\\n');
+        await new Promise((resolve) => setTimeout(resolve, 1000));
+        process.stderr.write('written\\n');
+      });
+      process.stderr.write('after the write section\\n');
+    `);
+    await proc.waitForStderr(/writing/);
+    const result = await signalAndWait(proc);
+    expect(result.code).toBe(130);
+    expect(result.stderr).toMatch(/written/);
+    expect(result.stderr).not.toMatch(/after the write section/);
+    expect(result.seconds).toBeLessThan(3);
+  });
+});
