@@ -2,6 +2,11 @@
 // chosen with SYNCAUTH_STORE=file. One file holds every profile: AES-256-GCM under a key derived with scrypt
 // from SYNCAUTH_STORE_KEY. The header (format, version, KDF parameters and salt) is authenticated as
 // associated data, so weakening the parameters in the file is detected like any other tampering.
+//
+// Format versions: 1 held the four secrets; 2 adds each profile's cached access token. A version 1 file is read
+// as it is and written back as version 2 on the next change. The number went up, although the envelope kept
+// its shape, so that an older syncauth meeting a file with a cached token says to upgrade instead of calling
+// the file corrupt and suggesting to delete it.
 import { createCipheriv, createDecipheriv, randomBytes, scrypt } from 'node:crypto';
 import path from 'node:path';
 import { z } from 'zod';
@@ -9,12 +14,13 @@ import { ensurePrivateDir, readTextIfExists, writePrivateFile } from '../profile
 import { withFileLock } from '../profile/lock.js';
 import { PROFILE_NAME_PATTERN, assertProfileName } from '../profile/name.js';
 import { SecretStoreError } from './errors.js';
-import { SECRET_NAMES, planMerge } from './types.js';
-import type { ProfileSecrets, SecretStore } from './types.js';
+import { STORED_NAMES, planMerge } from './types.js';
+import type { StoredSecrets, SecretStore } from './types.js';
 
 export const SECRET_FILE_NAME = 'secrets.enc';
 const FORMAT = 'syncauth-secrets';
-const VERSION = 1;
+const VERSION = 2;
+const READABLE_VERSIONS = [1, 2] as const;
 // 2^15 × 8 × 128 bytes = 32 MiB and about 0.1 s per derivation: OWASP's floor for scrypt, paid once per process
 // because the derived key is cached for the file's salt.
 const DEFAULT_KDF = { N: 2 ** 15, r: 8, p: 1 } as const;
@@ -28,7 +34,7 @@ const base64Of = (bytes: number) =>
 // Bounds on the parameters keep a crafted file from making us allocate gigabytes before the tag is checked.
 const EnvelopeSchema = z.strictObject({
   format: z.literal(FORMAT),
-  version: z.literal(VERSION),
+  version: z.union(READABLE_VERSIONS.map((version) => z.literal(version))),
   kdf: z.strictObject({
     name: z.literal('scrypt'),
     N: z.number().int().min(2 ** 14).max(2 ** 17).refine((n) => (n & (n - 1)) === 0, 'must be a power of two'),
@@ -42,16 +48,17 @@ const EnvelopeSchema = z.strictObject({
 type Envelope = z.infer<typeof EnvelopeSchema>;
 type KdfParams = Envelope['kdf'];
 
+// One schema for both versions: a version 1 file is the same shape without `access_token`.
 const SecretsSchema = z.strictObject(
-  Object.fromEntries(SECRET_NAMES.map((name) => [name, z.string().min(1).optional()])) as Record<
-    (typeof SECRET_NAMES)[number],
+  Object.fromEntries(STORED_NAMES.map((name) => [name, z.string().min(1).optional()])) as Record<
+    (typeof STORED_NAMES)[number],
     z.ZodOptional<z.ZodString>
   >,
 );
 const PlaintextSchema = z.strictObject({
   profiles: z.record(z.string().regex(PROFILE_NAME_PATTERN), SecretsSchema),
 });
-type Profiles = Record<string, ProfileSecrets>;
+type Profiles = Record<string, StoredSecrets>;
 
 export interface FileSecretStoreOptions {
   configDir: string;
@@ -116,7 +123,7 @@ export function openFileSecretStore(options: FileSecretStoreOptions): SecretStor
     let plaintext: Buffer;
     try {
       const decipher = createDecipheriv('aes-256-gcm', key, Buffer.from(envelope.cipher.iv, 'base64'));
-      decipher.setAAD(associatedData(envelope.kdf));
+      decipher.setAAD(associatedData(envelope.version, envelope.kdf));
       decipher.setAuthTag(Buffer.from(envelope.cipher.tag, 'base64'));
       plaintext = Buffer.concat([decipher.update(Buffer.from(envelope.data, 'base64')), decipher.final()]);
     } catch {
@@ -147,7 +154,7 @@ export function openFileSecretStore(options: FileSecretStoreOptions): SecretStor
     const key = await deriveKey(pass, kdf);
     const iv = randomBytes(IV_BYTES);
     const cipher = createCipheriv('aes-256-gcm', key, iv);
-    cipher.setAAD(associatedData(kdf));
+    cipher.setAAD(associatedData(VERSION, kdf));
     const plaintext = Buffer.from(JSON.stringify({ profiles }), 'utf8');
     const data = Buffer.concat([cipher.update(plaintext), cipher.final()]);
     plaintext.fill(0);
@@ -218,7 +225,7 @@ export function openFileSecretStore(options: FileSecretStoreOptions): SecretStor
       const { write, remove } = planMerge(secrets);
       if (write.length === 0 && remove.length === 0) return;
       await modify((profiles) => {
-        const next: ProfileSecrets = Object.hasOwn(profiles, profile) ? { ...profiles[profile] } : {};
+        const next: StoredSecrets = Object.hasOwn(profiles, profile) ? { ...profiles[profile] } : {};
         for (const [name, value] of write) next[name] = value;
         for (const name of remove) delete next[name];
         if (Object.keys(next).length === 0) delete profiles[profile];
@@ -243,9 +250,9 @@ export function openFileSecretStore(options: FileSecretStoreOptions): SecretStor
   };
 }
 
-function associatedData(kdf: KdfParams): Buffer {
+function associatedData(version: Envelope['version'], kdf: KdfParams): Buffer {
   return Buffer.from(
-    JSON.stringify({ format: FORMAT, version: VERSION, kdf: { name: kdf.name, N: kdf.N, r: kdf.r, p: kdf.p, salt: kdf.salt } }),
+    JSON.stringify({ format: FORMAT, version, kdf: { name: kdf.name, N: kdf.N, r: kdf.r, p: kdf.p, salt: kdf.salt } }),
     'utf8',
   );
 }

@@ -20,14 +20,14 @@ import { ensurePrivateDir } from '../profile/files.js';
 import { withFileLock } from '../profile/lock.js';
 import { assertProfileName, isProfileName } from '../profile/name.js';
 import { SecretStoreError } from './errors.js';
-import { SECRET_NAMES, planMerge } from './types.js';
-import type { ProfileSecrets, SecretName, SecretStore } from './types.js';
+import { STORED_NAMES, planMerge } from './types.js';
+import type { StoredSecrets, SecretStore, StoredName } from './types.js';
 
 export const KEYCHAIN_SERVICE = 'syncauth';
 export const KEYCHAIN_INDEX_ACCOUNT = '__profiles__';
 const INDEX_LOCK_FILE = 'keychain-index.lock';
 
-export function keychainAccount(profile: string, name: SecretName): string {
+export function keychainAccount(profile: string, name: StoredName): string {
   return `${profile}:${name}`;
 }
 
@@ -89,7 +89,7 @@ export interface KeychainSecretStoreOptions {
 }
 
 export function openKeychainSecretStore(options: KeychainSecretStoreOptions): SecretStore {
-  const accounts = (profile: string) => SECRET_NAMES.map((name) => keychainAccount(profile, name));
+  const accounts = (profile: string) => STORED_NAMES.map((name) => keychainAccount(profile, name));
   const indexLock = path.join(options.configDir, INDEX_LOCK_FILE);
 
   const run = (ops: KeychainOp[], doing: string, values: string[] = []) =>
@@ -120,8 +120,8 @@ export function openKeychainSecretStore(options: KeychainSecretStoreOptions): Se
         accounts(profile).map((account) => ({ op: 'get', account })),
         `reading the secrets of profile "${profile}"`,
       );
-      const secrets: ProfileSecrets = {};
-      SECRET_NAMES.forEach((name, i) => {
+      const secrets: StoredSecrets = {};
+      STORED_NAMES.forEach((name, i) => {
         const value = results[i];
         if (typeof value === 'string' && value !== '') secrets[name] = value;
       });

@@ -2,7 +2,7 @@
 // profile, carrying the current credentials and the freshest access token, and (when a workflow is named) make
 // that workflow read from it.
 import { dropboxApiPath } from '../service/source-configs.js';
-import { isServiceError, type ServiceClient } from '../service/index.js';
+import { ServiceError, isServiceError, type ServiceClient } from '../service/index.js';
 import { SCHEDULE_CRON, type Schedule, type SourceConnectorInformation, type WorkflowInformation } from '../service/models.js';
 
 export interface DropboxConnectorSpec {
@@ -80,13 +80,15 @@ export async function reconcileConnector(input: ReconcileInput): Promise<Reconci
   } else {
     // Adopt a connector of the family (a previous run whose state was lost, or that crashed between creating
     // and recording) instead of failing on the service's unique-name rule or making a second one.
-    family = await listFamily(client, connector.name);
-    const existing = family[0];
-    if (existing) {
+    family = await listFamily(client, connector);
+    const created = family[0] ? undefined : await createOrAdopt(client, connector.name, connector, config);
+    if (created && !created.adopted) {
+      result = { connector: created.connector, action: 'created', removed: [] };
+    } else {
+      // The connector listed, or the one another process created between the listing and this create.
+      const existing = created?.connector ?? (family[0] as SourceConnectorInformation);
       result = await updateKnown(client, existing.id, connector, config, now);
       if (result.action === 'updated') result.action = 'adopted';
-    } else {
-      result = { connector: await client.createSource({ name: connector.name, type: 'dropbox', config }), action: 'created', removed: [] };
     }
   }
 
@@ -97,7 +99,7 @@ export async function reconcileConnector(input: ReconcileInput): Promise<Reconci
   }
   // Any path that created or adopted a connector may follow a crash that left another member of the family
   // behind; once the workflow reads from the one kept, the others go.
-  if (result.action !== 'updated') result.removed = await removeStaleFamily(client, connector.name, result.connector.id, family);
+  if (result.action !== 'updated') result.removed = await removeStaleFamily(client, connector, result.connector.id, family);
   return result;
 }
 
@@ -117,30 +119,82 @@ async function updateKnown(
     const stillThere = error.status === 405 || (await exists(client, id));
     if (!stillThere) {
       // A recreation that crashed before its id was recorded left a connector of the family: take it.
-      const survivor = await findFamilyMember(client, connector.name, id);
-      if (survivor) {
-        const adopted = await updateKnown(client, survivor.id, connector, config, now);
-        return adopted.action === 'updated' ? { ...adopted, action: 'recreated' } : adopted;
-      }
-      const recreated = await client.createSource({ name: connector.name, type: 'dropbox', config });
-      return { connector: recreated, action: 'recreated', removed: [] };
+      const survivor = await findFamilyMember(client, connector, id);
+      const recreated = survivor ? undefined : await createOrAdopt(client, connector.name, connector, config);
+      if (recreated && !recreated.adopted) return { connector: recreated.connector, action: 'recreated', removed: [] };
+      const adopted = await updateKnown(client, (recreated?.connector ?? (survivor as SourceConnectorInformation)).id, connector, config, now);
+      return adopted.action === 'updated' ? { ...adopted, action: 'recreated' } : adopted;
     }
     // The connector exists but cannot be updated: make a replacement under a new name. The caller points the
-    // workflow at it, then the old one is removed.
-    const replacement = await client.createSource({ name: `${connector.name}-${stamp(now())}`, type: 'dropbox', config });
-    return { connector: replacement, action: 'replaced', removed: [] };
+    // workflow at it, then the old one is removed. One that another process made in the same second is taken
+    // as it is: this deployment cannot update it either.
+    const replacement = await createOrAdopt(client, `${connector.name}-${stamp(now())}`, connector, config);
+    return { connector: replacement.connector, action: 'replaced', removed: [] };
   }
 }
 
-/** The dropbox connectors named `baseName` or one of its time-stamped replacements, newest first. */
-async function listFamily(client: ServiceClient, baseName: string): Promise<SourceConnectorInformation[]> {
-  const family = (await client.listSources({ sourceType: 'dropbox' })).filter((s) => s.type === 'dropbox' && isConnectorFamily(s.name, baseName));
+/**
+ * Why `source` is not this profile's connector, or undefined when it is: a dropbox connector of the same
+ * Dropbox app reading the same folder. Anything else named like ours (another profile's, another app's, a
+ * connector of another type) is never adopted, updated or removed: that would hand it our credentials.
+ */
+function notOurs(source: SourceConnectorInformation, connector: DropboxConnectorSpec): string | undefined {
+  if (source.type !== 'dropbox') return `it is a ${source.type} connector`;
+  const { remote_url: remoteUrl, app_key: appKey } = source.config;
+  if (remoteUrl !== connector.remoteUrl) return `it reads ${typeof remoteUrl === 'string' ? remoteUrl : 'another folder'}, not ${connector.remoteUrl}`;
+  if (typeof appKey !== 'string' || /^\**$/.test(appKey)) return 'the service does not show its app key, so it cannot be told from another Dropbox app\'s';
+  if (appKey !== connector.appKey) return 'it belongs to another Dropbox app (its app key differs)';
+  return undefined;
+}
+
+/** This profile's connectors named `connector.name` or one of its time-stamped replacements, newest first. */
+async function listFamily(client: ServiceClient, connector: DropboxConnectorSpec): Promise<SourceConnectorInformation[]> {
+  const family = (await client.listSources({ sourceType: 'dropbox' })).filter(
+    (s) => isConnectorFamily(s.name, connector.name) && notOurs(s, connector) === undefined,
+  );
   return family.sort((a, b) => Date.parse(b.created_at) - Date.parse(a.created_at));
 }
 
 /** The newest member of the family other than `exceptId`. */
-async function findFamilyMember(client: ServiceClient, baseName: string, exceptId?: string): Promise<SourceConnectorInformation | undefined> {
-  return (await listFamily(client, baseName)).find((s) => s.id !== exceptId);
+async function findFamilyMember(client: ServiceClient, connector: DropboxConnectorSpec, exceptId?: string): Promise<SourceConnectorInformation | undefined> {
+  return (await listFamily(client, connector)).find((s) => s.id !== exceptId);
+}
+
+/**
+ * Creates the connector `name`. The service's unique-name rule answers 409 when another process (a second
+ * `setup`, `refresh` or daemon of the same profile) created it after this one listed the family: that
+ * connector is adopted when it is this profile's, and anything else of that name is a conflict the user
+ * resolves.
+ */
+async function createOrAdopt(
+  client: ServiceClient,
+  name: string,
+  connector: DropboxConnectorSpec,
+  config: Record<string, unknown>,
+): Promise<{ connector: SourceConnectorInformation; adopted: boolean }> {
+  try {
+    return { connector: await client.createSource({ name, type: 'dropbox', config }), adopted: false };
+  } catch (error) {
+    if (!isServiceError(error) || error.status !== 409) throw error;
+    const holders = (await client.listSources()).filter((s) => s.name === name);
+    const winner = holders.sort((a, b) => Date.parse(b.created_at) - Date.parse(a.created_at))[0];
+    const reason = winner ? notOurs(winner, connector) : 'it could not be found right after';
+    if (winner && reason === undefined) return { connector: winner, adopted: true };
+    throw new ServiceError(
+      'SERVICE_CONFLICT',
+      `a source connector named "${name}"${winner ? ` (${winner.id})` : ''} already exists on the service and is not this profile's: ${reason}`,
+      {
+        status: 409,
+        ...(error.method ? { method: error.method } : {}),
+        ...(error.path ? { path: error.path } : {}),
+        hint: winner
+          ? `choose another name with --connector-name (or SYNCAUTH_CONNECTOR_NAME), or, if that connector is no longer used, ` +
+            `delete it with \`syncauth source delete ${winner.id}\` and run the command again`
+          : 'run the command again',
+        cause: error,
+      },
+    );
+  }
 }
 
 async function exists(client: ServiceClient, id: string): Promise<boolean> {
@@ -172,9 +226,9 @@ async function wireWorkflow(
  * Deletes the other connectors of the family; where deletes are refused, they stay. `listed` is the family as
  * listed earlier in the same cycle: a plain create after an empty listing then costs no second listing.
  */
-async function removeStaleFamily(client: ServiceClient, baseName: string, keepId: string, listed?: SourceConnectorInformation[]): Promise<string[]> {
+async function removeStaleFamily(client: ServiceClient, connector: DropboxConnectorSpec, keepId: string, listed?: SourceConnectorInformation[]): Promise<string[]> {
   const removed: string[] = [];
-  const family = (listed ?? (await listFamily(client, baseName))).filter((s) => s.id !== keepId);
+  const family = (listed ?? (await listFamily(client, connector))).filter((s) => s.id !== keepId);
   for (const stale of family) {
     try {
       await client.deleteSource(stale.id);

@@ -11,6 +11,12 @@ export interface RenewOptions {
   tokenUrl: string;
   /** Called under the lock when Dropbox hands out a new refresh token, to store it before anything else. */
   onNewRefreshToken?: (refreshToken: string) => Promise<void>;
+  /**
+   * Called under the lock with every fresh token set, after `onNewRefreshToken` and before the state records
+   * the renewal, to keep the access token and its expiry where the profile's secrets live so that other
+   * processes reuse it (see `accessTokenKeeper` in token-cache.ts). A rejection fails the renewal.
+   */
+  onNewAccessToken?: (tokens: TokenSet) => Promise<void>;
   now?: () => number;
   /** Cancels the token request (the daemon's shutdown, a lost lease). */
   signal?: AbortSignal;
@@ -18,14 +24,11 @@ export interface RenewOptions {
   timeoutMs?: number;
 }
 
-/** Renews and records expiry and renewal time; a failure is recorded too (terminal ones flag re-authorization). */
-export async function renewProfileToken(options: RenewOptions): Promise<TokenSet> {
-  return options.profiles.withLock(options.name, () => renewHoldingLock(options));
-}
-
 /**
- * The body of {@link renewProfileToken}, for a caller that already holds the profile's renewal lock and has
- * re-read the state under it (the daemon decides there whether another process renewed in the meantime).
+ * Renews and records expiry and renewal time; a failure is recorded too (terminal ones flag re-authorization).
+ * The caller holds the profile's renewal lock (`ProfileStore.withLock`) and has re-read, under it, what another
+ * process may have renewed in the meantime: the state's expiry (the daemon) or the token kept in the secret
+ * store (`token`, `refresh`).
  */
 export async function renewHoldingLock(options: RenewOptions): Promise<TokenSet> {
   const { profiles, name } = options;
@@ -46,6 +49,7 @@ export async function renewHoldingLock(options: RenewOptions): Promise<TokenSet>
   if (tokens.refreshToken !== options.refreshToken && options.onNewRefreshToken) {
     await options.onNewRefreshToken(tokens.refreshToken);
   }
+  await options.onNewAccessToken?.(tokens);
   await profiles.update(name, (current) => ({
     ...baseState(current),
     accessTokenExpiresAt: new Date(tokens.expiresAt).toISOString(),

@@ -3,6 +3,7 @@
 // and the encrypted store.
 import { existsSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openSecretStore } from '../../src/credentials/index.js';
 import {
   currentAccount, filesUnder, grantRefreshToken, newestAccessTokenOf, newestRefreshToken, newHome, onboardingEnv, profileFile, readProfileState,
   renewAtEmulator, runCli, runWithApproval, sources, startOnboarding, storedSecrets, type Home, type Onboarding,
@@ -205,8 +206,11 @@ describe.concurrent('refresh', () => {
 });
 
 describe.concurrent('logout', () => {
-  it('revokes the grant at Dropbox and deletes the secrets and the state', async () => {
+  it('revokes the grant at Dropbox and deletes the secrets, the kept access token and the state', async () => {
     const p = await onboard('bye');
+    expect((await run(p, ['token', '--profile', 'bye'])).code).toBe(0);
+    const store = openSecretStore({ kind: 'file', configDir: p.home.configDir, storeKey: p.home.storeKey, env: {} });
+    expect((await store.get('bye')).access_token).toBeDefined();
     const result = await run(p, ['logout', '--profile', 'bye']);
     expect(result.code).toBe(0);
     expect(result.stderr).toMatch(/✓ grant revoked at Dropbox/);
@@ -216,7 +220,7 @@ describe.concurrent('logout', () => {
     const renewal = await renewAtEmulator(ob, p.refreshToken);
     expect(renewal).toEqual({ status: 400, body: { error: 'invalid_grant', error_description: 'refresh token is invalid or revoked' } });
     expect(existsSync(profileFile(p.home, 'bye'))).toBe(false);
-    expect(await storedSecrets(p.home, 'bye')).toEqual({});
+    expect(await store.get('bye')).toEqual({});
     const status = await run(p, ['status', '--profile', 'bye']);
     expect(status.code).toBe(4);
     expect(status.stderr).toMatch(/profile "bye" has not been set up/);

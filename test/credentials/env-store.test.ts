@@ -38,6 +38,17 @@ describe('environment store', () => {
     });
   });
 
+  test('keeps no access-token cache: none is read from the environment, and none can be stored', async () => {
+    const store = openSecretStore({ kind: 'env', configDir: '/nonexistent', env: { SYNCAUTH_APP_KEY: 'ak', SYNCAUTH_ACCESS_TOKEN: CANARY } });
+    expect(await store.get('default')).toEqual({ app_key: 'ak' });
+    const error = await store.set('default', { access_token: CANARY }).then(
+      () => undefined,
+      (caught: unknown) => caught,
+    );
+    expect(isSecretStoreError(error, 'STORE_READ_ONLY'), String(error)).toBe(true);
+    expect(inspect(error)).not.toContain(CANARY);
+  });
+
   test('defaults to process.env, read at call time', async () => {
     const store = openSecretStore({ kind: 'env', configDir: '/nonexistent' });
     delete process.env.SYNCAUTH_APP_SECRET;

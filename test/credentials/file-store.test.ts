@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -10,6 +10,9 @@ import type { SecretStoreError, SecretStoreErrorCode } from '../../src/credentia
 import { expectAllSucceeded, runTogether } from '../profile/helpers.js';
 
 const WORKER = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures/file-store-worker.ts');
+/** A store written by syncauth 0.1.0 (format version 1, before the access-token cache), with its key. */
+const FORMAT_1_FIXTURE = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures/secrets-v1.enc');
+const FORMAT_1_KEY = 'fixture-store-key-of-format-1';
 const KEY = 'correct horse battery staple, but longer';
 const CANARY = 'canary-5d1e8b77-file-store-secret';
 
@@ -95,7 +98,7 @@ describe('encrypted file store', () => {
     expect(raw).not.toContain(CANARY);
     expect(raw).not.toContain('docs');
     const first = envelope();
-    expect(first).toMatchObject({ format: 'syncauth-secrets', version: 1, kdf: { name: 'scrypt' }, cipher: { name: 'aes-256-gcm' } });
+    expect(first).toMatchObject({ format: 'syncauth-secrets', version: 2, kdf: { name: 'scrypt' }, cipher: { name: 'aes-256-gcm' } });
     expect(Buffer.from(String(first.kdf.salt), 'base64')).toHaveLength(16);
     expect(Buffer.from(first.cipher.iv ?? '', 'base64')).toHaveLength(12);
     expect(Buffer.from(first.cipher.tag ?? '', 'base64')).toHaveLength(16);
@@ -112,6 +115,44 @@ describe('encrypted file store', () => {
     await open(KEY, otherDir).set('docs', { refresh_token: CANARY });
     const other = JSON.parse(readFileSync(path.join(otherDir, 'secrets.enc'), 'utf8')) as typeof first;
     expect(other.kdf.salt).not.toBe(first.kdf.salt);
+  });
+
+  test('keeps the access-token cache beside the secrets, and delete() removes it with them', async () => {
+    const store = open();
+    await store.set('docs', { app_key: 'ak', refresh_token: 'rt' });
+    await store.set('docs', { access_token: CANARY });
+    expect(await store.get('docs')).toEqual({ app_key: 'ak', refresh_token: 'rt', access_token: CANARY });
+    expect(readFileSync(secretsFile(), 'utf8')).not.toContain(CANARY);
+    await store.set('docs', { access_token: '' });
+    expect(await store.get('docs')).toEqual({ app_key: 'ak', refresh_token: 'rt' });
+    await store.set('docs', { access_token: CANARY });
+    await store.delete('docs');
+    expect(await store.get('docs')).toEqual({});
+    expect(await store.listProfiles()).toEqual([]);
+  });
+
+  test('opens a store in format version 1 as it is, and writes it back as version 2 on the next change', async () => {
+    copyFileSync(FORMAT_1_FIXTURE, secretsFile());
+    const store = open(FORMAT_1_KEY);
+    const docs = { app_key: 'fixture-app-key', app_secret: 'fixture-app-secret', refresh_token: 'fixture-refresh-token', api_key: 'fixture-api-key' };
+    expect(await store.get('docs')).toEqual(docs);
+    expect(await store.get('other')).toEqual({ api_key: 'fixture-other-api-key' });
+    expect(await store.listProfiles()).toEqual(['docs', 'other']);
+    expect(envelope().version).toBe(1);
+
+    const salt = envelope().kdf.salt;
+    await store.set('docs', { access_token: CANARY });
+    expect(envelope()).toMatchObject({ version: 2, kdf: { salt } });
+    const reopened = open(FORMAT_1_KEY);
+    expect(await reopened.get('docs')).toEqual({ ...docs, access_token: CANARY });
+    expect(await reopened.get('other')).toEqual({ api_key: 'fixture-other-api-key' });
+  });
+
+  test('the version is authenticated: a version 2 file relabelled as version 1 is STORE_LOCKED', async () => {
+    await open().set('docs', { access_token: CANARY });
+    const relabelled = { ...envelope(), version: 1 };
+    writeFileSync(secretsFile(), JSON.stringify(relabelled));
+    expectNoCanary(await expectStoreError(open().get('docs'), 'STORE_LOCKED'));
   });
 
   test('a wrong key is refused with STORE_LOCKED, for reads and writes, and the file is left as it was', async () => {
@@ -158,7 +199,7 @@ describe('encrypted file store', () => {
   test.each([
     ['not JSON', 'this is not json', /not JSON/],
     ['the wrong shape', JSON.stringify({ format: 'syncauth-secrets', version: 1, data: 'x' }), /header/],
-    ['from a newer syncauth', JSON.stringify({ format: 'syncauth-secrets', version: 2 }), /newer syncauth/],
+    ['from a newer syncauth', JSON.stringify({ format: 'syncauth-secrets', version: 3 }), /newer syncauth/],
     [
       'asking for absurd scrypt parameters',
       JSON.stringify({

@@ -92,6 +92,21 @@ describe.skipIf(skip)(
       expect(await entry.getPassword()).toBeNull();
     });
 
+    test('keeps the access-token cache under account "<profile>:access_token"; delete() removes it with the secrets', async () => {
+      const store = openSecretStore({ kind: 'keychain', configDir, timeoutMs: FUNCTIONAL_TIMEOUT_MS });
+      // A profile stored before the cache existed reads as it did.
+      await store.set('kc-cache', { app_key: 'ak', refresh_token: 'rt' });
+      expect(await store.get('kc-cache')).toEqual({ app_key: 'ak', refresh_token: 'rt' });
+      await store.set('kc-cache', { access_token: CANARY });
+      expect(await store.get('kc-cache')).toEqual({ app_key: 'ak', refresh_token: 'rt', access_token: CANARY });
+      const entry = new AsyncEntry('syncauth', 'kc-cache:access_token', { linux: { store: 'secret-service' } });
+      expect(await entry.getPassword()).toBe(CANARY);
+      await store.delete('kc-cache');
+      expect(await entry.getPassword()).toBeNull();
+      expect(await store.get('kc-cache')).toEqual({});
+      expect(await store.listProfiles()).not.toContain('kc-cache');
+    });
+
     test('lists the profiles that have secrets and forgets deleted ones', async () => {
       const store = openSecretStore({ kind: 'keychain', configDir, timeoutMs: FUNCTIONAL_TIMEOUT_MS });
       await store.set('kc-list-a', { app_key: 'a' });

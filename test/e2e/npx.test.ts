@@ -38,6 +38,19 @@ function findNode24(): Node24 {
 }
 
 const major = (version: string) => Number(/^v?(\d+)\./.exec(version)?.[1]);
+
+interface Shrinkwrap {
+  name: string;
+  version: string;
+  lockfileVersion: number;
+  packages: Record<string, { version?: string; integrity?: string; dev?: boolean; link?: boolean; dependencies?: Record<string, string> }>;
+}
+
+function shrinkwrapOf(pack: Packed): Shrinkwrap {
+  return JSON.parse(pack.entries.get('npm-shrinkwrap.json')?.data.toString('utf8') ?? '{}') as Shrinkwrap;
+}
+
+const repositoryLock = JSON.parse(await readFile(path.join(ROOT, 'npm-shrinkwrap.json'), 'utf8')) as Shrinkwrap;
 const node24 = findNode24();
 const runtimes: Runtime[] = [{ label: `Node ${process.versions.node} (process.execPath)`, node: process.execPath, major: major(process.version) }];
 if (node24.ok) runtimes.push({ label: 'Node 24 (SYNCAUTH_TEST_NODE24)', node: node24.node, major: 24 });
@@ -85,14 +98,16 @@ function ok(result: RunResult): RunResult {
 }
 
 describe('the packed tarball', () => {
-  it('holds the built CLI, package.json, README, .env.example and licence, and no sources, tests or secrets', () => {
+  it('holds the built CLI, package.json, npm-shrinkwrap.json, README, .env.example and licence, and no sources, tests or secrets', () => {
     const files = [...packed.entries.keys()];
     expect(packed.filename).toBe(`syncauth-${version}.tgz`);
-    for (const required of ['dist/cli/main.js', 'package.json', 'README.md', '.env.example', 'LICENSE', 'dist/index.js', 'dist/index.d.ts']) {
+    for (const required of ['dist/cli/main.js', 'package.json', 'npm-shrinkwrap.json', 'README.md', '.env.example', 'LICENSE', 'dist/index.js', 'dist/index.d.ts']) {
       expect(files, `${required} is missing from the tarball`).toContain(required);
     }
-    const outside = files.filter((f) => !f.startsWith('dist/') && !['package.json', 'README.md', '.env.example'].includes(f) && !/^(LICEN[CS]E|CHANGELOG)/i.test(f));
-    expect(outside, 'only dist/, package.json, README, .env.example and a licence belong in the tarball').toEqual([]);
+    const outside = files.filter(
+      (f) => !f.startsWith('dist/') && !['package.json', 'npm-shrinkwrap.json', 'README.md', '.env.example'].includes(f) && !/^(LICEN[CS]E|CHANGELOG)/i.test(f),
+    );
+    expect(outside, 'only dist/, package.json, npm-shrinkwrap.json, README, .env.example and a licence belong in the tarball').toEqual([]);
     expect(files.filter((f) => /^(src|test|bench|node_modules|\.cache)\//.test(f))).toEqual([]);
     // The copy that was packed has a canary .env; no environment file but the example may ship.
     expect(files.filter((f) => /(^|\/)\.env($|\.(?!example$))/.test(f))).toEqual([]);
@@ -109,6 +124,26 @@ describe('the packed tarball', () => {
     const unpacked = [...packed.entries.values()].reduce((sum, e) => sum + e.data.length, 0);
     expect(packed.bytes, `tarball is ${packed.bytes} bytes`).toBeLessThan(512 * 1024);
     expect(unpacked, `tarball unpacks to ${unpacked} bytes`).toBeLessThan(2 * 1024 * 1024);
+  });
+
+  it('pins every runtime dependency in npm-shrinkwrap.json, so `npx` installs the tree the tests ran on', async () => {
+    const shrinkwrap = shrinkwrapOf(packed);
+    expect(shrinkwrap.name).toBe('syncauth');
+    expect(shrinkwrap.version).toBe(version);
+    expect(shrinkwrap.lockfileVersion).toBeGreaterThanOrEqual(2);
+    const manifest = JSON.parse(packed.entries.get('package.json')?.data.toString('utf8') ?? '{}') as { dependencies?: Record<string, string> };
+    expect(shrinkwrap.packages['']?.dependencies).toEqual(manifest.dependencies);
+    const runtime = Object.entries(shrinkwrap.packages).filter(([where, entry]) => where !== '' && !entry.dev);
+    for (const name of Object.keys(manifest.dependencies ?? {})) {
+      expect(shrinkwrap.packages[`node_modules/${name}`], `${name} is not pinned`).toMatchObject({ version: expect.any(String), integrity: expect.any(String) });
+    }
+    for (const [where, entry] of runtime) {
+      if (entry.link) continue;
+      expect(entry.integrity, `${where} has no integrity`).toMatch(/^sha\d+-/);
+      // The same pins as the repository's lock file, which `npm ci` installed the tests from.
+      expect(entry.version, where).toBe(repositoryLock.packages[where]?.version);
+    }
+    expect(existsSync(path.join(ROOT, 'package-lock.json')), 'one lock file: npm-shrinkwrap.json').toBe(false);
   });
 
   it('imports at run time only its dependencies, Node built-ins and files it ships', () => {
@@ -182,6 +217,24 @@ for (const runtime of runtimes) {
       for (const command of COMMANDS) expect(result.stdout).toMatch(new RegExp(`^ {2}${command}\\b`, 'm'));
       expect(result.stdout).toMatch(/^Usage: syncauth /m);
       expect(result.stderr).not.toMatch(/ERR!|ENOTCACHED|Error:/);
+
+      // What npx installed is what npm-shrinkwrap.json pins, wherever npm placed each package.
+      const [installDir] = await readdir(path.join(machine.root, 'npm-cache', '_npx'));
+      const root = path.join(machine.root, 'npm-cache', '_npx', installDir as string, 'node_modules');
+      let compared = 0;
+      for (const [where, entry] of Object.entries(shrinkwrapOf(packed).packages)) {
+        if (where === '' || entry.dev || entry.link) continue;
+        const candidates = [path.join(root, 'syncauth', where, 'package.json'), path.join(root, where, 'package.json')];
+        const found = candidates.find((file) => existsSync(file));
+        if (!found) {
+          // Platform packages of other systems are optional and left out.
+          expect((entry as { optional?: boolean }).optional, `${where} was not installed`).toBe(true);
+          continue;
+        }
+        expect((JSON.parse(await readFile(found, 'utf8')) as { version: string }).version, where).toBe(entry.version);
+        compared += 1;
+      }
+      expect(compared).toBeGreaterThan(20);
     }, 150_000);
 
     it(`\`npx … --version\` prints the package version, and npm and the bin both run on Node ${runtime.major}`, async (context) => {

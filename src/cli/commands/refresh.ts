@@ -1,4 +1,6 @@
-// `syncauth refresh`: renew now and bring the connector (and workflow) up to date with the fresh token.
+// `syncauth refresh`: renew now and bring the connector (and workflow) up to date with the fresh token. Many
+// at once take turns on the profile's renewal lock, and those that waited while another renewed use its
+// token (see RECENT_RENEWAL_MS) instead of renewing again.
 import { ExitCode, SyncauthError } from '../../errors.js';
 import { ServiceClient } from '../../service/client.js';
 import type { Schedule } from '../../service/models.js';
@@ -7,7 +9,7 @@ import { baseState, recordFailure } from '../../sync/renew.js';
 import type { CommandContext } from '../context.js';
 import { printJson } from '../output.js';
 import { openSession, readSecrets, requireGrant } from '../session.js';
-import { renewSessionToken } from './shared.js';
+import { sessionAccessToken } from './shared.js';
 
 export async function refresh(context: CommandContext): Promise<void> {
   const session = await openSession(context);
@@ -20,7 +22,7 @@ export async function refresh(context: CommandContext): Promise<void> {
       hint: `run \`syncauth setup --profile ${session.name}\`, or set SYNCAUTH_BASE_URL, SYNCAUTH_REMOTE_URL and SYNCAUTH_API_KEY`,
     });
   }
-  const tokens = await renewSessionToken(session, grant);
+  const tokens = await sessionAccessToken(session, grant, 'recent');
   const connectorName = v.connectorName ?? defaultConnectorName(v.remoteUrl);
   const client = new ServiceClient({ baseUrl: v.baseUrl, apiKey: secrets.apiKey, apiKeyHeader: v.apiKeyHeader });
   try {

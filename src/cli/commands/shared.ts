@@ -1,7 +1,10 @@
 // Small pieces several profile commands share.
 import { SyncauthError } from '../../errors.js';
+import type { StoredSecrets } from '../../credentials/types.js';
 import { isOAuthError, type TokenSet } from '../../oauth/index.js';
-import { renewProfileToken } from '../../sync/renew.js';
+import { renewHoldingLock } from '../../sync/renew.js';
+import { accessTokenKeeper, decodeAccessToken, remainingMs } from '../../sync/token-cache.js';
+import { writeSection } from '../interrupt.js';
 import type { ProfileSession } from '../session.js';
 
 /** Runs `work`; a terminal OAuth failure gets the exact command that fixes it, naming the profile. */
@@ -20,19 +23,83 @@ export async function reauthorizeHint<T>(profile: string, work: () => Promise<T>
   }
 }
 
-/** Renews the profile's access token, recording the outcome in its state and storing a rotated refresh token. */
-export function renewSessionToken(
+/** An access token with the refresh token of its grant, as `token` prints it and `refresh` sends it on. */
+export type SessionToken = Pick<TokenSet, 'accessToken' | 'refreshToken' | 'expiresAt'>;
+
+/**
+ * When a token another process already obtained will do:
+ * - `margin` (`token`): while it has more than the renew margin left;
+ * - `recent` (`refresh`, which promises a renewal now): only one renewed in the last RECENT_RENEWAL_MS, which
+ *   can only be another `refresh` or `token` that held the lock while this one waited for it;
+ * - `never` (`token --force`).
+ */
+export type TokenReuse = 'margin' | 'recent' | 'never';
+
+/**
+ * How old a renewal `refresh` takes as its own. Long enough to cover callers queued on the lock behind it,
+ * short enough that the token is as fresh as a renewal now would give, within seconds of its 4 hours.
+ */
+export const RECENT_RENEWAL_MS = 10_000;
+
+type Grant = { appKey: string; appSecret: string; refreshToken: string };
+
+/**
+ * The profile's access token: one kept in its secret store when `reuse` allows, otherwise renewed under the
+ * profile's renewal lock. Under the lock the store is read again first: another process may have renewed (or
+ * rotated the refresh token) while this one waited, and then its result is used. A renewal records its
+ * outcome in the state, stores a rotated refresh token and keeps the new access token in the store.
+ */
+export async function sessionAccessToken(
   session: ProfileSession,
-  grant: { appKey: string; appSecret: string; refreshToken: string },
-): Promise<TokenSet> {
-  return reauthorizeHint(session.name, () =>
-    renewProfileToken({
-      profiles: session.profiles,
-      name: session.name,
-      app: { appKey: grant.appKey, appSecret: grant.appSecret },
-      refreshToken: grant.refreshToken,
-      tokenUrl: session.values.tokenUrl,
-      ...(session.secrets.writable ? { onNewRefreshToken: (rt: string) => session.secrets.set(session.name, { refresh_token: rt }) } : {}),
+  grant: Grant,
+  reuse: TokenReuse,
+  now: () => number = Date.now,
+): Promise<SessionToken> {
+  const { secrets, name } = session;
+  // A profile the state marks for re-authorization has a revoked grant, whose access tokens died with it.
+  const cacheable = secrets.writable && session.state?.needsReauthorization !== true;
+  const reusable = (stored: StoredSecrets, current: Grant): SessionToken | undefined => {
+    const cached = reuse === 'never' ? undefined : decodeAccessToken(stored.access_token, current);
+    if (!cached) return undefined;
+    const at = now();
+    const left = remainingMs(cached, at);
+    const fresh = reuse === 'margin' ? left > session.values.renewMargin * 1000 : left > 0 && at - cached.renewedAt < RECENT_RENEWAL_MS;
+    return fresh ? { accessToken: cached.accessToken, refreshToken: current.refreshToken, expiresAt: cached.expiresAt } : undefined;
+  };
+  if (cacheable && reuse !== 'never') {
+    const hit = reusable(await secrets.get(name), grant);
+    if (hit) return hit;
+  }
+  return reauthorizeHint(name, () =>
+    session.profiles.withLock(name, async () => {
+      let current = grant;
+      if (cacheable) {
+        const stored = await secrets.get(name);
+        current = storedGrant(session, grant, stored);
+        const hit = reusable(stored, current);
+        if (hit) return hit;
+      }
+      const keep = cacheable ? accessTokenKeeper(secrets, name, current.appKey, now) : undefined;
+      return renewHoldingLock({
+        profiles: session.profiles,
+        name,
+        app: { appKey: current.appKey, appSecret: current.appSecret },
+        refreshToken: current.refreshToken,
+        tokenUrl: session.values.tokenUrl,
+        now,
+        // Ctrl-C ends these commands at once, but never in the middle of storing what Dropbox handed out.
+        ...(secrets.writable ? { onNewRefreshToken: (rt: string) => writeSection(() => secrets.set(name, { refresh_token: rt })) } : {}),
+        ...(keep ? { onNewAccessToken: (tokens: TokenSet) => writeSection(() => keep(tokens)) } : {}),
+      });
     }),
   );
+}
+
+/**
+ * The grant with the refresh token as the store holds it now: another process may have stored a rotated one
+ * while this one waited for the lock. One from the environment wins over the store, as in readSecrets.
+ */
+function storedGrant(session: ProfileSession, grant: Grant, stored: StoredSecrets): Grant {
+  if (session.settings.sources.refreshToken === 'env') return grant;
+  return { ...grant, refreshToken: stored.refresh_token ?? grant.refreshToken };
 }

@@ -1,12 +1,14 @@
 // `syncauth token`: a valid access token alone on stdout, for scripts (`curl -H "Authorization: Bearer $(syncauth token)"`).
-// Access tokens are not stored, so this renews: one token-endpoint call per run.
+// The last token is kept in the profile's secret store and printed again while it has more than the renew
+// margin left, so many callers at once (beside a daemon, too) cost one renewal; `--force` renews regardless.
+// With the read-only env store nothing is kept, and each run renews.
 import type { CommandContext } from '../context.js';
 import { openSession, readSecrets, requireGrant } from '../session.js';
-import { renewSessionToken } from './shared.js';
+import { sessionAccessToken } from './shared.js';
 
-export async function token(context: CommandContext): Promise<void> {
+export async function token(context: CommandContext, options: { force?: boolean } = {}): Promise<void> {
   const session = await openSession(context);
   const grant = requireGrant(session, await readSecrets(session));
-  const tokens = await renewSessionToken(session, grant);
-  context.io.stdout.write(`${tokens.accessToken}\n`);
+  const { accessToken } = await sessionAccessToken(session, grant, options.force === true ? 'never' : 'margin');
+  context.io.stdout.write(`${accessToken}\n`);
 }

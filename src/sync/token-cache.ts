@@ -1,0 +1,84 @@
+// The last access token of a profile, kept where the profile's secrets live (the keychain or the encrypted
+// file, never the plaintext state) so that `syncauth token`, `refresh` and the daemon in other processes reuse
+// one renewal instead of each making their own. The read-only `env` store keeps none.
+//
+// The entry names the grant it came from by a digest of the app key and refresh token: after `setup` stores a
+// new grant, or with a grant from the environment that differs from the stored one, the entry is ignored
+// rather than handing out a token of another grant. The digest lives only inside the secret store.
+import { createHash } from 'node:crypto';
+import { z } from 'zod';
+import type { SecretStore } from '../credentials/types.js';
+import type { TokenSet } from '../oauth/index.js';
+
+export interface CachedAccessToken {
+  accessToken: string;
+  /** Epoch milliseconds, as the renewal reported it (counted from when its request was sent). */
+  expiresAt: number;
+  /** Epoch milliseconds: when the renewal that produced it finished. */
+  renewedAt: number;
+}
+
+export interface GrantIdentity {
+  appKey: string;
+  refreshToken: string;
+}
+
+const EntrySchema = z.strictObject({
+  accessToken: z.string().min(1),
+  expiresAt: z.number().int().positive(),
+  renewedAt: z.number().int().positive(),
+  grant: z.string().min(1),
+});
+
+function grantDigest(grant: GrantIdentity): string {
+  return createHash('sha256').update(JSON.stringify([grant.appKey, grant.refreshToken])).digest('base64url');
+}
+
+/** The store value for a fresh token; `grant` is the one the token belongs to (after any rotation). */
+export function encodeAccessToken(token: CachedAccessToken, grant: GrantIdentity): string {
+  return JSON.stringify({ ...token, grant: grantDigest(grant) });
+}
+
+/** The cached token, or undefined when there is none, it does not parse, or it belongs to another grant. */
+export function decodeAccessToken(value: string | undefined, grant: GrantIdentity): CachedAccessToken | undefined {
+  if (!value) return undefined;
+  let data: unknown;
+  try {
+    data = JSON.parse(value);
+  } catch {
+    return undefined;
+  }
+  const parsed = EntrySchema.safeParse(data);
+  if (!parsed.success || parsed.data.grant !== grantDigest(grant)) return undefined;
+  const { accessToken, expiresAt, renewedAt } = parsed.data;
+  return { accessToken, expiresAt, renewedAt };
+}
+
+/**
+ * Milliseconds the token has left, or 0 when the wall clock reads earlier than the renewal: a clock stepped
+ * back would otherwise stretch the token's life past what Dropbox gave it.
+ */
+export function remainingMs(token: CachedAccessToken, now: number): number {
+  if (now < token.renewedAt) return 0;
+  return Math.max(0, token.expiresAt - now);
+}
+
+/**
+ * The `onNewAccessToken` hook of renewHoldingLock for a writable store: keeps each fresh
+ * token with its expiry under the profile's `access_token` entry. Undefined for the read-only env store.
+ */
+export function accessTokenKeeper(
+  store: SecretStore,
+  profile: string,
+  appKey: string,
+  now: () => number = Date.now,
+): ((tokens: TokenSet) => Promise<void>) | undefined {
+  if (!store.writable) return undefined;
+  return (tokens) =>
+    store.set(profile, {
+      access_token: encodeAccessToken(
+        { accessToken: tokens.accessToken, expiresAt: tokens.expiresAt, renewedAt: now() },
+        { appKey, refreshToken: tokens.refreshToken },
+      ),
+    });
+}
