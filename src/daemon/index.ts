@@ -22,6 +22,7 @@ import { startHealthServer, type HealthServer } from './server.js';
 import { healthOf, profileStatus, reauthorizeCommand } from './status.js';
 import { TokenPublisher, checkTokenFileTemplate, readTokenFile, removeLeftovers } from './token-file.js';
 import type {
+  DaemonGrant,
   DaemonOptions,
   DaemonProfile,
   DaemonStatus,
@@ -417,6 +418,15 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
   }
 
   /** Holds and publishes the fresh token and records the renewal; the reconcile comes after the lock is released. */
+  /** A failure to share the token with other processes costs them a renewal of their own, not this one. */
+  async function shareAccessToken(rt: ProfileRuntime, profile: DaemonProfile, tokens: TokenSet, grant: DaemonGrant): Promise<void> {
+    try {
+      await profile.storeAccessToken?.(tokens, grant);
+    } catch (error) {
+      log.warn({ profile: rt.name, error: classifyFailure(error).message }, `could not keep the access token of profile "${rt.name}" in its secret store; other commands will renew their own`);
+    }
+  }
+
   async function renewed(rt: ProfileRuntime, tokens: TokenSet, sentMono: number): Promise<void> {
     holdToken(rt, { value: tokens.accessToken, expiresAt: tokens.expiresAt, monoExpiresAt: sentMono + tokens.expiresIn * 1000 });
     // Published before anything else awaits: holding the token makes the profile ready, and /readyz must never
@@ -564,6 +574,7 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
             signal,
             timeoutMs: tokenTimeoutMs,
             onNewRefreshToken: (refreshToken) => keepRefreshToken(rt, profile, refreshToken),
+            ...(profile.storeAccessToken ? { onNewAccessToken: (fresh: TokenSet) => shareAccessToken(rt, profile, fresh, grant) } : {}),
           });
           settle(rt, 'renewed');
           await renewed(rt, tokens, sentMono);
@@ -600,7 +611,25 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
 
   // ---- the sweep ----
 
+  /** A profile that could not be loaded is loaded again, with backoff, so fixing its files is enough. */
+  async function retryLoad(rt: ProfileRuntime): Promise<void> {
+    if (!options.loadProfile || mono() < rt.loadRetryAt) return;
+    const entry = await options.loadProfile(rt.name).catch((error: unknown) => ({ name: rt.name, error: error instanceof Error ? error : new Error(String(error)) }));
+    if (isLoadFailure(entry)) {
+      rt.loadRetryAt = mono() + retryDelay(backoff, rt.loadFailures, random, undefined);
+      rt.loadFailures += 1;
+      return;
+    }
+    rt.loadFailures = 0;
+    rt.loadRetryAt = 0;
+    applyEntry(rt, entry);
+    rt.parked = undefined;
+    log.info({ profile: rt.name }, `profile "${rt.name}" loaded`);
+    await observeInitialState(rt);
+  }
+
   async function work(rt: ProfileRuntime): Promise<SweepEntry> {
+    if (rt.parked?.reason === 'unavailable') await retryLoad(rt);
     const profile = rt.config;
     if (!profile) return { profile: rt.name, action: 'parked' };
     if (rt.parked) await maybeUnpark(rt);

@@ -36,6 +36,9 @@ export class ProfileRuntime {
   /** Undefined while the profile could not be loaded. */
   config: DaemonProfile | undefined;
   loadError: Error | undefined;
+  /** Failed loads in a row, and when (monotonic) to try loading again. */
+  loadFailures = 0;
+  loadRetryAt = 0;
   grant: DaemonGrant | undefined;
   /** The access token this process holds. */
   token: HeldToken | undefined;

@@ -1,6 +1,7 @@
 // The daemon's public shapes: what it is given, what it reports.
 import type { Registry } from 'prom-client';
 import type { Logger } from '../log.js';
+import type { TokenSet } from '../oauth/index.js';
 import type { ProfileStore } from '../profile/index.js';
 import type { ServiceClientOptions } from '../service/index.js';
 import type { Schedule } from '../service/models.js';
@@ -38,6 +39,11 @@ export interface DaemonProfile {
   readGrant?: () => Promise<DaemonGrant>;
   /** Stores a refresh token Dropbox rotated, before it is used. Absent when the grant's source is read-only. */
   storeRefreshToken?: (refreshToken: string) => Promise<void>;
+  /**
+   * Keeps each fresh access token where the profile's secrets live, so `syncauth token` and `refresh` in
+   * other processes reuse it instead of renewing again. Absent when the secrets are read-only.
+   */
+  storeAccessToken?: (tokens: TokenSet, grant: DaemonGrant) => Promise<void>;
   /** Absent: the profile is only renewed (no service settings). */
   reconcile?: ReconcileTarget;
 }
@@ -53,6 +59,11 @@ export type ProfileEntry = DaemonProfile | ProfileLoadFailure;
 export interface DaemonOptions {
   /** The profiles, or a loader called at start and again on reload() (SIGHUP). */
   profiles: readonly ProfileEntry[] | (() => Promise<readonly ProfileEntry[]>);
+  /**
+   * Loads one profile again. A profile that could not be loaded (a broken state file, a locked keychain) is
+   * retried with it, with backoff, instead of waiting for a reload.
+   */
+  loadProfile?: (name: string) => Promise<ProfileEntry>;
   /** Non-secret state: expiry, connector id, secrets version; also the cross-process renewal lock. */
   profileStore: ProfileStore;
   /** Renew when the token has less than this left. */

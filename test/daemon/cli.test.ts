@@ -2,13 +2,12 @@
 // an ephemeral loopback port, SIGTERM answered promptly with exit 0 (even while the service trickles), and a
 // still-valid token file kept through a restart.
 import { spawn } from 'node:child_process';
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_EMULATOR_API_KEY } from '../../src/emulator/index.js';
 import { CLI, runCli } from '../helpers/cli.js';
+import { misbehavingServer, trickle } from '../helpers/servers.js';
 import { connectorsNamed, emulator, obtainGrant, tempDir, tokenRequests } from './helpers.js';
 import type { DaemonGrant } from '../../src/daemon/index.js';
 import type { RunningEmulator } from '../../src/emulator/index.js';
@@ -132,20 +131,12 @@ describe('syncauth daemon', () => {
     const grant = await obtainGrant(emu);
     const home = tempDir();
     const tokenFile = path.join(home, 'token');
-    let requests = 0;
-    const trickling = createServer((_req, res) => {
-      requests += 1;
-      res.writeHead(200, { 'content-type': 'application/json' });
-      res.write('[');
-      const timer = setInterval(() => res.write(' '), 200);
-      res.on('close', () => clearInterval(timer));
-    });
-    await new Promise<void>((resolve) => trickling.listen(0, '127.0.0.1', resolve));
-    const env = { ...containerEnv(emu, grant, home, tokenFile), SYNCAUTH_BASE_URL: `http://127.0.0.1:${(trickling.address() as AddressInfo).port}` };
+    const service = await misbehavingServer(trickle(200, '['));
+    const env = { ...containerEnv(emu, grant, home, tokenFile), SYNCAUTH_BASE_URL: service.url };
     const daemon = spawnDaemon(env, home, ['--shutdown-timeout', '2']);
     try {
       await daemon.ready((await daemon.started()).listen);
-      await waitFor('the reconcile to reach the service', () => (requests > 0 ? true : undefined));
+      await waitFor('the reconcile to reach the service', () => (service.requests() > 0 ? true : undefined));
       const stopAt = Date.now();
       daemon.child.kill('SIGTERM');
       expect(await daemon.exited).toBe(0);
@@ -153,8 +144,6 @@ describe('syncauth daemon', () => {
       expect(Date.now() - stopAt).toBeLessThan(6_000);
     } finally {
       daemon.child.kill('SIGKILL');
-      trickling.closeAllConnections();
-      await new Promise((resolve) => trickling.close(resolve));
     }
   });
 

@@ -198,9 +198,10 @@ function runDaemon(home: Home, gateway: Gateway): DaemonRun {
     SYNCAUTH_CONFIG_DIR: home.configDir,
     SYNCAUTH_STORE: 'file',
     SYNCAUTH_STORE_KEY: home.storeKey,
-    // Over the profile's stored URLs: every request goes through the gateway.
+    // Over the profile's stored URLs, as an explicit act: every request goes through the gateway.
     SYNCAUTH_TOKEN_URL: `${gateway.url}/oauth2/token`,
     SYNCAUTH_BASE_URL: gateway.url,
+    SYNCAUTH_ENDPOINT_OVERRIDE: '1',
   };
   const child = spawn(process.execPath, [CLI, 'daemon', '--sweep', '* * * * * *', '--renew-margin', String(MARGIN_S), '--log-level', 'debug'], {
     cwd: home.dir,
@@ -413,7 +414,8 @@ describe('kill -9 of the daemon during renewal and reconcile', () => {
       const state = readState(home);
       expect(state.needsReauthorization, `run ${i}: the state asks for re-authorization`).not.toBe(true);
       // The secret store opens, holds every secret, and its refresh token still renews.
-      const { refresh_token: refreshToken, ...rest } = await storedSecrets();
+      // The last access token is kept beside them; whichever a kill left there, it is no grant.
+      const { refresh_token: refreshToken, access_token: _lastAccessToken, ...rest } = await storedSecrets();
       expect(rest, `run ${i}: the other secrets`).toEqual(others);
       expect(refreshToken, `run ${i}: the stored refresh token`).toBeDefined();
       expect(gateway.isLive(refreshToken as string), `run ${i}: the stored refresh token was superseded by one that was used (lost)`).toBe(true);
@@ -474,7 +476,7 @@ describe('kill -9 of the daemon during renewal and reconcile', () => {
         `${Object.entries(landed).map(([k, v]) => `${k} ${v}`).join(', ')}; refresh token rotated ${gateway.rotations} times; ` +
         `connector deleted before ${deletions} runs; ${orphans} kills left a connector created but not yet recorded (adopted afterwards); ` +
         `${completedCycles} runs completed a reconcile before their kill; a start took ${mean(startTimes)} ms and the checks ${mean(checkTimes)} ms on average; ` +
-        `${leftovers.length} temporary files of interrupted writes left behind`,
+        `${leftovers.length} files left behind by interrupted writes${leftovers.length ? ` (${leftovers.join(', ')})` : ''}`,
     );
   }, 120_000);
 });

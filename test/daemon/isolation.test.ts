@@ -2,55 +2,25 @@
 // trickles one byte at a time, and a token endpoint that trickles; a fourth is healthy. On the real clock and
 // the real schedule (a sweep every second, 4-second tokens), the healthy one is renewed on time through many
 // lifetimes, its published token is never expired, and the sweeps skip (and count) the stuck ones.
-import { createServer, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { startDaemon } from '../../src/daemon/index.js';
 import type { DaemonProfile } from '../../src/daemon/index.js';
 import { openProfileStore } from '../../src/profile/index.js';
+import { hang, misbehavingServer as misbehaving, trickle } from '../helpers/servers.js';
 import { captureLog, emulator, latestTokenOf, obtainGrant, profileOf, renewalsOf, tempDir } from './helpers.js';
 
 const LIFETIME_S = 4;
 const MARGIN_MS = 2_000;
 const RUN_MS = 24_000;
 
-const servers: Server[] = [];
-const timers: NodeJS.Timeout[] = [];
-
-afterEach(async () => {
-  for (const timer of timers.splice(0)) clearInterval(timer);
-  for (const server of servers.splice(0)) {
-    server.closeAllConnections();
-    await new Promise((resolve) => server.close(resolve));
-  }
-});
-
-async function misbehaving(handler: (res: ServerResponse) => void): Promise<{ url: string; requests: () => number }> {
-  let requests = 0;
-  const server = createServer((_req, res) => {
-    requests += 1;
-    handler(res);
-  });
-  servers.push(server);
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, requests: () => requests };
-}
-
-const hang = (): void => undefined;
-function trickle(res: ServerResponse): void {
-  res.writeHead(200, { 'content-type': 'application/json' });
-  res.write('{');
-  timers.push(setInterval(() => res.write(' '), 200));
-}
-
 describe('isolation between profiles', () => {
   it('renews a healthy profile on time while others hang or trickle', async () => {
     const emu = await emulator({ tokenLifetimeSeconds: LIFETIME_S });
     const hungService = await misbehaving(hang);
-    const tricklingService = await misbehaving(trickle);
-    const tricklingTokens = await misbehaving(trickle);
+    const tricklingService = await misbehaving(trickle(200));
+    const tricklingTokens = await misbehaving(trickle(200));
     const dir = tempDir();
     const tokenFile = path.join(dir, '{profile}.token');
     const names = ['healthy', 'hung', 'trickling', 'stuck-token'];

@@ -1,41 +1,10 @@
 // Every service call has an overall deadline, not only idle timeouts: a server that trickles its answer one
 // byte at a time never trips an idle timeout, and must still end the call. cancel() ends calls at once.
-import { createServer, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ServiceClient, isServiceError } from '../../src/service/index.js';
+import { hang, misbehavingServer as serve, trickle } from '../helpers/servers.js';
 
 const API_KEY = 'deadline-test-key-0123456789';
-const servers: Server[] = [];
-const timers: NodeJS.Timeout[] = [];
-
-afterEach(async () => {
-  for (const timer of timers.splice(0)) clearInterval(timer);
-  for (const server of servers.splice(0)) {
-    server.closeAllConnections();
-    await new Promise((resolve) => server.close(resolve));
-  }
-});
-
-/** A server whose every answer starts at once and then sends one byte every `everyMs`, forever. */
-async function serve(handler: (res: ServerResponse) => void): Promise<{ url: string; requests: () => number }> {
-  let requests = 0;
-  const server = createServer((_req, res) => {
-    requests += 1;
-    handler(res);
-  });
-  servers.push(server);
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, requests: () => requests };
-}
-
-function trickle(everyMs: number) {
-  return (res: ServerResponse): void => {
-    res.writeHead(200, { 'content-type': 'application/json' });
-    res.write('[');
-    timers.push(setInterval(() => res.write(' '), everyMs));
-  };
-}
 
 async function failure(promise: Promise<unknown>): Promise<unknown> {
   return promise.then(
@@ -48,7 +17,7 @@ async function failure(promise: Promise<unknown>): Promise<unknown> {
 
 describe('service client deadlines', () => {
   it('ends a call whose answer trickles within the overall deadline, though no idle timeout trips', async () => {
-    const server = await serve(trickle(100));
+    const server = await serve(trickle(100, '['));
     const client = new ServiceClient({ baseUrl: server.url, apiKey: API_KEY, timeouts: { bodyMs: 1_000, totalMs: 1_500 }, retry: { retries: 0 } });
     const started = performance.now();
     const error = await failure(client.listSources());
@@ -61,7 +30,7 @@ describe('service client deadlines', () => {
   });
 
   it('retries an idempotent call after a deadline, each attempt bounded', async () => {
-    const server = await serve(trickle(100));
+    const server = await serve(trickle(100, '['));
     const client = new ServiceClient({ baseUrl: server.url, apiKey: API_KEY, timeouts: { totalMs: 300 }, retry: { retries: 2, baseDelayMs: 1, maxDelayMs: 1 } });
     const error = await failure(client.listSources());
     await client.close();
@@ -70,7 +39,7 @@ describe('service client deadlines', () => {
   });
 
   it('cancel() ends a call that hangs at once and does not retry it', async () => {
-    const server = await serve(() => undefined);
+    const server = await serve(hang);
     const client = new ServiceClient({ baseUrl: server.url, apiKey: API_KEY, retry: { retries: 3, baseDelayMs: 1, maxDelayMs: 1 } });
     const pending = failure(client.listSources());
     await new Promise((resolve) => setTimeout(resolve, 200));

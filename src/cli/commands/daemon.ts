@@ -23,7 +23,9 @@ import { ExitCode, SyncauthError, ValidationError, type FieldIssue } from '../..
 import { createLogger, type LogLevel, type Logger } from '../../log.js';
 import { isProfileName, newSecretsVersion, openProfileStore, type ProfileStore } from '../../profile/index.js';
 import type { Schedule } from '../../service/models.js';
+import type { TokenSet } from '../../oauth/index.js';
 import { defaultConnectorName } from '../../sync/reconcile.js';
+import { accessTokenKeeper } from '../../sync/token-cache.js';
 import { baseState } from '../../sync/renew.js';
 import type { CommandContext } from '../context.js';
 import { openSession, readSecrets, requireGrant, type ResolvedSecrets } from '../session.js';
@@ -149,6 +151,7 @@ async function storedProfile(context: CommandContext, name: string): Promise<Dae
             // Tells other processes serving this profile that the grant they hold is stale.
             await session.profiles.update(name, (current) => (current ? { ...baseState(current), secretsVersion: newSecretsVersion() } : current));
           },
+          storeAccessToken: (tokens: TokenSet, held: DaemonGrant) => accessTokenKeeper(session.secrets, name, held.appKey)?.(tokens) ?? Promise.resolve(),
         }
       : {}),
     ...(reconcile ? { reconcile } : {}),
@@ -213,6 +216,7 @@ export async function daemon(context: CommandContext, options: DaemonCommandOpti
   try {
     running = await startDaemon({
       profiles: load,
+      loadProfile: async (name) => (await loadProfiles(context, store, [name]))[0] ?? { name, error: new Error(`profile "${name}" is gone`) },
       profileStore: store,
       renewMarginMs: settings.marginMs,
       schedule: settings.sweep,

@@ -1,0 +1,155 @@
+// A restart knows what it knew: a profile flagged for re-authorization is reported so at once, a state file
+// that was broken at start is picked up again once fixed, and a renewal lock left by a killed process is
+// taken over as soon as its owner is found dead, not after the stale time.
+import { spawn } from 'node:child_process';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { startDaemon } from '../../src/daemon/index.js';
+import { openProfileStore } from '../../src/profile/index.js';
+import { captureLog, emulator, fakeClock, obtainGrant, profileOf, startWorld, tempDir, tokenRequests } from './helpers.js';
+
+describe('a restarted daemon', () => {
+  it('reports a profile flagged for re-authorization at once, without asking Dropbox again', async () => {
+    const world = await startWorld({ profiles: 1 });
+    await world.daemon.sweep();
+    // What an earlier run (or `syncauth token`) recorded when Dropbox said invalid_grant.
+    await world.store.update('p1', (current) => ({
+      ...current,
+      needsReauthorization: true,
+      lastError: { code: 'OAUTH_INVALID_GRANT', message: 'the refresh token was revoked', at: new Date(world.clock.now()).toISOString(), terminal: true },
+    }));
+    await world.daemon.close();
+    const before = tokenRequests(world.emu);
+    const log = captureLog('info');
+    const restarted = await startDaemon({
+      profiles: [profileOf(world.emu, { name: 'p1', grant: world.grants.get('p1')! })],
+      profileStore: world.store,
+      renewMarginMs: 5_000,
+      schedule: false,
+      logger: log.logger,
+      now: world.clock.now,
+    });
+    try {
+      const status = restarted.status();
+      expect(status.ready).toBe(false);
+      expect(status.profiles[0]).toMatchObject({ ready: false, terminal: { reason: 'reauthorization_needed', code: 'OAUTH_INVALID_GRANT' } });
+      expect(status.profiles[0]?.reason).toContain('syncauth setup --profile p1');
+      await restarted.sweep();
+      expect(tokenRequests(world.emu)).toBe(before);
+    } finally {
+      await restarted.close();
+    }
+  });
+
+  it('takes up a profile whose state file was broken at start once the file is fixed, without a reload', async () => {
+    const emu = await emulator({ tokenLifetimeSeconds: 20 });
+    const grant = await obtainGrant(emu);
+    const dir = tempDir();
+    const store = openProfileStore(dir);
+    await store.update('p1', () => ({}));
+    const file = path.join(dir, 'profiles', 'p1.json');
+    const good = readFileSync(file, 'utf8');
+    writeFileSync(file, '{ this is not json', { mode: 0o600 });
+    const clock = fakeClock();
+    const daemon = await startDaemon({
+      profiles: [profileOf(emu, { name: 'p1', grant })],
+      profileStore: store,
+      renewMarginMs: 5_000,
+      schedule: false,
+      logger: captureLog().logger,
+      now: clock.now,
+    });
+    try {
+      await daemon.sweep();
+      expect(daemon.status().profiles[0]).toMatchObject({ ready: false, terminal: { reason: 'configuration_error', code: 'PROFILE_CORRUPT' } });
+      writeFileSync(file, good, { mode: 0o600 });
+      clock.advance(1_000);
+      const report = await daemon.sweep();
+      expect(report.profiles[0]).toMatchObject({ action: 'renewal', renewal: 'renewed' });
+      expect(daemon.status().ready).toBe(true);
+    } finally {
+      await daemon.close();
+    }
+  });
+
+  it('loads a profile that could not be loaded at start again by itself, with backoff', async () => {
+    const emu = await emulator({ tokenLifetimeSeconds: 20 });
+    const grant = await obtainGrant(emu);
+    const clock = fakeClock();
+    let broken = true;
+    const attempts: number[] = [];
+    const daemon = await startDaemon({
+      profiles: [{ name: 'p1', error: new Error('the state file of profile "p1" is not valid') }],
+      loadProfile: async (name) => {
+        attempts.push(clock.now());
+        return broken ? { name, error: new Error('still broken') } : profileOf(emu, { name, grant });
+      },
+      profileStore: openProfileStore(tempDir()),
+      renewMarginMs: 5_000,
+      schedule: false,
+      logger: captureLog().logger,
+      now: clock.now,
+      random: () => 0.5,
+      backoff: { baseMs: 1_000, maxMs: 4_000 },
+    });
+    try {
+      for (let i = 0; i < 10; i++) {
+        await daemon.sweep();
+        clock.advance(500);
+      }
+      expect(daemon.status().profiles[0]).toMatchObject({ ready: false, terminal: { reason: 'unavailable' } });
+      // Backing off: not once per sweep (10 sweeps in 5 s), but at growing intervals.
+      expect(attempts.length).toBeGreaterThanOrEqual(2);
+      expect(attempts.length).toBeLessThanOrEqual(5);
+      broken = false;
+      clock.advance(4_000);
+      const report = await daemon.sweep();
+      expect(report.profiles[0]).toMatchObject({ action: 'renewal', renewal: 'renewed' });
+      expect(daemon.status().ready).toBe(true);
+    } finally {
+      await daemon.close();
+    }
+  });
+});
+
+describe('the renewal lock', () => {
+  it('is taken over within 2 s when the process holding it was killed', async () => {
+    const dir = tempDir();
+    const store = openProfileStore(dir, { staleMs: 10_000 });
+    // A real process takes the lock through the built module and is killed while holding it.
+    const lockModule = pathToFileURL(path.resolve('dist/profile/index.js')).href;
+    const holder = spawn(process.execPath, [
+      '--input-type=module',
+      '-e',
+      `import { openProfileStore } from ${JSON.stringify(lockModule)};
+       await openProfileStore(${JSON.stringify(dir)}).withLock('p1', async () => { process.stdout.write('locked\\n'); await new Promise(() => setInterval(() => undefined, 1_000)); });`,
+    ], { stdio: ['ignore', 'pipe', 'inherit'] });
+    await new Promise<void>((resolve, reject) => {
+      holder.stdout.on('data', (chunk: Buffer) => chunk.toString().includes('locked') && resolve());
+      holder.once('exit', () => reject(new Error('the holder exited before taking the lock')));
+    });
+    const exited = new Promise((resolve) => holder.once('exit', (code, signal) => resolve(signal)));
+    holder.kill('SIGKILL');
+    // Killed while holding it: no exit handler ran, so the lock and its owner record are left behind.
+    expect(await exited).toBe('SIGKILL');
+    expect(existsSync(path.join(dir, 'profiles', 'p1.renewal.lock'))).toBe(true);
+    const started = performance.now();
+    const waited = await store.withLock('p1', async () => performance.now() - started, { waitMs: 30_000 });
+    console.log(`lock of a killed process taken over after ${Math.round(waited)} ms (stale time 10 s)`);
+    expect(waited).toBeLessThan(2_000);
+  });
+
+  it('is not taken from a live holder', async () => {
+    const dir = tempDir();
+    const store = openProfileStore(dir);
+    let release: () => void = () => undefined;
+    const held = store.withLock('p1', () => new Promise<void>((resolve) => (release = resolve)));
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const other = openProfileStore(dir);
+    await expect(other.withLock('p1', async () => 'taken', { waitMs: 1_000 })).rejects.toMatchObject({ code: 'PROFILE_LOCK_TIMEOUT' });
+    release();
+    await held;
+  });
+});
