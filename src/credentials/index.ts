@@ -8,7 +8,7 @@ import { openKeychainSecretStore } from './keychain.js';
 import type { SecretStore, SecretStoreKind } from './types.js';
 
 export { SECRET_NAMES, SECRET_ENV } from './types.js';
-export type { SecretName, ProfileSecrets, SecretStore, SecretStoreKind } from './types.js';
+export type { SecretName, ProfileSecrets, SecretStore, SecretStoreKind, StoredSecrets } from './types.js';
 export { SecretStoreError, isSecretStoreError, isKeychainUnavailable, SECRET_STORE_ERROR_CODES } from './errors.js';
 export type { SecretStoreErrorCode } from './errors.js';
 export { SECRET_FILE_NAME } from './file.js';

@@ -1,63 +1,14 @@
 // The real `syncauth daemon` process: a container's profile made only of environment variables, health on
 // an ephemeral loopback port, SIGTERM answered promptly with exit 0 (even while the service trickles), and a
 // still-valid token file kept through a restart.
-import { spawn } from 'node:child_process';
 import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_EMULATOR_API_KEY } from '../../src/emulator/index.js';
-import { CLI, runCli } from '../helpers/cli.js';
+import { runCli } from '../helpers/cli.js';
 import { misbehavingServer, trickle } from '../helpers/servers.js';
 import { connectorsNamed, emulator, obtainGrant, tempDir, tokenRequests } from './helpers.js';
-import type { DaemonGrant } from '../../src/daemon/index.js';
-import type { RunningEmulator } from '../../src/emulator/index.js';
-
-async function waitFor<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 10_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
-
-function containerEnv(emu: RunningEmulator, grant: DaemonGrant, home: string, tokenFile: string): Record<string, string> {
-  return {
-      PATH: process.env.PATH ?? '/usr/bin:/bin',
-      HOME: home,
-      SYNCAUTH_CONFIG_DIR: path.join(home, 'config'),
-      SYNCAUTH_STORE: 'env',
-      SYNCAUTH_PROFILE: 'container',
-      SYNCAUTH_APP_KEY: grant.appKey,
-      SYNCAUTH_APP_SECRET: grant.appSecret,
-      SYNCAUTH_REFRESH_TOKEN: grant.refreshToken,
-      SYNCAUTH_API_KEY: DEFAULT_EMULATOR_API_KEY,
-      SYNCAUTH_BASE_URL: emu.url,
-      SYNCAUTH_REMOTE_URL: 'dropbox://data',
-      SYNCAUTH_CONNECTOR_NAME: 'conn-container',
-      SYNCAUTH_TOKEN_URL: emu.tokenUrl,
-      SYNCAUTH_LISTEN: '127.0.0.1:0',
-      SYNCAUTH_TOKEN_FILE: tokenFile,
-  };
-}
-
-function spawnDaemon(env: Record<string, string>, cwd: string, args: string[] = []) {
-  const child = spawn(process.execPath, [CLI, 'daemon', '--sweep', '*/10 * * * * *', ...args], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
-  const out = { stdout: '', stderr: '' };
-  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (out.stdout += chunk));
-  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (out.stderr += chunk));
-  const exited = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
-  const started = (): Promise<{ listen: string; profiles: string[]; msg: string }> =>
-    waitFor('the start line', () => {
-      const line = out.stdout.split('\n').find((l) => l.includes('daemon started'));
-      return line ? (JSON.parse(line) as { listen: string; profiles: string[]; msg: string }) : undefined;
-    });
-  const ready = async (listen: string): Promise<void> => {
-    await waitFor('readiness', async () => ((await fetch(`${listen}/readyz`)).status === 200 ? true : undefined));
-  };
-  return { child, out, exited, started, ready };
-}
+import { containerEnv, spawnDaemon, waitFor } from './process.js';
 
 describe('syncauth daemon', () => {
   it('runs an environment-only profile, becomes ready, and exits 0 promptly on SIGTERM', async () => {
@@ -146,6 +97,35 @@ describe('syncauth daemon', () => {
       daemon.child.kill('SIGKILL');
     }
   });
+
+  it('after being stopped (SIGSTOP) past the expiry of its token, publishes a live token within 2 s and says so once', async () => {
+    const emu = await emulator({ tokenLifetimeSeconds: 6 });
+    const grant = await obtainGrant(emu);
+    const home = tempDir();
+    const tokenFile = path.join(home, 'token');
+    const daemon = spawnDaemon(containerEnv(emu, grant, home, tokenFile), home, ['--sweep', '* * * * * *', '--renew-margin', '1']);
+    try {
+      await daemon.ready((await daemon.started()).listen);
+      daemon.child.kill('SIGSTOP');
+      await new Promise((resolve) => setTimeout(resolve, 9_000));
+      const published = readFileSync(tokenFile, 'utf8');
+      expect(emu.state.accessTokens.get(published)!.expiresAt, 'the stopped process left its token to expire').toBeLessThan(Date.now());
+      const resumedAt = Date.now();
+      daemon.child.kill('SIGCONT');
+      const live = await waitFor('a live token in the file', () => {
+        const token = existsSync(tokenFile) ? readFileSync(tokenFile, 'utf8') : undefined;
+        const issued = token ? emu.state.accessTokens.get(token) : undefined;
+        return issued && issued.expiresAt > Date.now() ? Date.now() : undefined;
+      });
+      expect(live - resumedAt).toBeLessThan(2_000);
+      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      const lines = daemon.out.stdout.trim().split('\n').map((l) => JSON.parse(l) as { msg: string });
+      expect(lines.filter((l) => l.msg.includes('was paused'))).toHaveLength(1);
+      expect(lines.filter((l) => l.msg.includes('missed execution'))).toHaveLength(0);
+    } finally {
+      daemon.child.kill('SIGKILL');
+    }
+  }, 30_000);
 
   it('refuses bad settings before starting, with exit 2 naming the field', async () => {
     const bad = await runCli(['daemon', '--sweep', 'every minute', '--concurrency', '0']);

@@ -24,7 +24,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openSecretStore, type ProfileSecrets } from '../../src/credentials/index.js';
+import { openSecretStore, type StoredSecrets } from '../../src/credentials/index.js';
 import { routeOf } from '../../src/emulator/faults.js';
 import type { EmulatorRoute, StoredSource } from '../../src/emulator/index.js';
 import { ProfileStateSchema, type ProfileState } from '../../src/profile/index.js';
@@ -257,7 +257,7 @@ function readState(home: Home): ProfileState {
  * file's salt (which rewrites keep), so each read costs a decryption, not a key derivation; a torn or foreign
  * file still fails to decrypt.
  */
-function secretReader(home: Home): () => Promise<ProfileSecrets> {
+function secretReader(home: Home): () => Promise<StoredSecrets> {
   const store = openSecretStore({ kind: 'file', configDir: home.configDir, storeKey: home.storeKey, env: {} });
   return () => store.get(PROFILE);
 }

@@ -9,7 +9,7 @@ import { startDaemon } from '../../src/daemon/index.js';
 import type { DaemonProfile } from '../../src/daemon/index.js';
 import { openProfileStore } from '../../src/profile/index.js';
 import { hang, misbehavingServer as misbehaving, trickle } from '../helpers/servers.js';
-import { captureLog, emulator, latestTokenOf, obtainGrant, profileOf, renewalsOf, tempDir } from './helpers.js';
+import { captureLog, emulator, latestTokenOf, obtainGrant, profileOf, renewalsOf, tempDir, tokensOf } from './helpers.js';
 
 const LIFETIME_S = 4;
 const MARGIN_MS = 2_000;
@@ -64,14 +64,19 @@ describe('isolation between profiles', () => {
     const healthyRenewals = renewalsOf(emu, grants.get('healthy')!.refreshToken);
     const metrics = await daemon.registry.getSingleMetricAsString('syncauth_sweep_skipped_total');
     const skipped = (name: string): number => Number(new RegExp(`profile="${name}"} (\\d+)`).exec(metrics)?.[1] ?? 0);
+    // How long before the previous token's expiry each renewal got its token: the margin, less at most a sweep.
+    const issued = tokensOf(emu, grants.get('healthy')!.refreshToken).slice(1);
+    const leads = issued.slice(1).map((token, i) => (issued[i] as { expiresAt: number }).expiresAt - token.issuedAt);
     console.log(
-      `isolation: healthy renewed ${healthyRenewals}× in ${RUN_MS / 1000} s of ${LIFETIME_S}-s tokens; ${expiredOrMissing}/${samples} samples without a live token; ` +
+      `isolation: healthy renewed ${healthyRenewals}× in ${RUN_MS / 1000} s of ${LIFETIME_S}-s tokens, each ${Math.min(...leads)}–${Math.max(...leads)} ms before the previous one expired ` +
+        `(margin ${MARGIN_MS} ms, a sweep every second); ${expiredOrMissing}/${samples} samples without a live token; ` +
         `sweeps skipped hung ×${skipped('hung')}, trickling ×${skipped('trickling')}, stuck-token ×${skipped('stuck-token')}; ` +
         `requests: hung service ${hungService.requests()}, trickling service ${tricklingService.requests()}, trickling token endpoint ${tricklingTokens.requests()}`,
     );
     expect(firstRenewalSeen).toBe(true);
     expect(samples).toBeGreaterThan(50);
     expect(expiredOrMissing).toBe(0);
+    expect(Math.min(...leads)).toBeGreaterThan(0);
     // Ideal: one at start, then one every lifetime less the margin (about 2 s): about 12 in 24 s.
     expect(healthyRenewals).toBeGreaterThanOrEqual(9);
     // The healthy connector holds the latest token (allowing the reconcile of the very last renewal to lag).
