@@ -89,6 +89,17 @@ describe('endpoints recorded at setup', () => {
     trapped.length = 0;
   });
 
+  it('a refresh with the override uses the other endpoint for that run only: it records none', async () => {
+    const recorded = readProfileState(home, 'bound')?.baseUrl as string;
+    // The same emulator under another name: a different host to syncauth, so only the override lets it through.
+    const elsewhere = recorded.replace('127.0.0.1', 'localhost');
+    const result = await runCli(['refresh', '--endpoint-override'], { env: { ...storeEnv(), SYNCAUTH_BASE_URL: elsewhere }, cwd: tempDir() });
+    expect(result.code, result.stderr).toBe(0);
+    expect(readProfileState(home, 'bound')?.baseUrl).toBe(recorded);
+    const after = await runCli(['refresh'], { env: storeEnv(), cwd: tempDir() });
+    expect(after.code, after.stderr).toBe(0);
+  });
+
   it('with the recorded endpoints (from the state, the environment or .env alike) the commands work', async () => {
     const cwd = repoWithDotenv({ SYNCAUTH_TOKEN_URL: ob.emulator.tokenUrl, SYNCAUTH_REMOTE_URL: 'dropbox://data' });
     const result = await runCli(['token'], { env: storeEnv(), cwd });

@@ -40,8 +40,10 @@ export async function refresh(context: CommandContext): Promise<void> {
       ...(session.state?.connectorId ? { connectorId: session.state.connectorId } : {}),
       ...(v.workflowId ? { workflow: { id: v.workflowId, ...(v.schedule ? { schedule: v.schedule as Schedule } : {}) } } : {}),
     });
+    // The base URL is not recorded here: only setup binds endpoints to the secrets, so neither a run with
+    // --endpoint-override nor a profile made of environment variables gets one recorded by a refresh.
     await session.profiles.update(session.name, (current) => ({
-      ...baseState(current), baseUrl: v.baseUrl, remoteUrl: v.remoteUrl, connectorId: result.connector.id, connectorName, lastError: undefined,
+      ...baseState(current), remoteUrl: v.remoteUrl, connectorId: result.connector.id, connectorName, lastError: undefined,
     }));
     const expiresAt = new Date(tokens.expiresAt).toISOString();
     if (context.json) {
