@@ -1,10 +1,12 @@
 // A lock that holds across processes: proper-lockfile's atomic mkdir, whose mtime the holder keeps fresh, so a
-// lock left by a crashed process goes stale and is taken over. Beside the lock, `<lock>.owner` names the
-// holder's process: a waiter on the same host that finds the holder dead takes the lock over at once rather
-// than after the stale time. Waiting is bounded by our own loop rather than proper-lockfile's retry counts, so
+// lock left by a crashed process goes stale and is taken over. A lock held across network calls (the renewal
+// lock) can also name its holder's process beside it, in `<lock>.owner`: a waiter on the same host that finds
+// the holder dead takes the lock over at once rather than after the stale time. The record is a symbolic link
+// whose target is the text `host pid id` (as Emacs marks the files it edits): made, read and removed in one
+// call each. Locks held for a local write only do without it. Waiting is bounded by our own loop rather than proper-lockfile's retry counts, so
 // the caller states a time, not a number of attempts.
 import { randomUUID } from 'node:crypto';
-import { readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { readlink, rename, rm, symlink, unlink } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import lockfile from 'proper-lockfile';
@@ -16,6 +18,8 @@ export interface FileLockOptions {
   staleMs: number;
   /** The error to throw when `waitMs` passes; it should name the lock and say what to do. */
   timeoutError: () => Error;
+  /** Record the holder's process beside the lock, so that waiters can take it over at once when it dies. */
+  recordOwner?: boolean;
 }
 
 /**
@@ -29,17 +33,22 @@ export async function withFileLock<T>(
 ): Promise<T> {
   const controller = new AbortController();
   const release = await acquire(lockPath, options, (error) => controller.abort(error));
-  const owner: Owner = { pid: process.pid, host: hostname(), id: randomUUID() };
   // Best effort: without it, a crash is still recovered from, after the stale time.
-  await writeFile(ownerFile(lockPath), JSON.stringify(owner), { mode: 0o600 }).catch(() => undefined);
+  const recorded = options.recordOwner === true
+    && (await symlink(encodeOwner(ownerRecord()), ownerFile(lockPath)).then(() => true, () => false));
   try {
     return await fn(controller.signal);
   } finally {
-    const current = await readOwner(lockPath);
-    if (current?.id === owner.id) await rm(ownerFile(lockPath), { force: true }).catch(() => undefined);
+    // While the lock was ours, nobody else wrote a record (ours names a live process); once it was lost, the
+    // record there may be the new holder's.
+    if (recorded && !controller.signal.aborted) await unlink(ownerFile(lockPath)).catch(() => undefined);
     // Releasing a compromised lock rejects with ERELEASED; the holder already learnt of it through the signal.
     await release().catch(() => undefined);
   }
+}
+
+function ownerRecord(): Owner {
+  return { pid: process.pid, host: hostname(), id: randomUUID() };
 }
 
 interface Owner {
@@ -53,13 +62,14 @@ function ownerFile(lockPath: string): string {
   return `${lockPath}.owner`;
 }
 
-async function readOwner(lockPath: string): Promise<Owner | undefined> {
-  try {
-    const data = JSON.parse(await readFile(ownerFile(lockPath), 'utf8')) as Partial<Owner>;
-    return typeof data.pid === 'number' && typeof data.host === 'string' && typeof data.id === 'string' ? (data as Owner) : undefined;
-  } catch {
-    return undefined;
-  }
+function encodeOwner(owner: Owner): string {
+  return `${owner.host} ${owner.pid} ${owner.id}`;
+}
+
+async function readOwner(file: string): Promise<Owner | undefined> {
+  const parts = (await readlink(file).catch(() => '')).split(' ');
+  const [host, pid, id] = parts;
+  return parts.length === 3 && host && id && /^\d+$/.test(pid ?? '') ? { host, pid: Number(pid), id } : undefined;
 }
 
 function isAlive(pid: number): boolean {
@@ -78,7 +88,7 @@ function isAlive(pid: number): boolean {
  * the lock was removed, so the caller tries again at once.
  */
 async function takeOverFromDeadOwner(lockPath: string): Promise<boolean> {
-  const owner = await readOwner(lockPath);
+  const owner = await readOwner(ownerFile(lockPath));
   if (!owner || owner.host !== hostname() || owner.pid === process.pid || isAlive(owner.pid)) return false;
   const claimed = `${ownerFile(lockPath)}.${randomUUID()}`;
   try {
@@ -86,10 +96,11 @@ async function takeOverFromDeadOwner(lockPath: string): Promise<boolean> {
   } catch {
     return false;
   }
-  const taken = await readFile(claimed, 'utf8').catch(() => '');
-  // The record renamed must be the dead holder's, not one a new holder wrote in between.
-  const removed = taken.includes(owner.id) ? await rm(lockPath, { recursive: true, force: true }).then(() => true, () => false) : false;
-  await rm(claimed, { force: true }).catch(() => undefined);
+  // The record renamed must be the dead holder's, not one a new holder made in between.
+  const removed = (await readOwner(claimed))?.id === owner.id
+    ? await rm(lockPath, { recursive: true, force: true }).then(() => true, () => false)
+    : false;
+  await unlink(claimed).catch(() => undefined);
   return removed;
 }
 

@@ -213,6 +213,7 @@ export function openProfileStore(configDir: string, options: ProfileStoreOptions
       return withFileLock(lockPath, fn, {
         waitMs,
         staleMs,
+        recordOwner: true,
         timeoutError: () =>
           new ProfileStoreError(
             'PROFILE_LOCK_TIMEOUT',
