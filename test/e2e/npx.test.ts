@@ -224,7 +224,8 @@ for (const runtime of runtimes) {
       let compared = 0;
       for (const [where, entry] of Object.entries(shrinkwrapOf(packed).packages)) {
         if (where === '' || entry.dev || entry.link) continue;
-        const candidates = [path.join(root, 'syncauth', where, 'package.json'), path.join(root, where, 'package.json')];
+        // Nested under syncauth as the shrinkwrap lays it out, or hoisted beside it as npx installs it.
+        const candidates = [path.join(root, 'syncauth', where, 'package.json'), path.join(path.dirname(root), where, 'package.json')];
         const found = candidates.find((file) => existsSync(file));
         if (!found) {
           // Platform packages of other systems are optional and left out.
