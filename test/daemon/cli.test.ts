@@ -16,7 +16,7 @@ describe('syncauth daemon', () => {
     const grant = await obtainGrant(emu);
     const home = tempDir();
     const tokenFile = path.join(home, 'token');
-    const { child, out, exited, started } = spawnDaemon(containerEnv(emu, grant, home, tokenFile), home);
+    const { child, out, exited, started } = spawnDaemon(containerEnv(emu, grant, home, { tokenFile }), home);
     try {
       const start = await started();
       expect(start.profiles).toEqual(['container']);
@@ -53,7 +53,7 @@ describe('syncauth daemon', () => {
     const grant = await obtainGrant(emu);
     const home = tempDir();
     const tokenFile = path.join(home, 'token');
-    const env = containerEnv(emu, grant, home, tokenFile);
+    const env = containerEnv(emu, grant, home, { tokenFile });
     const first = spawnDaemon(env, home);
     try {
       await first.ready((await first.started()).listen);
@@ -83,7 +83,7 @@ describe('syncauth daemon', () => {
     const home = tempDir();
     const tokenFile = path.join(home, 'token');
     const service = await misbehavingServer(trickle(200, '['));
-    const env = { ...containerEnv(emu, grant, home, tokenFile), SYNCAUTH_BASE_URL: service.url };
+    const env = { ...containerEnv(emu, grant, home, { tokenFile }), SYNCAUTH_BASE_URL: service.url };
     const daemon = spawnDaemon(env, home, ['--shutdown-timeout', '2']);
     try {
       await daemon.ready((await daemon.started()).listen);
@@ -103,7 +103,7 @@ describe('syncauth daemon', () => {
     const grant = await obtainGrant(emu);
     const home = tempDir();
     const tokenFile = path.join(home, 'token');
-    const daemon = spawnDaemon(containerEnv(emu, grant, home, tokenFile), home, ['--sweep', '* * * * * *', '--renew-margin', '1']);
+    const daemon = spawnDaemon(containerEnv(emu, grant, home, { tokenFile }), home, ['--sweep', '* * * * * *', '--renew-margin', '1']);
     try {
       await daemon.ready((await daemon.started()).listen);
       daemon.child.kill('SIGSTOP');

@@ -24,7 +24,7 @@ async function daemonUnderFaketime() {
   const offsetFile = path.join(home, 'faketime');
   writeFileSync(offsetFile, '+0\n');
   const env = {
-    ...containerEnv(emu, grant, home, tokenFile),
+    ...containerEnv(emu, grant, home, { tokenFile }),
     LD_PRELOAD: LIBFAKETIME as string,
     FAKETIME_TIMESTAMP_FILE: offsetFile,
     FAKETIME_NO_CACHE: '1',

@@ -16,23 +16,30 @@ export async function waitFor<T>(what: string, probe: () => Promise<T | undefine
   }
 }
 
-export function containerEnv(emu: RunningEmulator, grant: DaemonGrant, home: string, tokenFile: string): Record<string, string> {
+/** A profile made only of environment variables, as a container runs it, against the emulator. */
+export function containerEnv(
+  emu: RunningEmulator,
+  grant: DaemonGrant,
+  home: string,
+  options: { tokenFile?: string; profile?: string } = {},
+): Record<string, string> {
+  const profile = options.profile ?? 'container';
   return {
     PATH: process.env.PATH ?? '/usr/bin:/bin',
     HOME: home,
     SYNCAUTH_CONFIG_DIR: path.join(home, 'config'),
     SYNCAUTH_STORE: 'env',
-    SYNCAUTH_PROFILE: 'container',
+    SYNCAUTH_PROFILE: profile,
     SYNCAUTH_APP_KEY: grant.appKey,
     SYNCAUTH_APP_SECRET: grant.appSecret,
     SYNCAUTH_REFRESH_TOKEN: grant.refreshToken,
     SYNCAUTH_API_KEY: DEFAULT_EMULATOR_API_KEY,
     SYNCAUTH_BASE_URL: emu.url,
     SYNCAUTH_REMOTE_URL: 'dropbox://data',
-    SYNCAUTH_CONNECTOR_NAME: 'conn-container',
+    SYNCAUTH_CONNECTOR_NAME: `conn-${profile}`,
     SYNCAUTH_TOKEN_URL: emu.tokenUrl,
     SYNCAUTH_LISTEN: '127.0.0.1:0',
-    SYNCAUTH_TOKEN_FILE: tokenFile,
+    ...(options.tokenFile ? { SYNCAUTH_TOKEN_FILE: options.tokenFile } : {}),
   };
 }
 

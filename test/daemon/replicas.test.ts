@@ -5,10 +5,11 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { DEFAULT_EMULATOR_API_KEY, startEmulator, type RunningEmulator } from '../../src/emulator/index.js';
+import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js';
 import { CLI, tempDir } from '../helpers/cli.js';
 import { redisAvailability, startRedisServer, type RedisServer } from '../helpers/redis.js';
 import { connectorsNamed, obtainGrant, tokensOf } from './helpers.js';
+import { containerEnv } from './process.js';
 import type { DaemonGrant } from '../../src/daemon/index.js';
 
 const LIFETIME_S = 5;
@@ -39,7 +40,7 @@ class Replica {
     const home = tempDir('syncauth-replica-');
     this.child = spawn(process.execPath, [CLI, 'daemon', '--sweep', '* * * * * *', '--renew-margin', String(MARGIN_S)], {
       cwd: home,
-      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: home, SYNCAUTH_CONFIG_DIR: path.join(home, 'config'), ...env },
+      env: { ...env, HOME: home, SYNCAUTH_CONFIG_DIR: path.join(home, 'config') },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     this.child.stdout?.setEncoding('utf8').on('data', (d: string) => (this.stdout += d));
@@ -123,20 +124,8 @@ describe.skipIf(availability.skip)('replicas coordinated by a real redis-server'
     const emu = await startEmulator({ autoApprove: true, tokenLifetimeSeconds: LIFETIME_S });
     emulators.push(emu);
     const grant = await obtainGrant(emu);
-    const env = {
-      SYNCAUTH_STORE: 'env',
-      SYNCAUTH_PROFILE: profile,
-      SYNCAUTH_APP_KEY: grant.appKey,
-      SYNCAUTH_APP_SECRET: grant.appSecret,
-      SYNCAUTH_REFRESH_TOKEN: grant.refreshToken,
-      SYNCAUTH_API_KEY: DEFAULT_EMULATOR_API_KEY,
-      SYNCAUTH_BASE_URL: emu.url,
-      SYNCAUTH_REMOTE_URL: 'dropbox://data',
-      SYNCAUTH_CONNECTOR_NAME: `conn-${profile}`,
-      SYNCAUTH_TOKEN_URL: emu.tokenUrl,
-      SYNCAUTH_LISTEN: '127.0.0.1:0',
-      SYNCAUTH_REDIS_URL: redis.url,
-    };
+    // One container's environment; each replica gets a home and config directory of its own (see Replica).
+    const env = { ...containerEnv(emu, grant, tempDir(), { profile }), SYNCAUTH_REDIS_URL: redis.url };
     const started = Array.from({ length: count }, (_, i) => new Replica(`replica-${i + 1}`, env));
     replicas.push(...started);
     return { emu, grant, replicas: started };
