@@ -3,11 +3,10 @@
 // Beside it, `<file>.expires_at` holds the token's expiry (RFC 3339), so a consumer can judge the token when no
 // daemon runs. The token is written before its expiry and removed before it, so a consumer that reads both
 // never sees a token with a later expiry than its own.
-import { readdir, rm } from 'node:fs/promises';
-import path from 'node:path';
+import { rm } from 'node:fs/promises';
 import { ValidationError } from '../errors.js';
 import type { Logger } from '../log.js';
-import { readTextIfExists, writePrivateFile } from '../profile/files.js';
+import { readTextIfExists, removeTemporaryLeftovers, writePrivateFile } from '../profile/files.js';
 
 export const EXPIRY_SUFFIX = '.expires_at';
 
@@ -48,21 +47,9 @@ export async function readTokenFile(file: string): Promise<{ value: string; expi
   return { value, expiresAt };
 }
 
-/**
- * Removes the temporary files of atomic writes that a killed process left beside the token file and its
- * expiry (write-file-atomic names them `<file>.<number>`).
- */
-export async function removeLeftovers(file: string): Promise<void> {
-  const dir = path.dirname(file);
-  const bases = [path.basename(file), `${path.basename(file)}${EXPIRY_SUFFIX}`];
-  let names: string[];
-  try {
-    names = await readdir(dir);
-  } catch {
-    return;
-  }
-  const leftover = (name: string): boolean => bases.some((base) => name.startsWith(`${base}.`) && /^\d+$/.test(name.slice(base.length + 1)));
-  await Promise.all(names.filter(leftover).map((name) => rm(path.join(dir, name), { force: true })));
+/** Removes what an interrupted write left beside the token file and its expiry: this process is their only writer. */
+export function removeLeftovers(file: string): Promise<void> {
+  return removeTemporaryLeftovers([file, `${file}${EXPIRY_SUFFIX}`], 0);
 }
 
 /** The holder side of a profile, as far as publishing goes. */

@@ -1,6 +1,7 @@
 // File-system primitives shared by the profile state and the encrypted secret file: private directories and
 // atomic private files.
-import { chmod, mkdir, readFile, stat } from 'node:fs/promises';
+import { chmod, mkdir, readdir, readFile, rm, stat } from 'node:fs/promises';
+import path from 'node:path';
 import writeFileAtomic from 'write-file-atomic';
 
 /**
@@ -32,3 +33,33 @@ export async function readTextIfExists(file: string): Promise<string | undefined
     throw error;
   }
 }
+
+/**
+ * Removes the temporary files that atomic writes of these files left behind when their process was killed
+ * mid-write (write-file-atomic names them `<file>.<number>`). Only those older than `olderThanMs`: another
+ * process may be writing one now, and a write takes milliseconds.
+ */
+export async function removeTemporaryLeftovers(files: readonly string[], olderThanMs: number): Promise<void> {
+  const byDir = new Map<string, Set<string>>();
+  for (const file of files) {
+    const names = byDir.get(path.dirname(file)) ?? new Set<string>();
+    names.add(path.basename(file));
+    byDir.set(path.dirname(file), names);
+  }
+  const cutoff = Date.now() - olderThanMs;
+  for (const [dir, bases] of byDir) {
+    const entries = await readdir(dir).catch(() => [] as string[]);
+    const leftovers = entries.filter((name) => {
+      const dot = name.lastIndexOf('.');
+      return dot > 0 && /^\d+$/.test(name.slice(dot + 1)) && bases.has(name.slice(0, dot));
+    });
+    await Promise.all(
+      leftovers.map(async (name) => {
+        const file = path.join(dir, name);
+        const info = await stat(file).catch(() => undefined);
+        if (info?.isFile() && info.mtimeMs <= cutoff) await rm(file, { force: true });
+      }),
+    );
+  }
+}
+

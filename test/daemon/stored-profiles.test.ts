@@ -1,6 +1,8 @@
 // The real daemon over stored profiles (encrypted file store): one whose state file is broken when the daemon
-// starts is served again as soon as the file is fixed, with no SIGHUP, while the other runs on.
-import { readFileSync, writeFileSync } from 'node:fs';
+// starts is served again as soon as the file is fixed, with no SIGHUP, while the other runs on; what writes
+// killed mid-way left behind is cleared at start, and what a write in progress holds is not.
+import { existsSync, readFileSync, utimesSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   grantRefreshToken, newHome, onboardingEnv, profileFile, runCli, startOnboarding, type Onboarding,
@@ -15,7 +17,7 @@ beforeAll(async () => {
 afterAll(async () => ob.emulator.close());
 
 describe('a daemon over stored profiles', () => {
-  it('serves a profile whose state file was broken at start once the file is fixed, without a reload', async () => {
+  it('serves a profile whose state file was broken at start once the file is fixed, without a reload; clears dead writes', async () => {
     const home = newHome();
     for (const profile of ['good', 'broken']) {
       const env = onboardingEnv(ob, home, { SYNCAUTH_REFRESH_TOKEN: await grantRefreshToken(ob), SYNCAUTH_PROFILE: profile });
@@ -25,6 +27,15 @@ describe('a daemon over stored profiles', () => {
     const file = profileFile(home, 'broken');
     const good = readFileSync(file, 'utf8');
     writeFileSync(file, '{ "version": 1, "profile": "broken", ', { mode: 0o600 });
+    // Temporary files of writes a kill -9 interrupted an hour ago, and one of a write in progress now.
+    const stale = [`${profileFile(home, 'good')}.123456789`, path.join(home.configDir, 'secrets.enc.987654321')];
+    const inProgress = `${profileFile(home, 'good')}.555`;
+    const anHourAgo = new Date(Date.now() - 3_600_000);
+    for (const file of stale) {
+      writeFileSync(file, 'half a write', { mode: 0o600 });
+      utimesSync(file, anHourAgo, anHourAgo);
+    }
+    writeFileSync(inProgress, 'a write in progress', { mode: 0o600 });
     const env = {
       PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: home.dir,
       SYNCAUTH_CONFIG_DIR: home.configDir, SYNCAUTH_STORE: 'file', SYNCAUTH_STORE_KEY: home.storeKey,
@@ -33,6 +44,8 @@ describe('a daemon over stored profiles', () => {
     try {
       const { listen, profiles } = await daemon.started();
       expect(profiles.sort()).toEqual(['broken', 'good']);
+      expect(stale.filter((file) => existsSync(file))).toEqual([]);
+      expect(existsSync(inProgress)).toBe(true);
       const readyz = async (): Promise<{ status: number; body: { profiles: Record<string, { ready: boolean }> } }> => {
         const res = await fetch(`${listen}/readyz`);
         return { status: res.status, body: (await res.json()) as { profiles: Record<string, { ready: boolean }> } };

@@ -21,6 +21,8 @@ import {
 } from '../../daemon/index.js';
 import { ExitCode, SyncauthError, ValidationError, type FieldIssue } from '../../errors.js';
 import { createLogger, type LogLevel, type Logger } from '../../log.js';
+import { SECRET_FILE_NAME } from '../../credentials/file.js';
+import { removeTemporaryLeftovers } from '../../profile/files.js';
 import { isProfileName, newSecretsVersion, openProfileStore, type ProfileStore } from '../../profile/index.js';
 import type { Schedule } from '../../service/models.js';
 import type { TokenSet } from '../../oauth/index.js';
@@ -29,6 +31,9 @@ import { accessTokenKeeper } from '../../sync/token-cache.js';
 import { baseState } from '../../sync/renew.js';
 import type { CommandContext } from '../context.js';
 import { openSession, readSecrets, requireGrant, type ResolvedSecrets } from '../session.js';
+
+/** A temporary file this old is no write in progress (those take milliseconds): its writer died. */
+const LEFTOVER_AGE_MS = 10_000;
 
 export interface DaemonCommandOptions {
   /** Repeated --profile; empty or absent: every stored profile. */
@@ -204,6 +209,8 @@ export async function daemon(context: CommandContext, options: DaemonCommandOpti
   if (failed.length === initial.length) throw (failed[0] as { error: Error }).error;
   const names = initial.map((entry) => entry.name);
   if (v.tokenFile) await checkTokenFiles(context, v.tokenFile, names);
+  // A daemon restarted after kill -9 clears what interrupted writes of state and secrets left behind.
+  await removeTemporaryLeftovers([...names.map((name) => store.fileOf(name)), path.join(v.configDir, SECRET_FILE_NAME)], LEFTOVER_AGE_MS);
   if (names.length > 1 && environmentGrant(v)) {
     log.warn('SYNCAUTH_APP_KEY, SYNCAUTH_APP_SECRET and SYNCAUTH_REFRESH_TOKEN are set in the environment: they take precedence over the stored grant of every profile served');
   }
