@@ -37,6 +37,21 @@ export interface AuthorizationOptions {
   stdin: NodeJS.ReadableStream;
   /** Stops every wait (the browser callback, the pasted code, the code exchange); pass `interruptSignal`. */
   signal: AbortSignal;
+  /** How long to wait for the browser callback before saying what usually goes wrong (loopback mode); 30 s by default. */
+  hintAfterMs?: number;
+}
+
+const DEFAULT_HINT_AFTER_MS = 30_000;
+
+/** Why a browser usually never comes back: Allow was not reached, or Dropbox refused the redirect. */
+function stillWaitingHint(redirectUri: string, waitedMs: number): string {
+  return [
+    `\nStill no answer from the browser after ${Math.round(waitedMs / 1000)} s. What usually goes wrong:`,
+    '  - the browser is signed in to a different Dropbox account than the one to connect (the app folder is in that account): sign out at dropbox.com, then open the URL again;',
+    '  - the app key is of a different app than the one you set up in the App Console: Dropbox then shows an error page instead of Allow;',
+    `  - the redirect URI is not registered: App Console, Settings tab, OAuth 2, Redirect URIs: add exactly ${redirectUri} (localhost and 127.0.0.1 are different URIs).`,
+    '',
+  ].join('\n');
 }
 
 export async function authorizeInteractively(options: AuthorizationOptions): Promise<TokenSet> {
@@ -66,6 +81,7 @@ export async function authorizeInteractively(options: AuthorizationOptions): Pro
 
   const request = createAuthorizationRequest({ authorizeUrl: settings.authorizeUrl, appKey: options.appKey, redirectUri: settings.redirectUri });
   const server = await startLoopbackServer({ redirectUri: settings.redirectUri, state: request.state, timeoutMs: options.timeoutMs, signal });
+  let hint: NodeJS.Timeout | undefined;
   try {
     io.stderr.write(`\nOpen this URL in a browser, sign in to Dropbox and click Allow:\n\n  ${request.url}\n\n`);
     io.stderr.write(`Waiting for Dropbox to send the browser back to ${settings.redirectUri} (up to ${Math.round(options.timeoutMs / 1000)} s)…\n`);
@@ -78,9 +94,14 @@ export async function authorizeInteractively(options: AuthorizationOptions): Pro
         io.stderr.write('Could not start a browser; open the URL above yourself.\n');
       }
     }
+    const hintAfterMs = options.hintAfterMs ?? DEFAULT_HINT_AFTER_MS;
+    hint = setTimeout(() => io.stderr.write(stillWaitingHint(settings.redirectUri, hintAfterMs)), hintAfterMs);
     const { code } = await server.result;
+    // The browser came back: a slow code exchange is no reason for the hint.
+    clearTimeout(hint);
     return await exchangeCode({ tokenUrl: settings.tokenUrl, app, code, redirectUri: settings.redirectUri, codeVerifier: request.codeVerifier, signal });
   } finally {
+    clearTimeout(hint);
     await server.close();
   }
 }

@@ -33,6 +33,11 @@ function formatScalar(value: unknown): string {
   return String(value);
 }
 
+/** A count with its noun in the right number: `1 entry`, `2 entries`; `more` marks a lower bound (`100+ entries`). */
+export function counted(count: number, singular: string, plural = `${singular}s`, more = false): string {
+  return `${count}${more ? '+' : ''} ${count === 1 && !more ? singular : plural}`;
+}
+
 /** Prints rows under a header, columns padded to the widest cell. */
 export function printTable(io: Io, header: string[], rows: string[][]): void {
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));

@@ -236,6 +236,31 @@ describe.concurrent('logout', () => {
     expect(await storedSecrets(p.home, 'keep')).toEqual({});
   });
 
+  it('a profile that does not exist: exit 1 naming the ones that do; nothing touched, nothing sent to Dropbox', async () => {
+    const p = await onboard('present');
+    const stateBefore = readProfileState(p.home, 'present');
+    const files = filesUnder(p.home.dir);
+    // A grant in the environment: before, logout revoked it under the name of a profile that was never made.
+    const grant = await grantRefreshToken(ob);
+    const env = { ...p.env, SYNCAUTH_APP_KEY: ob.app.appKey, SYNCAUTH_APP_SECRET: ob.app.appSecret, SYNCAUTH_REFRESH_TOKEN: grant, SYNCAUTH_TOKEN_URL: ob.emulator.tokenUrl };
+    const result = await runCli(['logout', '--profile', 'nosuch'], { env, cwd: p.home.dir });
+    expect(result.code).toBe(1);
+    expect(result.stderr).toMatch(/^error: there is no profile "nosuch"/m);
+    expect(result.stderr).toMatch(/^hint: the existing profiles are: present\b/m);
+    expect(result.stderr).not.toMatch(/✓/);
+    expect((await renewAtEmulator(ob, grant)).status).toBe(200);
+    expect(filesUnder(p.home.dir)).toEqual(files);
+    expect(readProfileState(p.home, 'present')).toEqual(stateBefore);
+    expect((await storedSecrets(p.home, 'present')).refresh_token).toBe(p.refreshToken);
+
+    const empty = newHome();
+    const none = await runCli(['logout', '--profile', 'nosuch'], { env: { SYNCAUTH_CONFIG_DIR: empty.configDir, SYNCAUTH_STORE: 'file', SYNCAUTH_STORE_KEY: empty.storeKey }, cwd: empty.dir });
+    expect(none.code).toBe(1);
+    expect(none.stderr).toMatch(/^error: there is no profile "nosuch"/m);
+    expect(none.stderr).toMatch(/^hint: there are no profiles yet/m);
+    expect(filesUnder(empty.dir)).toEqual([]);
+  });
+
   it('leaves the other profiles of the store alone', async () => {
     const p = await onboard('one');
     const other = await onboard('two', p.home);

@@ -16,7 +16,7 @@ import { ServiceClient } from '../../service/client.js';
 import { authorizeInteractively, dropboxCredentialIssues } from '../authorization.js';
 import type { CommandContext } from '../context.js';
 import { InterruptedError, interruptSignal, writeSection } from '../interrupt.js';
-import { printJson } from '../output.js';
+import { counted, printJson } from '../output.js';
 import { askSecret, askText, isInteractive } from '../prompt.js';
 import { openSession, readSecrets, type ProfileSession } from '../session.js';
 
@@ -142,7 +142,7 @@ async function verifyGrant(session: ProfileSession, tokens: TokenSet, remoteUrl:
     const folder = dropboxApiPath(remoteUrl);
     try {
       const listing = await listFolder({ apiUrl: session.values.dropboxApiUrl, accessToken: tokens.accessToken, path: folder, signal: interruptSignal });
-      context.io.stderr.write(`✓ ${remoteUrl} is readable (${listing.entries.length}${listing.hasMore ? '+' : ''} entries)\n`);
+      context.io.stderr.write(`✓ ${remoteUrl} is readable (${counted(listing.entries.length, 'entry', 'entries', listing.hasMore)})\n`);
     } catch (error) {
       if (isOAuthError(error, 'OAUTH_PATH_NOT_FOUND')) {
         throw new SyncauthError('SYNCAUTH_FOLDER_MISSING', `the folder ${folder} does not exist in the app folder`, {

@@ -1,5 +1,5 @@
-// `syncauth status`: every profile at a glance; exit 4 when any needs re-authorization, so a script or a
-// monitoring check can act on it.
+// `syncauth status`: every profile at a glance; exit 4 when any needs re-authorization, 1 when any is incomplete or
+// failed its last renewal or reconcile, so a script or a monitoring check can act on it.
 import { ExitCode, SyncauthError } from '../../errors.js';
 import { openProfileStore, type ProfileState } from '../../profile/index.js';
 import type { CommandContext } from '../context.js';
@@ -13,11 +13,53 @@ function relative(iso: string | undefined, now: number): string {
   return seconds >= 0 ? `${iso} (in ${text})` : `${iso} (expired ${text} ago)`;
 }
 
+interface Trouble {
+  state: 'needs re-authorization' | 'incomplete' | 'error';
+  /** Completes `profile "NAME" …` in the error message. */
+  summary: string;
+  /** The line under the profile in the text output, naming the fix. */
+  advice: string;
+  fix: string;
+}
+
+/**
+ * What is wrong with a profile and the command that fixes it, or undefined when nothing is. An expired access
+ * token is not trouble: the next `token`, `refresh` or the daemon renews it.
+ */
+function troubleOf(state: ProfileState): Trouble | undefined {
+  const setupFix = `syncauth setup --profile ${state.profile}`;
+  const refreshFix = `syncauth refresh --profile ${state.profile}`;
+  if (state.needsReauthorization) {
+    return { state: 'needs re-authorization', summary: 'needs re-authorization', advice: `run \`${setupFix}\` to authorize again`, fix: setupFix };
+  }
+  if (!state.lastError) return undefined;
+  if (state.lastError.code === 'SYNCAUTH_SETUP_UNFINISHED') {
+    return {
+      state: 'incomplete', summary: 'is incomplete',
+      advice: `setup stopped before the source connector was made: run \`${refreshFix}\` to finish it`, fix: refreshFix,
+    };
+  }
+  // A terminal failure is a setting (app key or secret, permissions) that retrying alone will not fix.
+  if (state.lastError.terminal) {
+    return {
+      state: 'error', summary: 'failed its last renewal or connector update',
+      advice: `the last renewal or connector update failed on a setting retrying will not fix: run \`${setupFix}\` to correct it`, fix: setupFix,
+    };
+  }
+  return {
+    state: 'error', summary: 'failed its last renewal or connector update',
+    advice: `the last renewal or connector update failed: run \`${refreshFix}\` to try again`, fix: refreshFix,
+  };
+}
+
 function summary(state: ProfileState, now: number) {
   const expired = state.accessTokenExpiresAt ? Date.parse(state.accessTokenExpiresAt) <= now : undefined;
+  const trouble = troubleOf(state);
   return {
     profile: state.profile,
-    state: state.needsReauthorization ? 'needs re-authorization' : state.lastError ? 'error' : 'ok',
+    state: trouble?.state ?? 'ok',
+    /** The command that fixes what `state` says is wrong. */
+    fix: trouble?.fix ?? null,
     needsReauthorization: state.needsReauthorization === true,
     baseUrl: state.baseUrl ?? null,
     remoteUrl: state.remoteUrl ?? null,
@@ -60,15 +102,21 @@ export async function status(context: CommandContext): Promise<void> {
         'last renewal': s.lastRenewalAt ?? null,
         'last error': s.lastError ? `${s.lastError.code}: ${s.lastError.message} (${s.lastError.at})` : null,
       });
-      if (row.needsReauthorization) context.io.stdout.write(`  → run \`syncauth setup --profile ${row.profile}\` to authorize again\n`);
+      const advice = troubleOf(s)?.advice;
+      if (advice) context.io.stdout.write(`  → ${advice}\n`);
     }
   }
-  const stale = rows.filter((r) => r.needsReauthorization).map((r) => r.profile);
-  if (stale.length > 0) {
+  const troubled = states.flatMap((s) => {
+    const trouble = troubleOf(s);
+    return trouble ? [{ profile: s.profile, ...trouble }] : [];
+  });
+  if (troubled.length > 0) {
+    const reauthorize = troubled.some((t) => t.state === 'needs re-authorization');
     // Thrown, not set on process.exitCode: the entry point sets the exit code from its own result afterwards.
-    throw new SyncauthError('SYNCAUTH_REAUTHORIZE', `${stale.length === 1 ? 'profile' : 'profiles'} ${stale.map((n) => `"${n}"`).join(', ')} need${stale.length === 1 ? 's' : ''} re-authorization`, {
-      exitCode: ExitCode.authRequired,
-      hint: stale.map((n) => `run \`syncauth setup --profile ${n}\``).join('; '),
-    });
+    throw new SyncauthError(
+      reauthorize ? 'SYNCAUTH_REAUTHORIZE' : 'SYNCAUTH_PROFILE_FAILING',
+      troubled.map((t) => `profile "${t.profile}" ${t.summary}`).join('; '),
+      { exitCode: reauthorize ? ExitCode.authRequired : ExitCode.error, hint: troubled.map((t) => `run \`${t.fix}\``).join('; ') },
+    );
   }
 }
