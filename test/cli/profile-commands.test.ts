@@ -6,7 +6,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openSecretStore } from '../../src/credentials/index.js';
 import {
   currentAccount, filesUnder, grantRefreshToken, newestAccessTokenOf, newestRefreshToken, newHome, onboardingEnv, profileFile, readProfileState,
-  renewAtEmulator, runCli, runWithApproval, sources, startOnboarding, storedSecrets, type Home, type Onboarding,
+  onboardWithGrant, renewAtEmulator, runCli, runWithApproval, sources, startOnboarding, storedSecrets, type Home, type Onboarded,
+  type Onboarding,
 } from '../helpers/onboarding.js';
 
 let ob: Onboarding;
@@ -16,28 +17,8 @@ beforeAll(async () => {
 });
 afterAll(async () => ob.emulator.close());
 
-interface Onboarded {
-  home: Home;
-  profile: string;
-  refreshToken: string;
-  connectorId: string;
-  /** What later commands get: the store and nothing else. */
-  env: Record<string, string>;
-}
-
 /** A profile onboarded with a grant handed in (the quick, browserless path of setup). */
-async function onboard(profile: string, home: Home = newHome()): Promise<Onboarded> {
-  const refreshToken = await grantRefreshToken(ob);
-  const result = await runCli(['setup', '--yes', '--json', '--profile', profile, '--connector-name', `conn-${profile}`], {
-    env: onboardingEnv(ob, home, { SYNCAUTH_REFRESH_TOKEN: refreshToken }), cwd: home.dir,
-  });
-  if (result.code !== 0) throw new Error(`setup failed (${result.code}):\n${result.stderr}`);
-  const connectorId = (JSON.parse(result.stdout) as { connector: { id: string } }).connector.id;
-  return {
-    home, profile, refreshToken, connectorId,
-    env: { SYNCAUTH_CONFIG_DIR: home.configDir, SYNCAUTH_STORE: 'file', SYNCAUTH_STORE_KEY: home.storeKey },
-  };
-}
+const onboard = (profile: string, home: Home = newHome()): Promise<Onboarded> => onboardWithGrant(ob, profile, home);
 
 function run(p: Onboarded, args: string[]) {
   return runCli(args, { env: p.env, cwd: p.home.dir });

@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RECENT_RENEWAL_MS } from '../../src/cli/commands/shared.js';
 import {
-  grantRefreshToken, newHome, onboardingEnv, runCli, sources, startOnboarding, type Home, type Onboarding,
+  onboardWithGrant, runCli, sources, startOnboarding, type Onboarded, type Onboarding,
 } from '../helpers/onboarding.js';
 
 const PROCESSES = 20;
@@ -16,23 +16,7 @@ beforeAll(async () => {
 });
 afterAll(async () => ob.emulator.close());
 
-interface Onboarded {
-  home: Home;
-  profile: string;
-  connectorId: string;
-  env: Record<string, string>;
-}
-
-async function onboard(profile: string): Promise<Onboarded> {
-  const home = newHome();
-  const refreshToken = await grantRefreshToken(ob);
-  const result = await runCli(['setup', '--yes', '--json', '--profile', profile, '--connector-name', `conn-${profile}`], {
-    env: onboardingEnv(ob, home, { SYNCAUTH_REFRESH_TOKEN: refreshToken }), cwd: home.dir,
-  });
-  if (result.code !== 0) throw new Error(`setup failed (${result.code}):\n${result.stderr}`);
-  const connectorId = (JSON.parse(result.stdout) as { connector: { id: string } }).connector.id;
-  return { home, profile, connectorId, env: { SYNCAUTH_CONFIG_DIR: home.configDir, SYNCAUTH_STORE: 'file', SYNCAUTH_STORE_KEY: home.storeKey } };
-}
+const onboard = (profile: string): Promise<Onboarded> => onboardWithGrant(ob, profile);
 
 /** Runs `args` in PROCESSES processes at once; the token requests they made, and how long they took together. */
 async function together(p: Onboarded, args: string[]) {

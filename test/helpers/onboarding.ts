@@ -336,3 +336,27 @@ export function readProfileState(home: Home, profile: string): Record<string, un
 export async function storedSecrets(home: Home, profile: string): Promise<ProfileSecrets> {
   return openSecretStore({ kind: 'file', configDir: home.configDir, storeKey: home.storeKey, env: {} }).get(profile);
 }
+
+/** A profile set up through the CLI, and what later commands need to reach it. */
+export interface Onboarded {
+  home: Home;
+  profile: string;
+  refreshToken: string;
+  connectorId: string;
+  /** What later commands get: the store and nothing else. */
+  env: Record<string, string>;
+}
+
+/** A profile onboarded with a grant handed in (the quick, browserless path of setup), connector `conn-<profile>`. */
+export async function onboardWithGrant(ob: Onboarding, profile: string, home: Home = newHome()): Promise<Onboarded> {
+  const refreshToken = await grantRefreshToken(ob);
+  const result = await runCli(['setup', '--yes', '--json', '--profile', profile, '--connector-name', `conn-${profile}`], {
+    env: onboardingEnv(ob, home, { SYNCAUTH_REFRESH_TOKEN: refreshToken }), cwd: home.dir,
+  });
+  if (result.code !== 0) throw new Error(`setup failed (${result.code}):\n${result.stderr}`);
+  const connectorId = (JSON.parse(result.stdout) as { connector: { id: string } }).connector.id;
+  return {
+    home, profile, refreshToken, connectorId,
+    env: { SYNCAUTH_CONFIG_DIR: home.configDir, SYNCAUTH_STORE: 'file', SYNCAUTH_STORE_KEY: home.storeKey },
+  };
+}
