@@ -34,8 +34,7 @@ export async function withFileLock<T>(
   const controller = new AbortController();
   const release = await acquire(lockPath, options, (error) => controller.abort(error));
   // Best effort: without it, a crash is still recovered from, after the stale time.
-  const recorded = options.recordOwner === true
-    && (await symlink(encodeOwner(ownerRecord()), ownerFile(lockPath)).then(() => true, () => false));
+  const recorded = options.recordOwner === true && (await recordOwner(lockPath));
   try {
     return await fn(controller.signal);
   } finally {
@@ -47,8 +46,19 @@ export async function withFileLock<T>(
   }
 }
 
-function ownerRecord(): Owner {
-  return { pid: process.pid, host: hostname(), id: randomUUID() };
+/**
+ * Names this process as the holder. A record already there belongs to a holder that died and whose lock went
+ * stale (proper-lockfile took it over, not a waiter here): left in place, it would let a waiter judge this
+ * live holding dead, so it is replaced.
+ */
+async function recordOwner(lockPath: string): Promise<boolean> {
+  const record = encodeOwner({ pid: process.pid, host: hostname(), id: randomUUID() });
+  const make = () => symlink(record, ownerFile(lockPath)).then(() => true);
+  return make().catch(async (error: NodeJS.ErrnoException) => {
+    if (error.code !== 'EEXIST') return false;
+    await unlink(ownerFile(lockPath)).catch(() => undefined);
+    return make().catch(() => false);
+  });
 }
 
 interface Owner {

@@ -2,7 +2,8 @@
 // that was broken at start is picked up again once fixed, and a renewal lock left by a killed process is
 // taken over as soon as its owner is found dead, not after the stale time.
 import { spawn } from 'node:child_process';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { hostname } from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
@@ -141,9 +142,20 @@ describe('the renewal lock', () => {
     expect(waited).toBeLessThan(2_000);
   });
 
-  it('is not taken from a live holder', async () => {
+  // A record left by a holder that died, whose lock then went stale and was taken over by proper-lockfile,
+  // must not make the next, live holding look dead.
+  it.each([
+    ['with no record left before it', false],
+    ['with the record of a dead holder left beside it', true],
+  ])('is not taken from a live holder (%s)', async (_label, staleRecord) => {
     const dir = tempDir();
     const store = openProfileStore(dir);
+    if (staleRecord) {
+      const dead = spawn(process.execPath, ['-e', '0']);
+      await new Promise((resolve) => dead.once('exit', resolve));
+      mkdirSync(path.join(dir, 'profiles'), { recursive: true });
+      symlinkSync(`${hostname()} ${dead.pid} a-holding-long-gone`, path.join(dir, 'profiles', 'p1.renewal.lock.owner'));
+    }
     let release: () => void = () => undefined;
     const held = store.withLock('p1', () => new Promise<void>((resolve) => (release = resolve)));
     await new Promise((resolve) => setTimeout(resolve, 100));
