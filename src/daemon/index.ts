@@ -127,7 +127,6 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
     clearTimeout(rt.expiryTimer);
     rt.token = token;
     rt.learnExpiry(token.expiresAt, drawJitter(), token.monoExpiresAt);
-    rt.jitterMs = drawJitter();
     // Between sweeps too: a token must leave the file the moment it expires, not at the next tick. Timers run
     // on the monotonic clock; a wall clock that jumps past the expiry is caught by the schedule's heartbeat.
     const at = now();
@@ -417,7 +416,6 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
     }
   }
 
-  /** Holds and publishes the fresh token and records the renewal; the reconcile comes after the lock is released. */
   /** A failure to share the token with other processes costs them a renewal of their own, not this one. */
   async function shareAccessToken(rt: ProfileRuntime, profile: DaemonProfile, tokens: TokenSet, grant: DaemonGrant): Promise<void> {
     try {
@@ -427,6 +425,7 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
     }
   }
 
+  /** Holds and publishes the fresh token and records the renewal; the reconcile comes after the lock is released. */
   async function renewed(rt: ProfileRuntime, tokens: TokenSet, sentMono: number): Promise<void> {
     holdToken(rt, { value: tokens.accessToken, expiresAt: tokens.expiresAt, monoExpiresAt: sentMono + tokens.expiresIn * 1000 });
     // Published before anything else awaits: holding the token makes the profile ready, and /readyz must never
@@ -620,10 +619,17 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
       rt.loadFailures += 1;
       return;
     }
+    await applyLoaded(rt, entry);
+  }
+
+  /** Applies an entry loaded again (by retryLoad or a reload); a profile that could not be loaded before starts now. */
+  async function applyLoaded(rt: ProfileRuntime, entry: ProfileEntry): Promise<void> {
+    const wasUnavailable = rt.parked?.reason === 'unavailable';
+    applyEntry(rt, entry);
+    if (!wasUnavailable || !rt.config) return;
+    rt.parked = undefined;
     rt.loadFailures = 0;
     rt.loadRetryAt = 0;
-    applyEntry(rt, entry);
-    rt.parked = undefined;
     log.info({ profile: rt.name }, `profile "${rt.name}" loaded`);
     await observeInitialState(rt);
   }
@@ -739,13 +745,7 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
         runtimes.set(entry.name, await addProfile(entry));
         continue;
       }
-      const wasUnavailable = rt.parked?.reason === 'unavailable';
-      applyEntry(rt, entry);
-      if (wasUnavailable && rt.config) {
-        rt.parked = undefined;
-        log.info({ profile: rt.name }, `profile "${rt.name}" loaded`);
-        await observeInitialState(rt);
-      }
+      await applyLoaded(rt, entry);
     }
     log.info({ profiles: [...runtimes.keys()] }, 'profiles reloaded');
   }

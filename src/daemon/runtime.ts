@@ -84,15 +84,19 @@ export class ProfileRuntime {
    */
   tokenExpiry(at: number): number | undefined {
     const token = this.token;
-    if (!token) return undefined;
-    return Math.min(token.expiresAt, at + (token.monoExpiresAt - this.#clock.mono()));
+    return token && this.#earlier(at, token.expiresAt, token.monoExpiresAt);
   }
 
   /** The newest expiry known, read the same way: the earlier of its wall-clock and monotonic readings. */
   expiry(at: number): number | undefined {
     const known = this.knownExpiresAt;
     if (known === undefined || this.#knownMonoExpiresAt === undefined) return known;
-    return Math.min(known, at + (this.#knownMonoExpiresAt - this.#clock.mono()));
+    return this.#earlier(at, known, this.#knownMonoExpiresAt);
+  }
+
+  /** An expiry on the wall clock at `at`: its wall-clock reading, or sooner when the monotonic clock says so. */
+  #earlier(at: number, expiresAt: number, monoExpiresAt: number): number {
+    return Math.min(expiresAt, at + (monoExpiresAt - this.#clock.mono()));
   }
 
   holdsToken(at: number): boolean {

@@ -34,9 +34,10 @@ export function healthOf(rt: ProfileRuntime, at: number, needsOwnToken: boolean)
 export function profileStatus(rt: ProfileRuntime, at: number, needsOwnToken: boolean): ProfileStatus {
   const health = healthOf(rt, at, needsOwnToken);
   const iso = (ms: number): string => new Date(ms).toISOString();
+  const expiresAt = rt.expiry(at);
   return {
     name: rt.name,
-    ...(rt.expiry(at) !== undefined ? { expiresAt: iso(rt.expiry(at) as number) } : {}),
+    ...(expiresAt !== undefined ? { expiresAt: iso(expiresAt) } : {}),
     holdsToken: rt.holdsToken(at),
     ...(rt.lastRenewal ? { lastRenewal: { at: iso(rt.lastRenewal.at), outcome: rt.lastRenewal.outcome } } : {}),
     ...(rt.lastSuccessAt !== undefined ? { lastSuccessAt: iso(rt.lastSuccessAt) } : {}),

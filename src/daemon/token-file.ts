@@ -96,8 +96,8 @@ export class TokenPublisher {
   }
 
   #queue(holder: Holder, op: (path: string) => Promise<void>): Promise<void> {
-    if (this.template === undefined) return Promise.resolve();
-    const path = tokenFileFor(this.template, holder.name);
+    const path = this.pathOf(holder.name);
+    if (path === undefined) return Promise.resolve();
     holder.fileChain = holder.fileChain.then(() =>
       op(path).catch((error: unknown) => {
         const code = (error as NodeJS.ErrnoException).code;
