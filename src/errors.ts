@@ -1,4 +1,6 @@
 // The exit codes follow gh: 0 ok, 1 error, 2 usage or validation, 4 authentication required.
+import { redact } from './redact.js';
+
 export const ExitCode = {
   ok: 0,
   error: 1,
@@ -13,18 +15,21 @@ export interface FieldIssue {
   message: string;
 }
 
-/** Base of every error syncauth raises on purpose: a stable `code`, an exit code, and a next step. */
+/**
+ * Base of every error syncauth raises on purpose: a stable `code`, an exit code, and a next step. Message and
+ * hint pass the redaction step here, once for every error family: either may quote what a provider echoed.
+ */
 export class SyncauthError extends Error {
   readonly code: string;
   readonly exitCode: ExitCode;
   readonly hint: string | undefined;
 
   constructor(code: string, message: string, options: { exitCode?: ExitCode; hint?: string; cause?: unknown } = {}) {
-    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    super(redact(message), options.cause === undefined ? undefined : { cause: options.cause });
     this.name = new.target.name;
     this.code = code;
     this.exitCode = options.exitCode ?? ExitCode.error;
-    this.hint = options.hint;
+    this.hint = options.hint === undefined ? undefined : redact(options.hint);
   }
 }
 

@@ -74,9 +74,9 @@ export class OAuthError extends SyncauthError {
 
   constructor(code: OAuthErrorCode, message: string, options: OAuthErrorOptions = {}) {
     const kind = options.kind ?? OAUTH_ERROR_KINDS[code];
-    super(code, redact(message), {
+    super(code, message, {
       exitCode: kind === 'terminal' ? ExitCode.authRequired : ExitCode.error,
-      hint: options.hint === undefined ? undefined : redact(options.hint),
+      hint: options.hint,
       cause: options.cause,
     });
     this.kind = kind;

@@ -48,11 +48,7 @@ export class ServiceError extends SyncauthError {
   declare readonly body: unknown;
 
   constructor(code: ServiceErrorCode, message: string, options: ServiceErrorOptions = {}) {
-    super(code, redactSecrets(message), {
-      exitCode: exitCodeFor(code),
-      hint: options.hint === undefined ? undefined : redactSecrets(options.hint),
-      cause: options.cause,
-    });
+    super(code, message, { exitCode: exitCodeFor(code), hint: options.hint, cause: options.cause });
     this.status = options.status;
     this.detail = options.detail === undefined ? undefined : redactSecrets(options.detail);
     this.issues = options.issues;
