@@ -52,9 +52,8 @@ function troubleOf(state: ProfileState): Trouble | undefined {
   };
 }
 
-function summary(state: ProfileState, now: number) {
+function summary(state: ProfileState, trouble: Trouble | undefined, now: number) {
   const expired = state.accessTokenExpiresAt ? Date.parse(state.accessTokenExpiresAt) <= now : undefined;
-  const trouble = troubleOf(state);
   return {
     profile: state.profile,
     state: trouble?.state ?? 'ok',
@@ -82,7 +81,8 @@ export async function status(context: CommandContext): Promise<void> {
   if (only && states.length === 0) {
     throw new SyncauthError('SYNCAUTH_NO_PROFILE', `profile "${only}" has not been set up`, { exitCode: ExitCode.authRequired, hint: `run \`syncauth setup --profile ${only}\`` });
   }
-  const rows = states.map((s) => summary(s, now));
+  const troubles = states.map(troubleOf);
+  const rows = states.map((s, i) => summary(s, troubles[i], now));
   if (context.json) {
     printJson(context.io, { profiles: rows });
   } else if (rows.length === 0) {
@@ -102,12 +102,12 @@ export async function status(context: CommandContext): Promise<void> {
         'last renewal': s.lastRenewalAt ?? null,
         'last error': s.lastError ? `${s.lastError.code}: ${s.lastError.message} (${s.lastError.at})` : null,
       });
-      const advice = troubleOf(s)?.advice;
+      const advice = troubles[i]?.advice;
       if (advice) context.io.stdout.write(`  → ${advice}\n`);
     }
   }
-  const troubled = states.flatMap((s) => {
-    const trouble = troubleOf(s);
+  const troubled = states.flatMap((s, i) => {
+    const trouble = troubles[i];
     return trouble ? [{ profile: s.profile, ...trouble }] : [];
   });
   if (troubled.length > 0) {
