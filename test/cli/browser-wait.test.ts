@@ -4,14 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { authorizeInteractively } from '../../src/cli/authorization.js';
 import { resolveSettings } from '../../src/config.js';
 import { freePort } from '../helpers/onboarding.js';
-
-async function waitFor(condition: () => boolean, timeoutMs = 5_000): Promise<void> {
-  const until = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > until) throw new Error('timed out waiting');
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
+import { waitFor } from '../helpers/wait.js';
 
 async function waitWithoutCallback(hintAfterMs: number, watchMs: number) {
   const redirectUri = `http://127.0.0.1:${await freePort()}/callback`;
@@ -25,7 +18,7 @@ async function waitWithoutCallback(hintAfterMs: number, watchMs: number) {
     io: { stdout: new PassThrough(), stderr }, stdin: new PassThrough(), signal: controller.signal, hintAfterMs,
   });
   const outcome = waiting.then(() => 'resolved', (error: unknown) => (error as { code?: string }).code);
-  await waitFor(() => err.includes('Waiting for Dropbox'));
+  await waitFor('the wait for the browser to begin', () => (err.includes('Waiting for Dropbox') ? true : undefined), 5_000);
   await new Promise((resolve) => setTimeout(resolve, watchMs));
   const before = err;
   controller.abort();

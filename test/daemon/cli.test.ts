@@ -8,7 +8,8 @@ import { DEFAULT_EMULATOR_API_KEY } from '../../src/emulator/index.js';
 import { runCli } from '../helpers/cli.js';
 import { misbehavingServer, trickle } from '../helpers/servers.js';
 import { connectorsNamed, emulator, obtainGrant, tempDir, tokenRequests } from './helpers.js';
-import { containerEnv, spawnDaemon, waitFor } from './process.js';
+import { waitFor } from '../helpers/wait.js';
+import { containerEnv, spawnDaemon } from './process.js';
 
 describe('syncauth daemon', () => {
   it('runs an environment-only profile, becomes ready, and exits 0 promptly on SIGTERM', async () => {

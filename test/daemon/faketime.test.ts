@@ -6,7 +6,8 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { isCI } from '../helpers/secret-service.js';
 import { emulator, obtainGrant, renewalsOf, tempDir } from './helpers.js';
-import { containerEnv, spawnDaemon, waitFor } from './process.js';
+import { waitFor } from '../helpers/wait.js';
+import { containerEnv, spawnDaemon } from './process.js';
 
 const LIBFAKETIME = ['/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1', '/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1', '/usr/lib/faketime/libfaketime.so.1']
   .find((file) => existsSync(file));

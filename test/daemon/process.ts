@@ -5,16 +5,7 @@ import path from 'node:path';
 import type { DaemonGrant } from '../../src/daemon/index.js';
 import { DEFAULT_EMULATOR_API_KEY, type RunningEmulator } from '../../src/emulator/index.js';
 import { CLI } from '../helpers/cli.js';
-
-export async function waitFor<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 10_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
+import { waitFor } from '../helpers/wait.js';
 
 /** A profile made only of environment variables, as a container runs it, against the emulator. */
 export function containerEnv(

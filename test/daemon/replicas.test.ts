@@ -9,7 +9,8 @@ import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js
 import { CLI, tempDir } from '../helpers/cli.js';
 import { redisAvailability, startRedisServer, type RedisServer } from '../helpers/redis.js';
 import { connectorsNamed, obtainGrant, tokensOf } from './helpers.js';
-import { containerEnv, waitFor } from './process.js';
+import { waitFor } from '../helpers/wait.js';
+import { containerEnv } from './process.js';
 import type { DaemonGrant } from '../../src/daemon/index.js';
 
 const LIFETIME_S = 5;

@@ -7,7 +7,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   grantRefreshToken, newHome, onboardingEnv, profileFile, runCli, startOnboarding, type Onboarding,
 } from '../helpers/onboarding.js';
-import { spawnDaemon, waitFor } from './process.js';
+import { waitFor } from '../helpers/wait.js';
+import { spawnDaemon } from './process.js';
 
 let ob: Onboarding;
 

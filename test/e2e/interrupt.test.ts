@@ -3,8 +3,6 @@
 // policy of src/cli/interrupt.ts itself (second signal, deadline, write sections) in a small script. The
 // bounds are generous: they check behaviour (the process ends, promptly), not speed.
 import { spawn } from 'node:child_process';
-import { createServer, type IncomingMessage, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -13,61 +11,14 @@ import {
   AUTHORIZE_URL_PATTERN, approveLikeABrowser, filesUnder, grantRefreshToken, newHome, onboardingEnv, readProfileState, runCli, sources, spawnCli,
   startOnboarding, storedSecrets, type CliProcess, type Home, type Onboarding,
 } from '../helpers/onboarding.js';
+import { hang, misbehavingServer, type MisbehavingServer } from '../helpers/servers.js';
+import { waitFor } from '../helpers/wait.js';
 
 // A first signal ends a command within 5 s; the slack covers a loaded machine.
 const FIRST_SIGNAL_BOUND_S = 8;
 const STACK_FRAME = /^\s+at .+:\d+:\d+\)?$/m;
 
-/** A server on 127.0.0.1 that takes requests and never answers them: a hung Dropbox or service. */
-interface HangingServer {
-  url: string;
-  requests: string[];
-  /** Resolves once a request whose path starts with `prefix` has arrived. */
-  arrived(prefix: string): Promise<void>;
-  close(): Promise<void>;
-}
-
-async function startHangingServer(): Promise<HangingServer> {
-  const requests: string[] = [];
-  const waiting = new Set<() => void>();
-  const server: Server = createServer((req: IncomingMessage) => {
-    requests.push(req.url ?? '');
-    req.resume();
-    for (const check of waiting) check();
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  return {
-    url: `http://127.0.0.1:${port}`,
-    requests,
-    arrived: (prefix) => new Promise((resolve) => {
-      const check = () => {
-        if (requests.some((r) => r.startsWith(prefix))) {
-          waiting.delete(check);
-          resolve();
-        }
-      };
-      waiting.add(check);
-      check();
-    }),
-    close: () => new Promise((resolve) => {
-      server.closeAllConnections();
-      server.close(() => resolve());
-    }),
-  };
-}
-
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-async function waitFor<T>(what: string, probe: () => T | undefined, timeoutMs = 15_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(50);
-  }
-}
 
 /** Sends `signal` and waits for the process to end; `seconds` is the time from the signal to the exit. */
 async function signalAndWait(proc: Pick<CliProcess, 'pid' | 'result'>, signal: NodeJS.Signals = 'SIGINT'): Promise<CliResult & { seconds: number }> {
@@ -85,14 +36,14 @@ function expectQuietInterruption(result: CliResult & { seconds: number }, code =
 }
 
 let ob: Onboarding;
-let hanging: HangingServer;
+/** Takes requests and never answers them: a hung Dropbox or service. */
+let hanging: MisbehavingServer;
 
 beforeAll(async () => {
   ob = await startOnboarding();
-  hanging = await startHangingServer();
+  hanging = await misbehavingServer(hang);
 });
 afterAll(async () => {
-  await hanging.close();
   await ob.emulator.close();
 });
 
@@ -146,7 +97,7 @@ describe('a first Ctrl-C ends the command within 5 s, whatever it waits for', ()
     try {
       const proc = spawnCli(['setup', '--yes', '--no-open', '--connector-name', 'hung-service'], { env: setupEnv(home), cwd: home.dir });
       await approveLikeABrowser(await proc.waitForStderr(AUTHORIZE_URL_PATTERN));
-      await waitFor('the state written before the service is asked', () => readProfileState(home, 'docs'));
+      await waitFor('the state written before the service is asked', () => readProfileState(home, 'docs'), 15_000);
       await sleep(200);
       const result = await signalAndWait(proc);
       expectQuietInterruption(result);

@@ -1,12 +1,13 @@
 // HTTP servers on 127.0.0.1 that misbehave the way real ones do under trouble: accept a request and never
-// answer, or answer at once and then trickle one byte at a time, forever. Closed after each test.
+// answer, or answer at once and then trickle one byte at a time, forever. Closed after the test file.
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { afterEach } from 'vitest';
+import { afterAll } from 'vitest';
+import { waitFor } from './wait.js';
 
 const servers: Server[] = [];
 
-afterEach(async () => {
+afterAll(async () => {
   for (const server of servers.splice(0)) {
     server.closeAllConnections();
     await new Promise((resolve) => server.close(resolve));
@@ -17,18 +18,27 @@ export interface MisbehavingServer {
   url: string;
   /** Requests received so far. */
   requests(): number;
+  /** Resolves once a request whose path starts with `prefix` has arrived. */
+  arrived(prefix: string): Promise<void>;
 }
 
 /** A server whose every request goes to `handler`. */
 export async function misbehavingServer(handler: (res: ServerResponse) => void): Promise<MisbehavingServer> {
-  let requests = 0;
-  const server = createServer((_req, res) => {
-    requests += 1;
+  const paths: string[] = [];
+  const server = createServer((req, res) => {
+    paths.push(req.url ?? '');
+    req.resume();
     handler(res);
   });
   servers.push(server);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, requests: () => requests };
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    requests: () => paths.length,
+    arrived: async (prefix) => {
+      await waitFor(`a request to ${prefix}`, () => (paths.some((p) => p.startsWith(prefix)) ? true : undefined), 15_000);
+    },
+  };
 }
 
 /** Takes the request and never answers. */

@@ -5,6 +5,7 @@ import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { newHome, onboardingEnv, runWithApproval, startOnboarding, type Home, type Onboarding } from '../helpers/onboarding.js';
+import { waitFor } from '../helpers/wait.js';
 
 let ob: Onboarding;
 let home: Home;
@@ -14,11 +15,6 @@ beforeAll(async () => {
   home = newHome();
 });
 afterAll(async () => ob?.emulator.close());
-
-async function waitFor(file: string): Promise<string> {
-  for (let i = 0; i < 100 && !existsSync(file); i++) await new Promise((resolve) => setTimeout(resolve, 50));
-  return readFileSync(file, 'utf8');
-}
 
 it('the browser launcher and the browser get no secret in their environment', async () => {
   const recorded = path.join(home.dir, 'browser-env.txt');
@@ -30,7 +26,7 @@ it('the browser launcher and the browser get no secret in their environment', as
   const result = await runWithApproval(['setup', '--yes'], { env, cwd: home.dir });
   expect(result.code, result.stderr).toBe(0);
 
-  const childEnv = await waitFor(recorded);
+  const childEnv = await waitFor('the fake browser to record its environment', () => (existsSync(recorded) ? readFileSync(recorded, 'utf8') : undefined), 5_000);
   expect(childEnv).toContain(`BROWSER=${browser}`);
   const secrets = { app_key: ob.app.appKey, app_secret: ob.app.appSecret, api_key: ob.apiKey, store_key: home.storeKey };
   for (const [name, value] of Object.entries(secrets)) expect({ name, leaked: childEnv.includes(value) }).toEqual({ name, leaked: false });
