@@ -79,11 +79,20 @@ function profileName(raw: string): string {
   return value;
 }
 
-function loopbackListen(raw: string): { host: string; port: number } {
-  const match = /^(127\.\d{1,3}\.\d{1,3}\.\d{1,3}|localhost|\[::1\]):(\d{1,5})$/.exec(raw.trim());
+/**
+ * Health and metrics only (never a token), so any explicit address will do: loopback by default in the
+ * examples, `0.0.0.0` where a kubelet's probes or Prometheus come from outside the pod. A host name other than
+ * localhost is refused: which interface it binds would depend on DNS.
+ */
+function listenAddress(raw: string): { host: string; port: number } {
+  const match = /^(\d{1,3}(?:\.\d{1,3}){3}|localhost|\[[0-9A-Fa-f:.]+\]):(\d{1,5})$/.exec(raw.trim());
+  const host = match?.[1] ?? '';
   const port = match ? Number(match[2]) : NaN;
-  if (!match || port > 65535) throw new Error('must be a loopback address and port, like 127.0.0.1:9464');
-  return { host: match[1] === 'localhost' ? '127.0.0.1' : (match[1] as string).replace(/^\[|\]$/g, ''), port };
+  const octetsOk = !/^\d/.test(host) || host.split('.').every((o) => Number(o) <= 255);
+  if (!match || port > 65535 || !octetsOk) {
+    throw new Error('must be an IP address and port, like 127.0.0.1:9464 (or 0.0.0.0:9464 for probes and scrapes from outside)');
+  }
+  return { host: host === 'localhost' ? '127.0.0.1' : host.replace(/^\[|\]$/g, ''), port };
 }
 
 function loopbackRedirect(raw: string): string {
@@ -157,7 +166,10 @@ export const SETTINGS = {
   },
   sweep: { env: 'SYNCAUTH_SWEEP', flag: 'sweep', parse: nonEmpty, default: () => '* * * * *', describe: "the daemon's cron expression" },
   tokenFile: { env: 'SYNCAUTH_TOKEN_FILE', flag: 'token-file', parse: (raw: string) => path.resolve(nonEmpty(raw)), describe: 'publish the access token here' },
-  listen: { env: 'SYNCAUTH_LISTEN', flag: 'listen', parse: loopbackListen, describe: 'health/metrics address' },
+  tokenFileMode: { env: 'SYNCAUTH_TOKEN_FILE_MODE', flag: 'token-file-mode', parse: nonEmpty, describe: 'mode of the token file, e.g. 0640 (default 0600)' },
+  tokenFileGroup: { env: 'SYNCAUTH_TOKEN_FILE_GROUP', flag: 'token-file-group', parse: nonEmpty, describe: "the token file's group (name or id), for a consumer running as another user" },
+  socket: { env: 'SYNCAUTH_SOCKET', flag: 'socket', parse: (raw: string) => path.resolve(nonEmpty(raw)), describe: 'serve the token on request on this Unix socket (0600)' },
+  listen: { env: 'SYNCAUTH_LISTEN', flag: 'listen', parse: listenAddress, describe: 'health/metrics address' },
   redisUrl: { env: 'SYNCAUTH_REDIS_URL', flag: 'redis-url', parse: nonEmpty, describe: 'coordinate replicas' },
   logLevel: {
     env: 'SYNCAUTH_LOG_LEVEL', flag: 'log-level', parse: oneOf(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const),

@@ -1,6 +1,8 @@
-// How replicas share the work: a lease per profile, so one replica renews at a time, and a shared record of
-// the last renewal, so the others know the token is fresh without holding it. The Redis implementation is in
-// redis.ts; anything with the same semantics (a database row, etcd) could stand in.
+// How replicas share the connector. Each replica renews its own access token (tokens of one grant coexist),
+// so every replica's consumers stay fresh on their own; only the reconcile is shared: a lease per profile, so
+// one replica reconciles at a time, and a shared record of the token the connector was last given, so the
+// others know it is done for this lifetime. The Redis implementation is in redis.ts; anything with the same
+// semantics (a database row, etcd) could stand in.
 import { SyncauthError } from '../errors.js';
 
 export interface Lease {
@@ -10,30 +12,34 @@ export interface Lease {
   release(): Promise<void>;
 }
 
-export interface SharedRenewal {
-  /** Epoch milliseconds at which the renewed access token expires. */
+/** The last reconcile any replica made: which token the connector holds now, as far as its expiry goes. */
+export interface SharedReconcile {
+  /** Epoch milliseconds at which the access token the connector was given expires. */
   expiresAt: number;
-  renewedAt: number;
-  /** Which replica renewed. */
+  reconciledAt: number;
+  /** Which replica reconciled. */
   replica: string;
+  /** The connector it reconciled, so a replica with no record of its own updates it instead of looking it up. */
+  connectorId?: string;
 }
 
 export interface Coordinator {
   readonly replicaId: string;
-  /** The profile's lease, held and kept alive until released; undefined when another replica holds it. */
+  /** The profile's reconcile lease, held and kept alive until released; undefined when another replica holds it. */
   acquire(profile: string): Promise<Lease | undefined>;
-  lastRenewal(profile: string): Promise<SharedRenewal | undefined>;
-  recordRenewal(profile: string, record: SharedRenewal): Promise<void>;
-  /** Whether the backend answered recently; false means no renewal happens here. */
+  lastReconcile(profile: string): Promise<SharedReconcile | undefined>;
+  /** Records a reconcile; never replaces a record of a token that expires later. */
+  recordReconcile(profile: string, record: SharedReconcile): Promise<void>;
+  /** Whether the backend answered recently; false means reconciles wait (renewals go on). */
   isAvailable(): boolean;
   close(): Promise<void>;
 }
 
-/** The coordination backend cannot be reached: renewing anyway could race another replica, so nothing is done. */
+/** The coordination backend cannot be reached: reconciling anyway could race another replica, so the reconcile waits. */
 export class CoordinatorUnavailableError extends SyncauthError {
   constructor(message: string, options: { cause?: unknown } = {}) {
     super('COORDINATOR_UNAVAILABLE', message, {
-      hint: 'check that Redis is running and reachable at --redis-url; renewals resume by themselves once it is',
+      hint: 'check that Redis is running and reachable at --redis-url; reconciles resume by themselves once it is (renewals never stopped)',
       cause: options.cause,
     });
   }

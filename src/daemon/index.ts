@@ -13,7 +13,7 @@ import { reconcileConnector } from '../sync/reconcile.js';
 import { baseState, renewHoldingLock } from '../sync/renew.js';
 import { retryDelay, type BackoffPolicy } from './backoff.js';
 import { classifyFailure, type Failure } from './classify.js';
-import type { Lease } from './coordinator.js';
+import type { Coordinator, Lease, SharedReconcile } from './coordinator.js';
 import { checkSchedule, scheduleSweeps, type ClockJump, type SweepSchedule } from './cron.js';
 import { RateGate, Semaphore } from './limiter.js';
 import { DaemonMetrics } from './metrics.js';
@@ -37,7 +37,7 @@ import type {
 } from './types.js';
 
 export type * from './types.js';
-export type { Coordinator, Lease, SharedRenewal } from './coordinator.js';
+export type { Coordinator, Lease, SharedReconcile } from './coordinator.js';
 export { CoordinatorUnavailableError, isCoordinatorUnavailable } from './coordinator.js';
 export { createRedisCoordinator, checkRedisUrl, redisTarget } from './redis.js';
 export type { RedisCoordinator, RedisCoordinatorOptions } from './redis.js';
@@ -91,8 +91,10 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
   const lockWaitMs = options.lockWaitMs ?? 15_000;
   const shutdownTimeoutMs = options.shutdownTimeoutMs ?? 10_000;
   const { profileStore: store, coordinator, tokenFile } = options;
-  // With replicas only one holds the token; the others know its expiry and do not renew just to hold one.
-  const needsOwnToken = tokenFile !== undefined && coordinator === undefined;
+  // A process that hands the token to consumers must hold one itself. So must every replica: each renews its
+  // own (access tokens of one grant coexist), and one of them gives the connector its token per lifetime.
+  const needsOwnToken = tokenFile !== undefined || coordinator !== undefined;
+  const readiness = { needsOwnToken, publishes: tokenFile !== undefined };
   const semaphore = new Semaphore(concurrency);
   const rateGate = rate === undefined ? undefined : new RateGate(rate, now, sleep);
   const shutdown = new AbortController();
@@ -300,7 +302,7 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
    * One reconcile, outside the renewal lock (a slow service must not keep other processes from renewing) and
    * within its own deadline; a failure schedules a retry and never touches the renewal.
    */
-  async function reconcileNow(rt: ProfileRuntime, profile: DaemonProfile): Promise<ReconcileOutcome> {
+  async function reconcileNow(rt: ProfileRuntime, profile: DaemonProfile, sharedConnectorId?: string): Promise<ReconcileOutcome> {
     const target = profile.reconcile;
     const token = rt.token;
     const grant = rt.grant;
@@ -328,7 +330,7 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
           refreshToken: grant.refreshToken,
           accessToken: token.value,
         },
-        ...(state?.connectorId ? { connectorId: state.connectorId } : {}),
+        ...(state?.connectorId || sharedConnectorId ? { connectorId: (state?.connectorId ?? sharedConnectorId) as string } : {}),
         ...(target.workflow ? { workflow: target.workflow } : {}),
         now: () => new Date(now()),
       });
@@ -336,7 +338,7 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
       await store.update(rt.name, (current) => ({ ...baseState(current), connectorId: result.connector.id, connectorName: target.connectorName }));
       rt.connectorId = result.connector.id;
       rt.reconcile = { pending: false, failures: 0, retryAt: 0, lastOutcome: result.action };
-      metrics.reconcile(rt.name, result.action);
+      metrics.reconcile(rt.name, result.action, now());
       const detail = { profile: rt.name, connectorId: result.connector.id, action: result.action, removed: result.removed, workflow: result.workflowAction };
       if (result.action === 'updated' && result.workflowAction !== 'updated') log.debug(detail, 'connector reconciled');
       else log.info(detail, `connector of profile "${rt.name}" ${result.action}`);
@@ -346,7 +348,7 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
         ? new SyncauthError('RECONCILE_TIMEOUT', `the service did not finish the reconcile within ${Math.round(reconcileTimeoutMs / 1000)} s`, { cause: caught })
         : caught;
       const failure = classifyFailure(error);
-      metrics.reconcile(rt.name, 'failed');
+      metrics.reconcile(rt.name, 'failed', now());
       rt.reconcile.lastOutcome = 'failed';
       if (failure.kind === 'configuration' || failure.kind === 'terminal') {
         // Retrying a request the service refuses is noise; the next renewal tries again with fresh values.
@@ -371,6 +373,63 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
     }
   }
 
+  /**
+   * With replicas, one reconciles per lifetime: the replica that takes the profile's lease while the token the
+   * connector holds (the shared record) is inside the renewal window; the others find the record fresh and
+   * skip. A replica that finds the lease taken, or cannot reach the coordinator, keeps its reconcile pending
+   * and looks again, so a replica that died holding the lease is covered by the next one.
+   */
+  async function reconcileShared(rt: ProfileRuntime, profile: DaemonProfile, shared: Coordinator): Promise<ReconcileOutcome> {
+    const token = rt.token;
+    if (!token || !rt.holdsToken(now())) {
+      rt.reconcile.pending = false;
+      return 'skipped';
+    }
+    // The connector's token is due when it would be renewed now: inside the margin plus the largest jitter.
+    const due = (record: SharedReconcile | undefined): boolean => !record || record.expiresAt - now() <= margin + jitterMs;
+    let lease: Lease | undefined;
+    try {
+      if (!due(await shared.lastReconcile(rt.name))) return reconciledElsewhere(rt);
+      lease = await shared.acquire(rt.name);
+      coordinatorUp();
+      if (!lease) return deferReconcile(rt, backoff.baseMs * (1 + random()));
+      const record = await shared.lastReconcile(rt.name);
+      if (!due(record)) return reconciledElsewhere(rt);
+      const outcome = await reconcileNow(rt, profile, record?.connectorId);
+      if (outcome === 'failed' || outcome === 'skipped') return outcome;
+      const connectorId = rt.connectorId;
+      await shared
+        .recordReconcile(rt.name, { expiresAt: token.expiresAt, reconciledAt: now(), replica: shared.replicaId, ...(connectorId ? { connectorId } : {}) })
+        .catch((error: unknown) =>
+          log.warn({ profile: rt.name, event: 'reconcile.unshared', op: 'reconcile', error: classifyFailure(error).message }, 'could not tell the other replicas about the reconcile'),
+        );
+      return outcome;
+    } catch (error) {
+      coordinatorDown(error);
+      const wait = retryDelay(backoff, rt.reconcile.failures, random, undefined);
+      rt.reconcile.failures += 1;
+      return deferReconcile(rt, wait);
+    } finally {
+      await lease?.release();
+    }
+  }
+
+  function reconciledElsewhere(rt: ProfileRuntime): ReconcileOutcome {
+    rt.reconcile.pending = false;
+    rt.reconcile.failures = 0;
+    metrics.reconcile(rt.name, 'skipped');
+    log.debug({ profile: rt.name, event: 'reconcile.skipped', op: 'reconcile' }, 'another replica gave the connector a token of this lifetime');
+    return 'skipped';
+  }
+
+  /** The reconcile waits: another replica holds the lease, or the coordinator is away. */
+  function deferReconcile(rt: ProfileRuntime, waitMs: number): ReconcileOutcome {
+    rt.reconcile.pending = true;
+    rt.reconcile.retryAt = now() + waitMs;
+    metrics.reconcile(rt.name, 'deferred');
+    return 'deferred';
+  }
+
   // ---- renewal ----
 
   function settle(rt: ProfileRuntime, outcome: RenewalOutcome): RenewalOutcome {
@@ -379,18 +438,19 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
     return outcome;
   }
 
-  function coordinatorDown(rt: ProfileRuntime, error: unknown): RenewalOutcome {
-    if (coordinatorDownSince === undefined) {
-      coordinatorDownSince = now();
-      log.warn({ errorCode: 'COORDINATOR_UNAVAILABLE', error: classifyFailure(error).message }, 'the coordinator is unreachable: this replica renews nothing until it is back');
-    }
-    return settle(rt, 'coordinator_unavailable');
+  function coordinatorDown(error: unknown): void {
+    if (coordinatorDownSince !== undefined) return;
+    coordinatorDownSince = now();
+    log.warn(
+      { event: 'coordinator.down', op: 'reconcile', errorCode: 'COORDINATOR_UNAVAILABLE', error: classifyFailure(error).message },
+      'the coordinator is unreachable: connector reconciles wait until it is back; every token this replica publishes is still renewed',
+    );
   }
 
   function coordinatorUp(): void {
     if (coordinatorDownSince === undefined) return;
     coordinatorDownSince = undefined;
-    log.info('the coordinator is reachable again');
+    log.info({ event: 'coordinator.up', op: 'reconcile' }, 'the coordinator is reachable again; held reconciles go ahead');
   }
 
   async function keepRefreshToken(rt: ProfileRuntime, profile: DaemonProfile, refreshToken: string): Promise<void> {
@@ -441,17 +501,11 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
     } catch {
       // The next sweep's read reports a broken state file.
     }
-    if (coordinator) {
-      await coordinator
-        .recordRenewal(rt.name, { expiresAt: tokens.expiresAt, renewedAt: now(), replica: coordinator.replicaId })
-        .catch((error: unknown) => log.warn({ profile: rt.name, error: classifyFailure(error).message }, 'could not share the renewal with other replicas'));
-    }
     log.info({ profile: rt.name, expiresAt: new Date(tokens.expiresAt).toISOString() }, `renewed the access token of profile "${rt.name}"`);
   }
 
   async function renewalFailed(rt: ProfileRuntime, profile: DaemonProfile, error: unknown): Promise<RenewalOutcome> {
     const failure = classifyFailure(error);
-    if (failure.kind === 'coordinator') return coordinatorDown(rt, error);
     if (failure.kind === 'terminal' || failure.kind === 'configuration') {
       // Another process may have stored a new grant since this one was read: try it before giving up.
       if (isOAuthError(error, 'OAUTH_INVALID_GRANT') && profile.readGrant) {
@@ -505,52 +559,22 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
     return latest;
   }
 
-  /** Runs `fn` holding the replica lease (when coordinated) and the profile's lock across processes. */
-  async function exclusive<T>(
-    rt: ProfileRuntime,
-    busy: () => T,
-    down: (error: unknown) => T,
-    fn: (signal: AbortSignal) => Promise<T>,
-  ): Promise<T> {
-    let lease: Lease | undefined;
-    if (coordinator) {
-      try {
-        lease = await coordinator.acquire(rt.name);
-      } catch (error) {
-        return down(error);
-      }
-      coordinatorUp();
-      if (!lease) return busy();
-    }
-    try {
-      return await store.withLock(
-        rt.name,
-        (lockSignal) => fn(AbortSignal.any([lockSignal, shutdown.signal, ...(lease ? [lease.signal] : [])])),
-        { waitMs: lockWaitMs },
-      );
-    } finally {
-      await lease?.release();
-    }
-  }
-
   async function renew(rt: ProfileRuntime, profile: DaemonProfile): Promise<{ renewal: RenewalOutcome; reconcile?: ReconcileOutcome }> {
     const renewal = await renewUnderLock(rt, profile);
     if (renewal.renewal !== 'renewed' || !profile.reconcile || rt.removed) return renewal;
     rt.reconcile = { pending: true, failures: 0, retryAt: 0, lastOutcome: rt.reconcile.lastOutcome };
-    return { ...renewal, reconcile: await reconcileNow(rt, profile) };
+    return { ...renewal, reconcile: coordinator ? await reconcileShared(rt, profile, coordinator) : await reconcileNow(rt, profile) };
   }
 
   async function renewUnderLock(rt: ProfileRuntime, profile: DaemonProfile): Promise<{ renewal: RenewalOutcome }> {
     try {
-      return await exclusive(
-        rt,
-        () => ({ renewal: settle(rt, 'busy') }),
-        (error) => ({ renewal: coordinatorDown(rt, error) }),
-        async (signal) => {
-          // Another process or replica may have renewed while this one waited for the lock.
+      return await store.withLock(
+        rt.name,
+        async (lockSignal) => {
+          const signal = AbortSignal.any([lockSignal, shutdown.signal]);
+          // Another process may have renewed while this one waited for the lock.
           const state = await readState(rt);
           if (state?.accessTokenExpiresAt) rt.learnExpiry(Date.parse(state.accessTokenExpiresAt), drawJitter());
-          if (coordinator) rt.learnExpiry((await coordinator.lastRenewal(rt.name))?.expiresAt, drawJitter());
           if (!rt.renewalDue(now(), margin, needsOwnToken)) {
             rt.failures = 0;
             rt.retryAt = 0;
@@ -579,6 +603,7 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
           await renewed(rt, tokens, sentMono);
           return { renewal: 'renewed' as const };
         },
+        { waitMs: lockWaitMs },
       );
     } catch (error) {
       return { renewal: await renewalFailed(rt, profile, error) };
@@ -587,11 +612,11 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
 
   /** Outside the renewal lock, like the reconcile after a renewal: a hung service never blocks renewals. */
   async function retryReconcile(rt: ProfileRuntime, profile: DaemonProfile): Promise<ReconcileOutcome> {
+    if (coordinator) return reconcileShared(rt, profile, coordinator);
     try {
       const ours = rt.token?.expiresAt ?? 0;
       const state = await readState(rt);
-      const shared = coordinator ? await coordinator.lastRenewal(rt.name) : undefined;
-      const newest = Math.max(state?.accessTokenExpiresAt ? Date.parse(state.accessTokenExpiresAt) : 0, shared?.expiresAt ?? 0);
+      const newest = state?.accessTokenExpiresAt ? Date.parse(state.accessTokenExpiresAt) : 0;
       if (newest > ours) {
         // Someone renewed after this process did, and reconciled with that newer token: leave it be.
         rt.reconcile.pending = false;
@@ -673,6 +698,7 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
   async function sweep(): Promise<SweepReport> {
     const at = now();
     if (closing) return { at: new Date(at).toISOString(), profiles: [] };
+    metrics.swept(at);
     const profiles = [...runtimes.values()];
     // Expired tokens leave the file before anything else happens, even for a profile whose renewal is running.
     await Promise.all(profiles.map((rt) => expireIfDue(rt, at)));
@@ -684,10 +710,11 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
 
   function status(): DaemonStatus {
     const at = now();
-    const profiles = [...runtimes.values()].map((rt) => profileStatus(rt, at, needsOwnToken));
+    const profiles = [...runtimes.values()].map((rt) => profileStatus(rt, at, readiness));
     const coordinatorAvailable = coordinator ? coordinator.isAvailable() : true;
     return {
-      ready: profiles.length > 0 && profiles.every((p) => p.ready) && coordinatorAvailable,
+      // Without the coordinator only reconciles wait: every consumer here still gets a fresh token.
+      ready: profiles.length > 0 && profiles.every((p) => p.ready),
       ...(coordinator ? { coordinator: { available: coordinatorAvailable } } : {}),
       profiles,
     };
@@ -695,9 +722,11 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
 
   const metrics = new DaemonMetrics({
     now,
+    marginMs: margin,
+    ...(coordinator ? { coordinatorUp: () => coordinator.isAvailable() } : {}),
     profiles: () => {
       const at = now();
-      return [...runtimes.values()].map((rt) => ({ name: rt.name, expiresAt: rt.expiry(at), health: healthOf(rt, at, needsOwnToken).health }));
+      return [...runtimes.values()].map((rt) => ({ name: rt.name, expiresAt: rt.expiry(at), health: healthOf(rt, at, readiness).health }));
     },
   });
 

@@ -1,12 +1,14 @@
 // Coordination of replicas through Redis (ioredis). A profile's lease is a key set with NX and a time limit,
 // holding a random token: only the holder extends or deletes it (compare-and-pexpire, compare-and-delete in
 // Lua), so a replica that stalled past its lease can never release a lease another replica has taken since.
-// The record of the last renewal tells every replica the token's expiry, so those that did not renew do not
-// think it due. Commands fail fast while Redis is away (no offline queue): the daemon then renews nothing.
+// The record of the last reconcile tells every replica which token the connector holds (its expiry), so only
+// one reconciles per lifetime. Commands fail fast while Redis is away (no offline queue): the daemon then
+// holds its reconciles and goes on renewing. The record is versioned (`v`); the previous release's
+// `<prefix>:renewal:<profile>` records are not read and expire on their own.
 import { randomUUID } from 'node:crypto';
 import { ValidationError } from '../errors.js';
 import type { Logger } from '../log.js';
-import { CoordinatorUnavailableError, type Coordinator, type Lease, type SharedRenewal } from './coordinator.js';
+import { CoordinatorUnavailableError, type Coordinator, type Lease, type SharedReconcile } from './coordinator.js';
 
 export interface RedisCoordinatorOptions {
   /** `redis://[user:password@]host:port[/db]` or `rediss://…`. */
@@ -29,8 +31,8 @@ export interface RedisCoordinator extends Coordinator {
 
 const EXTEND = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) else return 0 end`;
 const RELEASE = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end`;
-// Never replaces a record of a later expiry: a replica that renewed, stalled, and writes late must not make
-// the others believe the token older than it is.
+// Never replaces a record of a later expiry: a replica that reconciled, stalled, and writes late must not make
+// the others believe the connector holds an older token than it does.
 const RECORD = `local current = redis.call('GET', KEYS[1])
 if current then
   local ok, decoded = pcall(cjson.decode, current)
@@ -40,6 +42,24 @@ redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
 return 1`;
 // Long enough to outlive any token it describes; short enough that records of removed profiles go away.
 const RECORD_TTL_MS = 7 * 24 * 3600 * 1000;
+
+const RECORD_VERSION = 1;
+
+/** A stored record, or undefined for one this release cannot read (another version, or damaged). */
+export function decodeReconcile(raw: string): SharedReconcile | undefined {
+  try {
+    const record = JSON.parse(raw) as Partial<SharedReconcile> & { v?: unknown };
+    if (record.v !== RECORD_VERSION || typeof record.expiresAt !== 'number' || typeof record.reconciledAt !== 'number') return undefined;
+    return {
+      expiresAt: record.expiresAt,
+      reconciledAt: record.reconciledAt,
+      replica: String(record.replica ?? ''),
+      ...(typeof record.connectorId === 'string' && record.connectorId ? { connectorId: record.connectorId } : {}),
+    };
+  } catch {
+    return undefined;
+  }
+}
 
 /** The Redis URL as it may appear in a log line: no user name, no password. */
 export function redisTarget(url: string): string {
@@ -89,17 +109,20 @@ export async function createRedisCoordinator(options: RedisCoordinatorOptions): 
   const markDown = (reason: string): void => {
     if (closed || down) return;
     down = true;
-    log?.warn({ errorCode: 'COORDINATOR_UNAVAILABLE', error: reason }, 'Redis is unreachable: no renewals on this replica until it is back');
+    log?.warn(
+      { event: 'coordinator.down', op: 'coordinate', errorCode: 'COORDINATOR_UNAVAILABLE', error: reason },
+      'Redis is unreachable: this replica keeps renewing its own tokens and holds connector reconciles until it is back',
+    );
   };
   client.on('error', (error: Error) => markDown(error.message));
   client.on('close', () => markDown('the connection closed'));
   client.on('ready', () => {
-    if (down) log?.info('Redis is reachable again');
+    if (down) log?.info({ event: 'coordinator.up', op: 'coordinate' }, 'Redis is reachable again');
     down = false;
   });
   const connecting = client.connect().catch(() => undefined);
 
-  const key = (kind: 'lease' | 'renewal', profile: string): string => `${prefix}:${kind}:${profile}`;
+  const key = (kind: 'lease' | 'reconciled', profile: string): string => `${prefix}:${kind}:${profile}`;
 
   function unavailable(action: string, cause?: unknown): CoordinatorUnavailableError {
     return new CoordinatorUnavailableError(`Redis at ${redisTarget(options.url)} is unreachable, so this replica cannot ${action}`, { cause });
@@ -172,21 +195,15 @@ export async function createRedisCoordinator(options: RedisCoordinatorOptions): 
       return lease;
     },
 
-    async lastRenewal(profile) {
-      const raw = await command('read the last renewal', () => client.get(key('renewal', profile)));
-      if (raw === null) return undefined;
-      try {
-        const record = JSON.parse(raw) as Partial<SharedRenewal>;
-        if (typeof record.expiresAt !== 'number' || typeof record.renewedAt !== 'number') return undefined;
-        return { expiresAt: record.expiresAt, renewedAt: record.renewedAt, replica: String(record.replica ?? '') };
-      } catch {
-        return undefined;
-      }
+    async lastReconcile(profile) {
+      const raw = await command('read the last reconcile', () => client.get(key('reconciled', profile)));
+      return raw === null ? undefined : decodeReconcile(raw);
     },
 
-    async recordRenewal(profile, record) {
-      await command('record the renewal', () =>
-        client.eval(RECORD, 1, key('renewal', profile), JSON.stringify(record), String(record.expiresAt), String(RECORD_TTL_MS)),
+    async recordReconcile(profile, record) {
+      const stored = JSON.stringify({ v: RECORD_VERSION, ...record });
+      await command('record the reconcile', () =>
+        client.eval(RECORD, 1, key('reconciled', profile), stored, String(record.expiresAt), String(RECORD_TTL_MS)),
       );
     },
 

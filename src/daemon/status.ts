@@ -12,7 +12,14 @@ export function reauthorizeCommand(profile: string): string {
  * replica); when this process publishes the token, it must hold it itself. A renewal failing while the token
  * is still valid keeps the profile ready, in backoff.
  */
-export function healthOf(rt: ProfileRuntime, at: number, needsOwnToken: boolean): { health: ProfileHealth; ready: boolean; reason?: string } {
+/** What readiness asks of a profile: to hold a token of its own (it publishes one, or runs as a replica), and whether consumers read it from files. */
+export interface ReadinessRule {
+  needsOwnToken: boolean;
+  publishes: boolean;
+}
+
+export function healthOf(rt: ProfileRuntime, at: number, rule: ReadinessRule): { health: ProfileHealth; ready: boolean; reason?: string } {
+  const { needsOwnToken } = rule;
   if (rt.parked) {
     const { reason, code, message } = rt.parked;
     if (reason === 'reauthorization_needed') {
@@ -27,12 +34,12 @@ export function healthOf(rt: ProfileRuntime, at: number, needsOwnToken: boolean)
   if (at >= expiry) return { health: waiting, ready: false, reason: 'the access token expired' };
   if (needsOwnToken && !rt.holdsToken(at)) return { health: waiting, ready: false, reason: 'no access token to publish yet' };
   // Ready only once the file consumers read holds the token: never while it still has the old one or none.
-  if (needsOwnToken && rt.publishedToken !== rt.token?.value) return { health: waiting, ready: false, reason: 'publishing the access token' };
+  if (rule.publishes && rt.publishedToken !== rt.token?.value) return { health: waiting, ready: false, reason: 'publishing the access token' };
   return { health: at < rt.retryAt ? 'backoff' : 'ready', ready: true };
 }
 
-export function profileStatus(rt: ProfileRuntime, at: number, needsOwnToken: boolean): ProfileStatus {
-  const health = healthOf(rt, at, needsOwnToken);
+export function profileStatus(rt: ProfileRuntime, at: number, rule: ReadinessRule): ProfileStatus {
+  const health = healthOf(rt, at, rule);
   const iso = (ms: number): string => new Date(ms).toISOString();
   const expiresAt = rt.expiry(at);
   return {

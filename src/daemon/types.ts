@@ -120,17 +120,18 @@ export interface DaemonOptions {
 
 export type RenewalOutcome =
   | 'renewed'
-  /** Another process or replica renewed while this one waited: nothing to do. */
+  /** Another process renewed while this one waited: nothing to do. */
   | 'fresh'
-  /** Another replica holds the profile's lease right now. */
-  | 'busy'
-  | 'coordinator_unavailable'
   | 'rate_limited'
   | 'failed'
   | 'reauthorization_needed'
   | 'configuration_error';
 
-export type ReconcileOutcome = 'created' | 'adopted' | 'updated' | 'recreated' | 'replaced' | 'failed' | 'skipped';
+/**
+ * `skipped`: nothing to do (no token to give, or another replica gave the connector one of this lifetime);
+ * `deferred`: another replica holds the reconcile lease, or the coordinator is away; tried again shortly.
+ */
+export type ReconcileOutcome = 'created' | 'adopted' | 'updated' | 'recreated' | 'replaced' | 'failed' | 'skipped' | 'deferred';
 
 export interface SweepEntry {
   profile: string;

@@ -27,15 +27,15 @@ describe('resolveSettings', () => {
     expect(values.redirectUri).toBe('http://127.0.0.1:53682/callback');
   });
 
-  it('has exactly the environment names of the specification', () => {
+  it('has exactly the environment names of the specification, and those of the sidecar modes', () => {
     const names = Object.values(SETTINGS).map((s) => s.env).sort();
     expect(names).toEqual([
       'SYNCAUTH_ACCESS', 'SYNCAUTH_API_KEY', 'SYNCAUTH_API_KEY_HEADER', 'SYNCAUTH_APP_KEY', 'SYNCAUTH_APP_SECRET',
       'SYNCAUTH_AUTHORIZE_URL', 'SYNCAUTH_BASE_URL', 'SYNCAUTH_CONFIG_DIR', 'SYNCAUTH_CONNECTOR_NAME',
       'SYNCAUTH_DROPBOX_API_URL', 'SYNCAUTH_LISTEN', 'SYNCAUTH_LOG_LEVEL', 'SYNCAUTH_PROFILE', 'SYNCAUTH_RECURSIVE',
       'SYNCAUTH_REDIRECT_URI', 'SYNCAUTH_REDIS_URL', 'SYNCAUTH_REFRESH_TOKEN', 'SYNCAUTH_REMOTE_URL',
-      'SYNCAUTH_RENEW_MARGIN', 'SYNCAUTH_SCHEDULE', 'SYNCAUTH_STORE', 'SYNCAUTH_STORE_KEY', 'SYNCAUTH_SWEEP',
-      'SYNCAUTH_TOKEN_FILE', 'SYNCAUTH_TOKEN_URL', 'SYNCAUTH_WORKFLOW_ID',
+      'SYNCAUTH_RENEW_MARGIN', 'SYNCAUTH_SCHEDULE', 'SYNCAUTH_SOCKET', 'SYNCAUTH_STORE', 'SYNCAUTH_STORE_KEY', 'SYNCAUTH_SWEEP',
+      'SYNCAUTH_TOKEN_FILE', 'SYNCAUTH_TOKEN_FILE_GROUP', 'SYNCAUTH_TOKEN_FILE_MODE', 'SYNCAUTH_TOKEN_URL', 'SYNCAUTH_WORKFLOW_ID',
     ]);
     expect(SECRET_SETTINGS.sort()).toEqual(['apiKey', 'appKey', 'appSecret', 'refreshToken', 'storeKey']);
   });
@@ -58,7 +58,9 @@ describe('resolveSettings', () => {
     ['SYNCAUTH_ACCESS', 'admin', 'SYNCAUTH_ACCESS: must be one of: read, write, read-write'],
     ['SYNCAUTH_SCHEDULE', 'hourly', 'SYNCAUTH_SCHEDULE: must be one of: every 15 minutes'],
     ['SYNCAUTH_RENEW_MARGIN', '-5', 'SYNCAUTH_RENEW_MARGIN: must be a whole number from 1 to 14399'],
-    ['SYNCAUTH_LISTEN', '0.0.0.0:9464', 'SYNCAUTH_LISTEN: must be a loopback address and port'],
+    ['SYNCAUTH_LISTEN', 'example.com:9464', 'SYNCAUTH_LISTEN: must be an IP address and port'],
+    ['SYNCAUTH_LISTEN', '300.0.0.1:9464', 'SYNCAUTH_LISTEN: must be an IP address and port'],
+    ['SYNCAUTH_LISTEN', '0.0.0.0:99999', 'SYNCAUTH_LISTEN: must be an IP address and port'],
     ['SYNCAUTH_REDIRECT_URI', 'https://example.com/cb', 'SYNCAUTH_REDIRECT_URI: must be an http loopback URL'],
     ['SYNCAUTH_PROFILE', '../etc', 'SYNCAUTH_PROFILE: must be 1-64 letters'],
     ['SYNCAUTH_STORE', 'plaintext', 'SYNCAUTH_STORE: must be one of: keychain, file, env'],
@@ -83,6 +85,9 @@ describe('resolveSettings', () => {
     expect(values.baseUrl).toBe('http://127.0.0.1:8765');
     expect(values.listen).toEqual({ host: '127.0.0.1', port: 9464 });
     expect(values.recursive).toBe(true);
+    // Health and metrics only: an explicit address outside loopback is allowed, for probes and scrapes.
+    expect(resolveSettings({ env: { SYNCAUTH_LISTEN: '0.0.0.0:9464' } }).values.listen).toEqual({ host: '0.0.0.0', port: 9464 });
+    expect(resolveSettings({ env: { SYNCAUTH_LISTEN: '[::]:9464' } }).values.listen).toEqual({ host: '::', port: 9464 });
   });
 });
 
