@@ -117,6 +117,7 @@ Examples:
     .option('--concurrency <n>', 'renewals and reconciles running at once across profiles', '4')
     .option('--max-renewals-per-second <n>', 'cap on token requests per second across profiles (default: no cap)')
     .option('--shutdown-timeout <seconds>', 'how long SIGTERM and SIGINT wait for in-flight work', '10')
+    .option('--once', 'one pass: renew what is due, reconcile, publish, then exit: 0 when every profile is fresh, 4 when one needs re-authorization, 1 otherwise')
     .addHelpText('after', `
 Renews each token when its remaining life falls inside the margin (15 min by default, with jitter), updates
 the connector with it, backs off on failures and parks a profile whose grant was revoked until it is set up

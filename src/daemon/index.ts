@@ -42,6 +42,7 @@ export { CoordinatorUnavailableError, isCoordinatorUnavailable } from './coordin
 export { createRedisCoordinator, checkRedisUrl, redisTarget } from './redis.js';
 export type { RedisCoordinator, RedisCoordinatorOptions } from './redis.js';
 export { checkSchedule } from './cron.js';
+export { reauthorizeCommand } from './status.js';
 export { checkTokenFileTemplate, tokenFileFor, PROFILE_PLACEHOLDER } from './token-file.js';
 
 export const DEFAULT_SCHEDULE = '* * * * *';

@@ -10,6 +10,7 @@ import {
   checkTokenFileTemplate,
   createRedisCoordinator,
   isLoadFailure,
+  reauthorizeCommand,
   redisTarget,
   startDaemon,
   tokenFileFor,
@@ -41,6 +42,8 @@ export interface DaemonCommandOptions {
   concurrency?: string;
   maxRenewalsPerSecond?: string;
   shutdownTimeout?: string;
+  /** One pass: renew what is due, reconcile, publish, exit (init containers, Jobs, cron). */
+  once?: boolean;
 }
 
 interface DaemonSettings {
@@ -219,6 +222,8 @@ export async function daemon(context: CommandContext, options: DaemonCommandOpti
   // A replica that starts while Redis is away still starts: it renews nothing, says so, and reports not ready.
   await coordinator?.ready().catch(() => undefined);
 
+  const once = options.once === true;
+  if (once && (v.listen || v.socket)) log.info({ event: 'daemon.once', op: 'start' }, '--once serves nothing: the health listener and the socket are not started');
   let running: RunningDaemon;
   try {
     running = await startDaemon({
@@ -226,11 +231,13 @@ export async function daemon(context: CommandContext, options: DaemonCommandOpti
       loadProfile: async (name) => (await loadProfiles(context, store, [name]))[0] ?? { name, error: new Error(`profile "${name}" is gone`) },
       profileStore: store,
       renewMarginMs: settings.marginMs,
-      schedule: settings.sweep,
+      // One pass runs no schedule: the sweep below is the whole of it.
+      schedule: once ? false : settings.sweep,
+      sweepOnStart: !once,
       concurrency: settings.concurrency,
       ...(settings.maxRenewalsPerSecond !== undefined ? { maxRenewalsPerSecond: settings.maxRenewalsPerSecond } : {}),
       ...(v.tokenFile ? { tokenFile: v.tokenFile } : {}),
-      ...(v.listen ? { listen: v.listen } : {}),
+      ...(v.listen && !once ? { listen: v.listen } : {}),
       ...(coordinator ? { coordinator } : {}),
       shutdownTimeoutMs: settings.shutdownTimeoutMs,
       logger: log,
@@ -239,8 +246,14 @@ export async function daemon(context: CommandContext, options: DaemonCommandOpti
     await coordinator?.close();
     throw relabel(context, error);
   }
+  if (once) {
+    await onePass(context, running, log);
+    return;
+  }
   log.info(
     {
+      event: 'daemon.started',
+      op: 'start',
       profiles: names,
       sweep: settings.sweep,
       renewMarginSeconds: v.renewMargin,
@@ -255,6 +268,43 @@ export async function daemon(context: CommandContext, options: DaemonCommandOpti
   await untilStopped(running, log);
   // Everything was closed; should a stray handle keep the event loop alive, do not hang the container's stop.
   setTimeout(() => process.exit(process.exitCode ?? ExitCode.ok), 2_000).unref();
+}
+
+/**
+ * `--once`: one sweep (renew what is due, reconcile, publish), then a clean close that leaves published tokens
+ * in place for the consumers. Exit 0 only when every profile holds a fresh token and its reconcile did not
+ * fail; otherwise one line per failed profile on stderr, and 4 when one needs re-authorization, else 1.
+ */
+async function onePass(context: CommandContext, running: RunningDaemon, log: Logger): Promise<void> {
+  const stop = (signal: NodeJS.Signals): void => {
+    log.warn({ event: 'daemon.stopping', op: 'stop', signal }, 'stopping the one pass');
+    void running.close().finally(() => process.exit(signal === 'SIGINT' ? 130 : 143));
+  };
+  process.once('SIGTERM', stop);
+  process.once('SIGINT', stop);
+  const report = await running.sweep();
+  const status = running.status();
+  await running.close();
+  process.off('SIGTERM', stop);
+  process.off('SIGINT', stop);
+  const entries = new Map(report.profiles.map((entry) => [entry.profile, entry]));
+  const failed: { name: string; why: string; reauthorize: boolean }[] = [];
+  for (const profile of status.profiles) {
+    const entry = entries.get(profile.name);
+    const reauthorize = profile.terminal?.reason === 'reauthorization_needed';
+    if (!profile.ready) failed.push({ name: profile.name, why: profile.reason ?? 'not fresh', reauthorize });
+    else if (entry?.reconcile === 'failed') failed.push({ name: profile.name, why: 'the token is fresh, but updating the connector with it failed (see the log)', reauthorize });
+  }
+  const { stderr } = context.io;
+  for (const { name, why } of failed) stderr.write(`syncauth daemon --once: profile "${name}": ${why}\n`);
+  const fresh = status.profiles.length - failed.length;
+  log.info({ event: 'daemon.once', op: 'stop', fresh, failed: failed.map((f) => f.name) }, `one pass done: ${fresh} of ${status.profiles.length} profiles fresh`);
+  if (failed.length === 0) return;
+  const reauthorize = failed.filter((f) => f.reauthorize).map((f) => f.name);
+  throw new SyncauthError('SYNCAUTH_NOT_FRESH', `${failed.length} of ${status.profiles.length} profiles are not fresh: ${failed.map((f) => f.name).join(', ')}`, {
+    exitCode: reauthorize.length > 0 ? ExitCode.authRequired : ExitCode.error,
+    ...(reauthorize.length > 0 ? { hint: `run ${reauthorize.map((name) => `\`${reauthorizeCommand(name)}\``).join(', ')} to authorize again` } : {}),
+  });
 }
 
 function untilStopped(running: RunningDaemon, log: Logger): Promise<void> {
