@@ -13,10 +13,10 @@ export function checkSchedule(expression: string, field = 'schedule'): void {
 export function cronLogger(log: Logger): CronLogger {
   const message = (value: string | Error): string => (value instanceof Error ? value.message : value);
   return {
-    info: (text) => log.info(text),
-    warn: (text) => log.warn(text),
-    error: (text, err) => log.error({ error: err?.message }, message(text)),
-    debug: (text, err) => log.debug({ error: err?.message }, message(text)),
+    info: (text) => log.info({ event: 'schedule.note', op: 'sweep' }, message(text)),
+    warn: (text) => log.warn({ event: 'schedule.warning', op: 'sweep' }, message(text)),
+    error: (text, err) => log.error({ event: 'schedule.error', op: 'sweep', error: err?.message }, message(text)),
+    debug: (text, err) => log.debug({ event: 'schedule.note', op: 'sweep', error: err?.message }, message(text)),
   };
 }
 
@@ -55,7 +55,7 @@ export function scheduleSweeps(expression: string, sweep: () => Promise<unknown>
   const toleranceMs = options.toleranceMs ?? 5_000;
   const cronLog = cronLogger(log.child({ component: 'cron' }));
   const start = (): ScheduledTask => {
-    const created = createTask(expression, () => void sweep().catch((error: unknown) => log.error({ err: error }, 'a sweep failed')), {
+    const created = createTask(expression, () => void sweep().catch((error: unknown) => log.error({ event: 'sweep.failed', op: 'sweep', err: error }, 'a sweep failed')), {
       name: 'syncauth-sweep',
       logger: cronLog,
       suppressMissedWarning: true,

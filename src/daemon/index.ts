@@ -121,8 +121,8 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
   function expireIfDue(rt: ProfileRuntime, at: number): Promise<void> {
     if (!rt.token || rt.holdsToken(at)) return Promise.resolve();
     // With replicas, the token this one holds may simply be older than the one another replica renewed.
-    if ((rt.knownExpiresAt ?? 0) > rt.token.expiresAt) log.debug({ profile: rt.name }, 'an older access token expired; another process holds the current one');
-    else log.warn({ profile: rt.name }, `the access token of profile "${rt.name}" expired before a renewal succeeded`);
+    if ((rt.knownExpiresAt ?? 0) > rt.token.expiresAt) log.debug({ profile: rt.name, event: 'token.expired', op: 'publish', older: true }, 'an older access token expired; another process holds the current one');
+    else log.warn({ profile: rt.name, event: 'token.expired', op: 'publish' }, `the access token of profile "${rt.name}" expired before a renewal succeeded`);
     return dropToken(rt);
   }
 
@@ -154,7 +154,7 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
     }
     holdToken(rt, { value: left.value, expiresAt: left.expiresAt, monoExpiresAt: mono() + (left.expiresAt - at) });
     rt.publishedToken = left.value;
-    log.info({ profile: rt.name, expiresAt: new Date(left.expiresAt).toISOString() }, `kept the published access token of profile "${rt.name}"; it is still valid`);
+    log.info({ profile: rt.name, event: 'token.adopted', op: 'publish', expiresAt: new Date(left.expiresAt).toISOString() }, `kept the published access token of profile "${rt.name}"; it is still valid`);
   }
 
   // ---- profiles ----
@@ -166,13 +166,13 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
     if (already) return;
     if (reason === 'reauthorization_needed') {
       log.error(
-        { profile: rt.name, errorCode: failure.code },
+        { profile: rt.name, event: 'profile.reauthorization_needed', op: 'renew', errorCode: failure.code },
         `profile "${rt.name}" needs re-authorization: ${failure.message}. Run \`${reauthorizeCommand(rt.name)}\` to authorize again; ` +
           'the daemon stops renewing this profile until its secrets change.',
       );
     } else {
       log.error(
-        { profile: rt.name, errorCode: failure.code },
+        { profile: rt.name, event: 'profile.parked', op: 'renew', errorCode: failure.code },
         `profile "${rt.name}" cannot be renewed: ${failure.message}${failure.hint ? ` (${failure.hint})` : ''}. ` +
           `Fix it (e.g. \`${reauthorizeCommand(rt.name)}\`); the daemon stops renewing this profile until its secrets change or it reloads (SIGHUP).`,
       );
@@ -184,7 +184,7 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
     rt.parked = undefined;
     rt.failures = 0;
     rt.retryAt = 0;
-    log.info({ profile: rt.name }, `profile "${rt.name}": ${why}; renewing it again`);
+    log.info({ profile: rt.name, event: 'profile.resumed', op: 'load' }, `profile "${rt.name}": ${why}; renewing it again`);
   }
 
   async function readState(rt: ProfileRuntime): Promise<ProfileState | undefined> {
@@ -217,13 +217,13 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
       if (rt.config) {
         // A profile that ran before keeps its last good settings: a keychain locked during a reload must not
         // stop renewals that were working.
-        log.warn({ profile: rt.name, error: entry.error.message }, `profile "${rt.name}" could not be reloaded; keeping its previous settings`);
+        log.warn({ profile: rt.name, event: 'profile.reload_failed', op: 'load', error: entry.error.message }, `profile "${rt.name}" could not be reloaded; keeping its previous settings`);
         return;
       }
       rt.loadError = entry.error;
       const failure = classifyFailure(entry.error);
       if (!rt.parked || rt.parked.reason !== 'unavailable') {
-        log.error({ profile: rt.name, errorCode: failure.code }, `profile "${rt.name}" could not be loaded: ${failure.message}${failure.hint ? ` (${failure.hint})` : ''}`);
+        log.error({ profile: rt.name, event: 'profile.load_failed', op: 'load', errorCode: failure.code }, `profile "${rt.name}" could not be loaded: ${failure.message}${failure.hint ? ` (${failure.hint})` : ''}`);
       }
       rt.parked = { reason: 'unavailable', code: failure.code, message: failure.message, until: 'reload', secretsVersion: undefined };
       return;
@@ -262,7 +262,7 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
       try {
         rt.grant = await rt.config.readGrant();
       } catch (error) {
-        log.warn({ profile: rt.name, error: classifyFailure(error).message }, `profile "${rt.name}": could not read its new secrets`);
+        log.warn({ profile: rt.name, event: 'profile.secrets_unreadable', op: 'load', error: classifyFailure(error).message }, `profile "${rt.name}": could not read its new secrets`);
         return;
       }
     }
@@ -340,7 +340,7 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
       rt.connectorId = result.connector.id;
       rt.reconcile = { pending: false, failures: 0, retryAt: 0, lastOutcome: result.action };
       metrics.reconcile(rt.name, result.action, now());
-      const detail = { profile: rt.name, connectorId: result.connector.id, action: result.action, removed: result.removed, workflow: result.workflowAction };
+      const detail = { profile: rt.name, event: `reconcile.${result.action}`, op: 'reconcile', connectorId: result.connector.id, action: result.action, removed: result.removed, workflow: result.workflowAction };
       if (result.action === 'updated' && result.workflowAction !== 'updated') log.debug(detail, 'connector reconciled');
       else log.info(detail, `connector of profile "${rt.name}" ${result.action}`);
       return result.action;
@@ -355,7 +355,7 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
         // Retrying a request the service refuses is noise; the next renewal tries again with fresh values.
         rt.reconcile.pending = false;
         log.error(
-          { profile: rt.name, errorCode: failure.code },
+          { profile: rt.name, event: 'reconcile.failed', op: 'reconcile', errorCode: failure.code, retry: 'next_renewal' },
           `could not reconcile the connector of profile "${rt.name}": ${failure.message}${failure.hint ? ` (${failure.hint})` : ''}; trying again after the next renewal`,
         );
       } else {
@@ -364,7 +364,7 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
         rt.reconcile.pending = true;
         rt.reconcile.retryAt = now() + wait;
         log.warn(
-          { profile: rt.name, errorCode: failure.code, retryInMs: wait },
+          { profile: rt.name, event: 'reconcile.failed', op: 'reconcile', errorCode: failure.code, retryInMs: wait },
           `could not reconcile the connector of profile "${rt.name}": ${failure.message}; trying again in ${Math.ceil(wait / 1000)} s`,
         );
       }
@@ -467,10 +467,10 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
           cause: error,
         });
       }
-      log.info({ profile: rt.name }, `Dropbox rotated the refresh token of profile "${rt.name}"; the new one is stored`);
+      log.info({ profile: rt.name, event: 'grant.rotated', op: 'renew' }, `Dropbox rotated the refresh token of profile "${rt.name}"; the new one is stored`);
     } else {
       log.warn(
-        { profile: rt.name },
+        { profile: rt.name, event: 'grant.rotated', op: 'renew', stored: false },
         `Dropbox rotated the refresh token of profile "${rt.name}", and its secrets are read-only here: the new one is kept in memory only. ` +
           `Store it where the grant comes from (run \`${reauthorizeCommand(rt.name)}\`) before this process stops.`,
       );
@@ -482,7 +482,7 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
     try {
       await profile.storeAccessToken?.(tokens, grant);
     } catch (error) {
-      log.warn({ profile: rt.name, error: classifyFailure(error).message }, `could not keep the access token of profile "${rt.name}" in its secret store; other commands will renew their own`);
+      log.warn({ profile: rt.name, event: 'token.unshared', op: 'renew', error: classifyFailure(error).message }, `could not keep the access token of profile "${rt.name}" in its secret store; other commands will renew their own`);
     }
   }
 
@@ -502,7 +502,7 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
     } catch {
       // The next sweep's read reports a broken state file.
     }
-    log.info({ profile: rt.name, expiresAt: new Date(tokens.expiresAt).toISOString() }, `renewed the access token of profile "${rt.name}"`);
+    log.info({ profile: rt.name, event: 'renewal.succeeded', op: 'renew', expiresAt: new Date(tokens.expiresAt).toISOString() }, `renewed the access token of profile "${rt.name}"`);
   }
 
   async function renewalFailed(rt: ProfileRuntime, profile: DaemonProfile, error: unknown): Promise<RenewalOutcome> {
@@ -515,7 +515,7 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
           if (rt.grantDiffers(stored)) {
             rt.grant = stored;
             rt.retryAt = 0;
-            log.info({ profile: rt.name }, `profile "${rt.name}": the stored grant changed; trying it`);
+            log.info({ profile: rt.name, event: 'grant.changed', op: 'renew' }, `profile "${rt.name}": the stored grant changed; trying it`);
             return settle(rt, 'failed');
           }
         } catch {
@@ -537,7 +537,7 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
     rt.failures += 1;
     rt.retryAt = now() + wait;
     log.warn(
-      { profile: rt.name, errorCode: failure.code, attempt: rt.failures, retryInMs: wait },
+      { profile: rt.name, event: 'renewal.failed', op: 'renew', errorCode: failure.code, attempt: rt.failures, retryInMs: wait },
       `could not renew the access token of profile "${rt.name}": ${failure.message}; trying again in ${Math.ceil(wait / 1000)} s`,
     );
     return settle(rt, failure.kind === 'rate_limited' ? 'rate_limited' : 'failed');
@@ -554,7 +554,7 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
     const latest = Math.max(backoff.baseMs, expiry - safetyMs - at);
     if (waitMs <= latest) return waitMs;
     log.warn(
-      { profile: rt.name, retryAfterMs, retryInMs: latest },
+      { profile: rt.name, event: 'renewal.retry_after_capped', op: 'renew', retryAfterMs, retryInMs: latest },
       `the token endpoint asked to wait ${Math.ceil(retryAfterMs / 1000)} s, past the expiry of the access token of profile "${rt.name}"; trying again in ${Math.ceil(latest / 1000)} s instead`,
     );
     return latest;
@@ -629,7 +629,7 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
       const wait = retryDelay(backoff, rt.reconcile.failures, random, failure.retryAfterMs);
       rt.reconcile.failures += 1;
       rt.reconcile.retryAt = now() + wait;
-      log.warn({ profile: rt.name, errorCode: failure.code }, `could not reconcile the connector of profile "${rt.name}": ${failure.message}`);
+      log.warn({ profile: rt.name, event: 'reconcile.failed', op: 'reconcile', errorCode: failure.code }, `could not reconcile the connector of profile "${rt.name}": ${failure.message}`);
       return 'failed';
     }
   }
@@ -656,7 +656,7 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
     rt.parked = undefined;
     rt.loadFailures = 0;
     rt.loadRetryAt = 0;
-    log.info({ profile: rt.name }, `profile "${rt.name}" loaded`);
+    log.info({ profile: rt.name, event: 'profile.loaded', op: 'load' }, `profile "${rt.name}" loaded`);
     await observeInitialState(rt);
   }
 
@@ -686,7 +686,7 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
       return Promise.resolve({ profile: rt.name, action: 'in_flight' });
     }
     const running = work(rt).catch((error: unknown) => {
-      log.error({ profile: rt.name, err: error }, 'unexpected failure in the sweep');
+      log.error({ profile: rt.name, event: 'sweep.failed', op: 'sweep', err: error }, 'unexpected failure in the sweep');
       return { profile: rt.name, action: 'idle' as const };
     });
     rt.busy = running;
@@ -762,7 +762,7 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
       checkTemplate(entries);
     } catch (error) {
       const failure = classifyFailure(error);
-      log.error({ errorCode: failure.code }, `could not reload the profiles: ${failure.message}; keeping the current ones`);
+      log.error({ event: 'daemon.reload_failed', op: 'load', errorCode: failure.code }, `could not reload the profiles: ${failure.message}; keeping the current ones`);
       return;
     }
     const wanted = new Map(entries.map((e) => [e.name, e]));
@@ -777,7 +777,7 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
       }
       await applyLoaded(rt, entry);
     }
-    log.info({ profiles: [...runtimes.keys()] }, 'profiles reloaded');
+    log.info({ event: 'daemon.reloaded', op: 'load', profiles: [...runtimes.keys()] }, 'profiles reloaded');
   }
 
   let server: HealthServer | undefined;
@@ -786,19 +786,19 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
   /** Once per jump of either clock: expired tokens leave the file first, then what is due is renewed. */
   function clockJumped(jump: ClockJump): void {
     const seconds = (ms: number): number => Math.round(Math.abs(ms) / 1000);
-    if (jump.pausedMs > 0) log.warn({ pausedMs: jump.pausedMs }, `this process was paused for ${seconds(jump.pausedMs)} s; renewing what is due now`);
+    if (jump.pausedMs > 0) log.warn({ event: 'clock.paused', op: 'sweep', pausedMs: jump.pausedMs }, `this process was paused for ${seconds(jump.pausedMs)} s; renewing what is due now`);
     if (jump.wallStepMs > 0) {
-      log.warn({ wallStepMs: jump.wallStepMs }, `the wall clock moved ${seconds(jump.wallStepMs)} s ahead of the process's timers (a host resumed from suspend, or the clock was set forward); renewing what is due now`);
+      log.warn({ event: 'clock.stepped', op: 'sweep', wallStepMs: jump.wallStepMs }, `the wall clock moved ${seconds(jump.wallStepMs)} s ahead of the process's timers (a host resumed from suspend, or the clock was set forward); renewing what is due now`);
     } else if (jump.wallStepMs < 0) {
-      log.warn({ wallStepMs: jump.wallStepMs }, `the wall clock stepped back ${seconds(jump.wallStepMs)} s; token lifetimes are judged by the monotonic clock too`);
+      log.warn({ event: 'clock.stepped', op: 'sweep', wallStepMs: jump.wallStepMs }, `the wall clock stepped back ${seconds(jump.wallStepMs)} s; token lifetimes are judged by the monotonic clock too`);
     }
-    void sweep().catch((error: unknown) => log.error({ err: error }, 'the sweep after a clock jump failed'));
+    void sweep().catch((error: unknown) => log.error({ event: 'sweep.failed', op: 'sweep', err: error }, 'the sweep after a clock jump failed'));
   }
 
   let schedule: SweepSchedule | undefined;
   if (scheduleExpression !== false) schedule = scheduleSweeps(scheduleExpression, sweep, log, { clock, onJump: clockJumped });
   if (options.sweepOnStart ?? scheduleExpression !== false) {
-    void sweep().catch((error: unknown) => log.error({ err: error }, 'the first sweep failed'));
+    void sweep().catch((error: unknown) => log.error({ event: 'sweep.failed', op: 'sweep', err: error }, 'the first sweep failed'));
   }
 
   async function settleWithin(pending: Promise<unknown>[], ms: number): Promise<boolean> {
@@ -823,7 +823,7 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
         await schedule?.stop();
         const pending = [...runtimes.values()].flatMap((rt) => (rt.busy ? [rt.busy] : []));
         if (!(await settleWithin(pending, shutdownTimeoutMs))) {
-          log.warn(`in-flight work did not finish within ${Math.round(shutdownTimeoutMs / 1000)} s; cancelling it`);
+          log.warn({ event: 'daemon.cancelled_work', op: 'stop' }, `in-flight work did not finish within ${Math.round(shutdownTimeoutMs / 1000)} s; cancelling it`);
           shutdown.abort();
           for (const rt of runtimes.values()) abandonClient(rt);
           await settleWithin(pending, 2_000);

@@ -101,7 +101,7 @@ export class TokenPublisher {
     holder.fileChain = holder.fileChain.then(() =>
       op(path).catch((error: unknown) => {
         const code = (error as NodeJS.ErrnoException).code;
-        this.log.error({ profile: holder.name, errorCode: code, error: (error as Error).message, path }, 'could not update the token file');
+        this.log.error({ profile: holder.name, event: 'token_file.failed', op: 'publish', errorCode: code, error: (error as Error).message, path }, 'could not update the token file');
       }),
     );
     return holder.fileChain;

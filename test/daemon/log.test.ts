@@ -86,5 +86,17 @@ describe('a daemon run', () => {
     ];
     const text = log.lines.join('');
     for (const secret of secrets) expect(text).not.toContain(secret);
+
+    // Every line says what happened (a stable event name), in which operation, and for which profile when it is
+    // about one: `grep '"profile":"docs"'` gives an operator one profile's whole history.
+    const unnamed = records.filter((r) => typeof r.event !== 'string' || !/^[a-z_]+\.[a-z_]+$/.test(r.event) || typeof r.op !== 'string');
+    expect(unnamed.map((r) => r.msg)).toEqual([]);
+    const aboutAProfile = records.filter((r) => /profile "(docs|sales)"/.test(String(r.msg)));
+    expect(aboutAProfile.length).toBeGreaterThan(10);
+    for (const record of aboutAProfile) expect(String(record.msg)).toContain(`profile "${String(record.profile)}"`);
+    const events = new Set(records.map((r) => r.event));
+    for (const event of ['renewal.succeeded', 'renewal.failed', 'reconcile.created', 'reconcile.failed', 'profile.reauthorization_needed']) {
+      expect(events).toContain(event);
+    }
   });
 });

@@ -215,7 +215,7 @@ export async function daemon(context: CommandContext, options: DaemonCommandOpti
   // A daemon restarted after kill -9 clears what interrupted writes of state and secrets left behind.
   await removeTemporaryLeftovers([...names.map((name) => store.fileOf(name)), path.join(v.configDir, SECRET_FILE_NAME)], LEFTOVER_AGE_MS);
   if (names.length > 1 && environmentGrant(v)) {
-    log.warn('SYNCAUTH_APP_KEY, SYNCAUTH_APP_SECRET and SYNCAUTH_REFRESH_TOKEN are set in the environment: they take precedence over the stored grant of every profile served');
+    log.warn({ event: 'daemon.environment_grant', op: 'start' }, 'SYNCAUTH_APP_KEY, SYNCAUTH_APP_SECRET and SYNCAUTH_REFRESH_TOKEN are set in the environment: they take precedence over the stored grant of every profile served');
   }
 
   const coordinator = v.redisUrl ? await createRedisCoordinator({ url: v.redisUrl, logger: log }) : undefined;
@@ -311,24 +311,24 @@ function untilStopped(running: RunningDaemon, log: Logger): Promise<void> {
   return new Promise<void>((resolve) => {
     let stopping = false;
     const reload = (): void => {
-      log.info('SIGHUP: reloading the profiles');
+      log.info({ event: 'daemon.reloading', op: 'load', signal: 'SIGHUP' }, 'SIGHUP: reloading the profiles');
       void running.reload();
     };
     const stop = (signal: NodeJS.Signals): void => {
       if (stopping) {
-        log.warn({ signal }, 'second signal: exiting without waiting');
+        log.warn({ event: 'daemon.stopping', op: 'stop', signal, wait: false }, 'second signal: exiting without waiting');
         process.exit(ExitCode.error);
       }
       stopping = true;
-      log.info({ signal }, 'stopping: letting in-flight work finish');
+      log.info({ event: 'daemon.stopping', op: 'stop', signal }, 'stopping: letting in-flight work finish');
       void running
         .close()
-        .catch((error: unknown) => log.error({ err: error }, 'shutdown was not clean'))
+        .catch((error: unknown) => log.error({ event: 'daemon.stop_failed', op: 'stop', err: error }, 'shutdown was not clean'))
         .finally(() => {
           process.off('SIGTERM', stop);
           process.off('SIGINT', stop);
           process.off('SIGHUP', reload);
-          log.info('stopped');
+          log.info({ event: 'daemon.stopped', op: 'stop' }, 'stopped');
           resolve();
         });
     };
