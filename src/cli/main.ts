@@ -109,7 +109,7 @@ Examples:
     .option('--no-revoke', 'delete locally only, leave the grant valid')
     .action(lazy(() => import('./commands/logout.js'), 'logout'));
 
-  addSettingOptions(program.command('daemon'), ['configDir', 'store', 'renewMargin', 'sweep', 'tokenFile', 'listen', 'redisUrl', 'logLevel'])
+  addSettingOptions(program.command('daemon'), ['configDir', 'store', 'renewMargin', 'sweep', 'tokenFile', 'tokenFileMode', 'tokenFileGroup', 'socket', 'listen', 'redisUrl', 'logLevel'])
     .description("the sidecar: keep every profile's access token fresh and its connector reconciled, report health")
     // Repeatable, so not registered through addSettingOptions (one value per setting there).
     .option('--profile <name>', 'serve this profile (repeatable; default: every stored profile, or one made of SYNCAUTH_* variables)',
@@ -118,6 +118,10 @@ Examples:
     .option('--max-renewals-per-second <n>', 'cap on token requests per second across profiles (default: no cap)')
     .option('--shutdown-timeout <seconds>', 'how long SIGTERM and SIGINT wait for in-flight work', '10')
     .option('--once', 'one pass: renew what is due, reconcile, publish, then exit: 0 when every profile is fresh, 4 when one needs re-authorization, 1 otherwise')
+    .option('--template <SRC:DEST[:MODE]>', 'render DEST from the template SRC after each renewal (repeatable; MODE default 0600; fields in the README)',
+      (value: string, previous: string[] | undefined) => [...(previous ?? []), value])
+    .option('--socket-mode <mode>', 'mode of the --socket file (default 0600; 0660 with --socket-group lets that group ask)')
+    .option('--socket-group <group>', "the --socket file's group (name or id)")
     .addHelpText('after', `
 Renews each token when its remaining life falls inside the margin (15 min by default, with jitter), updates
 the connector with it, backs off on failures and parks a profile whose grant was revoked until it is set up

@@ -3,6 +3,7 @@
 // profile store's lock across processes, single flight within this one), re-reading what others recorded
 // first. After each renewal the token is published and the connector reconciled. Everything comes in as
 // options, the clock included, so a test can live through many token lifetimes in a second.
+import { readFile } from 'node:fs/promises';
 import { setTimeout as delay } from 'node:timers/promises';
 import { SyncauthError, ValidationError } from '../errors.js';
 import { createLogger, type Logger } from '../log.js';
@@ -20,7 +21,11 @@ import { DaemonMetrics } from './metrics.js';
 import { ProfileRuntime, type DaemonClock, type HeldToken } from './runtime.js';
 import { startHealthServer, type HealthServer } from './server.js';
 import { healthOf, profileStatus, reauthorizeCommand } from './status.js';
-import { TokenPublisher, checkTokenFileTemplate, readTokenFile, removeLeftovers } from './token-file.js';
+import { TokenPublisher, checkTokenFileTemplate, readTokenFile, removeLeftovers, tokenFileFor } from './token-file.js';
+import { getCurrentAccount } from '../oauth/api.js';
+import { removeTemporaryLeftovers } from '../profile/files.js';
+import { TemplateRenderer } from '../publish/template.js';
+import { startTokenSocket, type TokenSocket } from '../publish/socket.js';
 import type {
   DaemonGrant,
   DaemonOptions,
@@ -52,6 +57,8 @@ const DEFAULT_SERVICE_RETRY = { retries: 2, baseDelayMs: 250, maxDelayMs: 2_000 
 /** One service exchange, whole; a reconcile makes a few, and has a deadline of its own. */
 const DEFAULT_SERVICE_CALL_MS = 20_000;
 const DEFAULT_RECONCILE_TIMEOUT_MS = 45_000;
+/** Learning a profile's account id for its templates: one small call, never worth a renewal's wait. */
+const ACCOUNT_TIMEOUT_MS = 5_000;
 /**
  * A Retry-After never makes the daemon wait past the token's expiry less this window (60 s, or half the margin
  * when that is shorter); a token file left by an earlier run is kept only while its token has more than it.
@@ -94,8 +101,9 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
   const { profileStore: store, coordinator, tokenFile } = options;
   // A process that hands the token to consumers must hold one itself. So must every replica: each renews its
   // own (access tokens of one grant coexist), and one of them gives the connector its token per lifetime.
-  const needsOwnToken = tokenFile !== undefined || coordinator !== undefined;
-  const readiness = { needsOwnToken, publishes: tokenFile !== undefined };
+  const templates = options.templates && options.templates.length > 0 ? new TemplateRenderer(options.templates, log) : undefined;
+  const needsOwnToken = tokenFile !== undefined || templates !== undefined || options.socket !== undefined || coordinator !== undefined;
+  const readiness = { needsOwnToken, publishes: tokenFile !== undefined || templates !== undefined };
   const semaphore = new Semaphore(concurrency);
   const rateGate = rate === undefined ? undefined : new RateGate(rate, now, sleep);
   const shutdown = new AbortController();
@@ -109,7 +117,37 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
 
   // ---- the token file ----
 
-  const files = new TokenPublisher(tokenFile, now, log);
+  const files = new TokenPublisher({
+    template: tokenFile,
+    ...(options.tokenFileAccess ? { access: options.tokenFileAccess } : {}),
+    ...(templates ? { templates, accountId: (name: string, accessToken: string) => accountIdOf(name, accessToken) } : {}),
+    now,
+    log,
+  });
+
+  /**
+   * The Dropbox account id, for templates that use it: learnt once per profile from the account endpoint,
+   * within a short deadline, and after a failure not asked again for a minute (the render that needs it fails
+   * and keeps its previous file meanwhile; the token file and the other templates do not wait).
+   */
+  async function accountIdOf(name: string, accessToken: string): Promise<string | undefined> {
+    const rt = runtimes.get(name);
+    const apiUrl = rt?.config?.dropboxApiUrl;
+    if (!rt || rt.accountId || !apiUrl || mono() < rt.accountRetryAt || !(await templatesUse('account_id'))) return rt?.accountId;
+    try {
+      rt.accountId = (await getCurrentAccount({ apiUrl, accessToken, timeoutMs: ACCOUNT_TIMEOUT_MS, signal: shutdown.signal })).accountId;
+    } catch (error) {
+      rt.accountRetryAt = mono() + 60_000;
+      log.warn({ profile: name, event: 'account.unknown', op: 'publish', error: classifyFailure(error).message }, `could not learn the Dropbox account id of profile "${name}" for its templates`);
+    }
+    return rt.accountId;
+  }
+
+  async function templatesUse(field: string): Promise<boolean> {
+    const pattern = new RegExp(`\\{\\{\\s*${field}\\s*\\}\\}`);
+    const sources = await Promise.all((options.templates ?? []).map((spec) => readFile(spec.source, 'utf8').catch(() => '')));
+    return sources.some((text) => pattern.test(text));
+  }
 
   function dropToken(rt: ProfileRuntime): Promise<void> {
     rt.token = undefined;
@@ -143,6 +181,7 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
    * there (an expired token, one of unknown age, a leftover temporary file) goes.
    */
   async function adoptPublished(rt: ProfileRuntime): Promise<void> {
+    await removeTemporaryLeftovers((options.templates ?? []).map((spec) => tokenFileFor(spec.dest, rt.name)), 0);
     const file = files.pathOf(rt.name);
     if (file === undefined) return;
     await removeLeftovers(file);
@@ -153,7 +192,9 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
       return;
     }
     holdToken(rt, { value: left.value, expiresAt: left.expiresAt, monoExpiresAt: mono() + (left.expiresAt - at) });
-    rt.publishedToken = left.value;
+    // Templates are rendered again from it: one added since the last run gets its file now.
+    if (templates) await files.publish(rt);
+    else rt.publishedToken = left.value;
     log.info({ profile: rt.name, event: 'token.adopted', op: 'publish', expiresAt: new Date(left.expiresAt).toISOString() }, `kept the published access token of profile "${rt.name}"; it is still valid`);
   }
 
@@ -781,7 +822,29 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
   }
 
   let server: HealthServer | undefined;
-  if (options.listen) server = await startHealthServer(options.listen, { status, registry: metrics.registry });
+  let socket: TokenSocket | undefined;
+  try {
+    if (options.listen) server = await startHealthServer(options.listen, { status, registry: metrics.registry });
+    if (options.socket) {
+      socket = await startTokenSocket(
+        options.socket.path,
+        {
+          profiles: () => [...runtimes.keys()],
+          token: (name) => {
+            const rt = runtimes.get(name);
+            const at = now();
+            const expiresAt = rt?.tokenExpiry(at);
+            return rt?.token && expiresAt !== undefined && at < expiresAt ? { value: rt.token.value, expiresAt } : undefined;
+          },
+        },
+        { ...(options.socket.mode !== undefined ? { mode: options.socket.mode } : {}), ...(options.socket.gid !== undefined ? { gid: options.socket.gid } : {}), log, now },
+      );
+    }
+  } catch (error) {
+    await server?.close();
+    for (const rt of runtimes.values()) clearTimeout(rt.expiryTimer);
+    throw error;
+  }
 
   /** Once per jump of either clock: expired tokens leave the file first, then what is due is renewed. */
   function clockJumped(jump: ClockJump): void {
@@ -829,6 +892,7 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
           await settleWithin(pending, 2_000);
         }
         await server?.close();
+        await socket?.close().catch((error: unknown) => log.warn({ event: 'socket.close_failed', op: 'stop', error: (error as Error).message }, 'could not remove the socket'));
         for (const rt of runtimes.values()) {
           rt.removed = true;
           clearTimeout(rt.expiryTimer);

@@ -54,6 +54,10 @@ export class ProfileRuntime {
   /** The stored secretsVersion the grant in memory was read under. */
   secretsVersion: string | undefined;
   connectorId: string | undefined;
+  /** The Dropbox account of the grant, once a template asked for it. */
+  accountId: string | undefined;
+  /** No new attempt to learn it before this (monotonic) time, after a failure. */
+  accountRetryAt = 0;
   lastRenewal: { at: number; outcome: RenewalOutcome } | undefined;
   lastSuccessAt: number | undefined;
   reconcile: { pending: boolean; failures: number; retryAt: number; lastOutcome: ReconcileOutcome | undefined } = {

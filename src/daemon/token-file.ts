@@ -1,12 +1,16 @@
 // Publishing the access token for processes next to the daemon: written whole or not at all (a temporary
-// file renamed over the old one), readable by the owner only, and removed once the token it holds expires.
+// file renamed over the old one), readable by the owner only unless a mode and group are given, and removed
+// once the token it holds expires. Templates (src/publish/template.ts) are rendered right after it; they are
+// not removed at expiry (they carry the expiry, and a consumer's configuration should not vanish).
 // Beside it, `<file>.expires_at` holds the token's expiry (RFC 3339), so a consumer can judge the token when no
 // daemon runs. The token is written before its expiry and removed before it, so a consumer that reads both
 // never sees a token with a later expiry than its own.
 import { rm } from 'node:fs/promises';
 import { ValidationError } from '../errors.js';
 import type { Logger } from '../log.js';
-import { readTextIfExists, removeTemporaryLeftovers, writePrivateFile } from '../profile/files.js';
+import { readTextIfExists, removeTemporaryLeftovers } from '../profile/files.js';
+import { PRIVATE_ACCESS, writeSharedFile, type FileAccess } from '../publish/file.js';
+import type { TemplateRenderer } from '../publish/template.js';
 
 export const EXPIRY_SUFFIX = '.expires_at';
 
@@ -29,9 +33,9 @@ export function checkTokenFileTemplate(template: string, profileCount: number, f
 }
 
 /** The token alone, no newline: `$(cat file)` and a program reading the whole file both get it exactly. */
-export async function writeTokenFile(file: string, token: string, expiresAt: number): Promise<void> {
-  await writePrivateFile(file, token);
-  await writePrivateFile(`${file}${EXPIRY_SUFFIX}`, `${new Date(expiresAt).toISOString()}\n`);
+export async function writeTokenFile(file: string, token: string, expiresAt: number, access: FileAccess = PRIVATE_ACCESS): Promise<void> {
+  await writeSharedFile(file, token, access);
+  await writeSharedFile(`${file}${EXPIRY_SUFFIX}`, `${new Date(expiresAt).toISOString()}\n`, access);
 }
 
 export async function removeTokenFile(file: string): Promise<void> {
@@ -65,20 +69,45 @@ interface Holder {
   publishedToken: string | undefined;
 }
 
-/** Writes and removes each profile's token file, in order per profile; failures are logged, never thrown. */
+export interface PublisherOptions {
+  /** The token file's path; `{profile}` is replaced by the profile's name. */
+  template: string | undefined;
+  access?: FileAccess;
+  templates?: TemplateRenderer;
+  /** The profile's Dropbox account id, for templates that use it; undefined when it cannot be learnt. */
+  accountId?: (profile: string, accessToken: string) => Promise<string | undefined>;
+  now: () => number;
+  log: Logger;
+}
+
+/** Writes and removes each profile's token file and renders its templates, in order per profile; failures are logged, never thrown. */
 export class TokenPublisher {
-  constructor(
-    private readonly template: string | undefined,
-    private readonly now: () => number,
-    private readonly log: Logger,
-  ) {}
+  private readonly template: string | undefined;
+  private readonly now: () => number;
+  private readonly log: Logger;
+
+  constructor(private readonly options: PublisherOptions) {
+    this.template = options.template;
+    this.now = options.now;
+    this.log = options.log;
+  }
+
+  /** Whether anything is published to files (the token file or templates): readiness waits for it. */
+  get publishes(): boolean {
+    return this.template !== undefined || this.options.templates !== undefined;
+  }
 
   publish(holder: Holder): Promise<void> {
     const token = holder.token;
     return this.#queue(holder, async (path) => {
       // Checked again when the write's turn comes: a token that expired or was replaced meanwhile is not written.
       if (!token || holder.token !== token || holder.removed || !holder.holdsToken(this.now())) return;
-      await writeTokenFile(path, token.value, token.expiresAt);
+      if (path !== undefined) await writeTokenFile(path, token.value, token.expiresAt, this.options.access);
+      const templates = this.options.templates;
+      if (templates) {
+        const accountId = await this.options.accountId?.(holder.name, token.value);
+        await templates.render({ accessToken: token.value, expiresAt: token.expiresAt, profile: holder.name, now: this.now(), ...(accountId ? { accountId } : {}) });
+      }
       holder.publishedToken = token.value;
     });
   }
@@ -91,13 +120,13 @@ export class TokenPublisher {
   unpublish(holder: Holder): Promise<void> {
     return this.#queue(holder, async (path) => {
       holder.publishedToken = undefined;
-      await removeTokenFile(path);
+      if (path !== undefined) await removeTokenFile(path);
     });
   }
 
-  #queue(holder: Holder, op: (path: string) => Promise<void>): Promise<void> {
+  #queue(holder: Holder, op: (path: string | undefined) => Promise<void>): Promise<void> {
     const path = this.pathOf(holder.name);
-    if (path === undefined) return Promise.resolve();
+    if (!this.publishes) return Promise.resolve();
     holder.fileChain = holder.fileChain.then(() =>
       op(path).catch((error: unknown) => {
         const code = (error as NodeJS.ErrnoException).code;

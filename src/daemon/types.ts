@@ -5,6 +5,8 @@ import type { TokenSet } from '../oauth/index.js';
 import type { ProfileStore } from '../profile/index.js';
 import type { ServiceClientOptions } from '../service/index.js';
 import type { Schedule } from '../service/models.js';
+import type { FileAccess } from '../publish/file.js';
+import type { TemplateSpec } from '../publish/template.js';
 import type { Coordinator } from './coordinator.js';
 
 /** The Dropbox grant of one profile. */
@@ -30,6 +32,8 @@ export interface ReconcileTarget {
 export interface DaemonProfile {
   name: string;
   tokenUrl: string;
+  /** Dropbox's v2 API base, to learn the account id a template may use. */
+  dropboxApiUrl?: string;
   grant: DaemonGrant;
   /**
    * Reads the grant again from where it is kept. Called when the profile's stored `secretsVersion` changes
@@ -83,6 +87,12 @@ export interface DaemonOptions {
   maxRenewalsPerSecond?: number;
   /** Publish each fresh access token here (0600, atomic); `{profile}` is replaced by the profile name. */
   tokenFile?: string;
+  /** Mode and group of the token file and its expiry, e.g. 0640 with a consumer's group. Default 0600. */
+  tokenFileAccess?: FileAccess;
+  /** Files rendered from each fresh token (see src/publish/template.ts); `{profile}` in a destination as above. */
+  templates?: readonly TemplateSpec[];
+  /** Serve each profile's current token, on request only, over this Unix socket (0600 unless a mode is given). */
+  socket?: { path: string; mode?: number; gid?: number };
   /** Serve /healthz, /readyz and /metrics here; port 0 picks a free one. */
   listen?: { host: string; port: number };
   /** Shares the work among replicas: per-profile leases and a shared record of the last renewal. */

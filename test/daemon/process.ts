@@ -29,6 +29,7 @@ export function containerEnv(
     SYNCAUTH_REMOTE_URL: 'dropbox://data',
     SYNCAUTH_CONNECTOR_NAME: `conn-${profile}`,
     SYNCAUTH_TOKEN_URL: emu.tokenUrl,
+    SYNCAUTH_DROPBOX_API_URL: emu.apiUrl,
     SYNCAUTH_LISTEN: '127.0.0.1:0',
     ...(options.tokenFile ? { SYNCAUTH_TOKEN_FILE: options.tokenFile } : {}),
   };

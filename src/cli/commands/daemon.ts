@@ -23,6 +23,8 @@ import {
 import { ExitCode, SyncauthError, ValidationError, type FieldIssue } from '../../errors.js';
 import { createLogger, type LogLevel, type Logger } from '../../log.js';
 import { SECRET_FILE_NAME } from '../../credentials/file.js';
+import { PRIVATE_ACCESS, parseMode, parseSocketMode, resolveGroup, type FileAccess } from '../../publish/file.js';
+import { checkTemplate, parseTemplateFlag, type TemplateSpec } from '../../publish/template.js';
 import { removeTemporaryLeftovers } from '../../profile/files.js';
 import { isProfileName, newSecretsVersion, openProfileStore, type ProfileStore } from '../../profile/index.js';
 import type { Schedule } from '../../service/models.js';
@@ -44,6 +46,54 @@ export interface DaemonCommandOptions {
   shutdownTimeout?: string;
   /** One pass: renew what is due, reconcile, publish, exit (init containers, Jobs, cron). */
   once?: boolean;
+  /** Repeated --template SRC:DEST[:MODE]. */
+  template?: string[];
+  socketMode?: string;
+  socketGroup?: string;
+}
+
+/** How the token is handed to consumers besides the token file's path: checked before anything starts. */
+interface Handover {
+  tokenFileAccess?: FileAccess;
+  templates: TemplateSpec[];
+  socket?: { path: string; mode?: number; gid?: number };
+}
+
+async function checkHandover(context: CommandContext, options: DaemonCommandOptions, names: string[]): Promise<Handover> {
+  const v = context.settings.values;
+  const issues: FieldIssue[] = [];
+  const attempt = async <T>(fn: () => T | Promise<T>): Promise<T | undefined> => {
+    try {
+      return await fn();
+    } catch (error) {
+      if (error instanceof ValidationError) issues.push(...error.issues);
+      else throw error;
+      return undefined;
+    }
+  };
+  const fileMode = v.tokenFileMode === undefined ? undefined : await attempt(() => parseMode(v.tokenFileMode as string, label(context, 'tokenFileMode')));
+  const fileGroup = v.tokenFileGroup === undefined ? undefined : await attempt(() => resolveGroup(v.tokenFileGroup as string, label(context, 'tokenFileGroup')));
+  if ((v.tokenFileMode !== undefined || v.tokenFileGroup !== undefined) && !v.tokenFile) {
+    issues.push({ field: label(context, v.tokenFileMode !== undefined ? 'tokenFileMode' : 'tokenFileGroup'), message: 'needs a token file (--token-file or SYNCAUTH_TOKEN_FILE)' });
+  }
+  const templates: TemplateSpec[] = [];
+  for (const raw of options.template ?? []) {
+    const spec = await attempt(() => parseTemplateFlag(raw, '--template'));
+    if (!spec) continue;
+    await attempt(() => checkTemplate(spec, names, '--template'));
+    templates.push(spec);
+  }
+  const socketMode = options.socketMode === undefined ? undefined : await attempt(() => parseSocketMode(options.socketMode as string, '--socket-mode'));
+  const socketGroup = options.socketGroup === undefined ? undefined : await attempt(() => resolveGroup(options.socketGroup as string, '--socket-group'));
+  if ((options.socketMode !== undefined || options.socketGroup !== undefined) && !v.socket) {
+    issues.push({ field: options.socketMode !== undefined ? '--socket-mode' : '--socket-group', message: 'needs a socket (--socket or SYNCAUTH_SOCKET)' });
+  }
+  if (issues.length > 0) throw new ValidationError(issues);
+  return {
+    ...(fileMode !== undefined || fileGroup !== undefined ? { tokenFileAccess: { mode: fileMode ?? PRIVATE_ACCESS.mode, ...(fileGroup !== undefined ? { gid: fileGroup } : {}) } } : {}),
+    templates,
+    ...(v.socket ? { socket: { path: v.socket, ...(socketMode !== undefined ? { mode: socketMode } : {}), ...(socketGroup !== undefined ? { gid: socketGroup } : {}) } } : {}),
+  };
 }
 
 interface DaemonSettings {
@@ -136,7 +186,7 @@ function environmentGrant(v: Settings): DaemonGrant | undefined {
 function environmentProfile(context: CommandContext, name: string, grant: DaemonGrant): DaemonProfile {
   const v = context.settings.values;
   const reconcile = reconcileTarget(v, v.apiKey);
-  return { name, tokenUrl: v.tokenUrl, grant, ...(reconcile ? { reconcile } : {}) };
+  return { name, tokenUrl: v.tokenUrl, dropboxApiUrl: v.dropboxApiUrl, grant, ...(reconcile ? { reconcile } : {}) };
 }
 
 async function storedProfile(context: CommandContext, name: string): Promise<DaemonProfile> {
@@ -147,6 +197,7 @@ async function storedProfile(context: CommandContext, name: string): Promise<Dae
   return {
     name,
     tokenUrl: session.values.tokenUrl,
+    dropboxApiUrl: session.values.dropboxApiUrl,
     grant,
     readGrant: async () => {
       const fresh = await openSession(context, name);
@@ -212,6 +263,7 @@ export async function daemon(context: CommandContext, options: DaemonCommandOpti
   if (failed.length === initial.length) throw (failed[0] as { error: Error }).error;
   const names = initial.map((entry) => entry.name);
   if (v.tokenFile) await checkTokenFiles(context, v.tokenFile, names);
+  const handover = await checkHandover(context, options, names);
   // A daemon restarted after kill -9 clears what interrupted writes of state and secrets left behind.
   await removeTemporaryLeftovers([...names.map((name) => store.fileOf(name)), path.join(v.configDir, SECRET_FILE_NAME)], LEFTOVER_AGE_MS);
   if (names.length > 1 && environmentGrant(v)) {
@@ -237,6 +289,9 @@ export async function daemon(context: CommandContext, options: DaemonCommandOpti
       concurrency: settings.concurrency,
       ...(settings.maxRenewalsPerSecond !== undefined ? { maxRenewalsPerSecond: settings.maxRenewalsPerSecond } : {}),
       ...(v.tokenFile ? { tokenFile: v.tokenFile } : {}),
+      ...(handover.tokenFileAccess ? { tokenFileAccess: handover.tokenFileAccess } : {}),
+      ...(handover.templates.length > 0 ? { templates: handover.templates } : {}),
+      ...(handover.socket && !once ? { socket: handover.socket } : {}),
       ...(v.listen && !once ? { listen: v.listen } : {}),
       ...(coordinator ? { coordinator } : {}),
       shutdownTimeoutMs: settings.shutdownTimeoutMs,
@@ -260,6 +315,8 @@ export async function daemon(context: CommandContext, options: DaemonCommandOpti
       concurrency: settings.concurrency,
       ...(settings.maxRenewalsPerSecond !== undefined ? { maxRenewalsPerSecond: settings.maxRenewalsPerSecond } : {}),
       ...(v.tokenFile ? { tokenFile: v.tokenFile } : {}),
+      ...(handover.templates.length > 0 ? { templates: handover.templates.map((t) => t.dest) } : {}),
+      ...(handover.socket ? { socket: handover.socket.path } : {}),
       ...(running.url ? { listen: running.url } : {}),
       ...(v.redisUrl ? { redis: redisTarget(v.redisUrl) } : {}),
     },

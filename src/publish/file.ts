@@ -1,0 +1,122 @@
+// Files handed to a consumer that may run as another user (the usual sidecar): a mode and a group chosen by
+// the operator, and the same whole-or-nothing replacement as the private files.
+import { randomBytes } from 'node:crypto';
+import { open, readFile, realpath, rename, rm } from 'node:fs/promises';
+import { ValidationError } from '../errors.js';
+import { writePrivateFile } from '../profile/files.js';
+
+export interface FileAccess {
+  mode: number;
+  gid?: number;
+}
+
+export const PRIVATE_ACCESS: FileAccess = Object.freeze({ mode: 0o600 });
+
+const MAX_GID = 0xfffffffe; // (gid_t)-1 means "unchanged" to chown(2), so it is not a group.
+
+function modeText(mode: number): string {
+  return `0${mode.toString(8).padStart(3, '0')}`;
+}
+
+function parseOctal(raw: string, field: string): number {
+  const match = /^(?:0o)?([0-7]+)$/i.exec(raw.trim());
+  if (!match) throw new ValidationError([{ field, message: `"${raw}" is not an octal mode (e.g. 0600 or 0640)` }]);
+  const mode = Number.parseInt(match[1] as string, 8);
+  if (mode > 0o777) {
+    throw new ValidationError([{ field, message: `${raw}: only permission bits may be given (at most 0777; no setuid, setgid or sticky bit)` }]);
+  }
+  return mode;
+}
+
+/**
+ * A file mode as operators write it: '0640', '640' or '0o640'. Whoever may write the file may replace the token
+ * a consumer reads, so group- and world-writable modes are refused, and so is a mode the owner (syncauth)
+ * cannot read back.
+ */
+export function parseMode(raw: string, field: string): number {
+  const mode = parseOctal(raw, field);
+  const refuse = (why: string): never => {
+    throw new ValidationError([{ field, message: `${modeText(mode)} ${why}` }]);
+  };
+  if (mode & 0o002) refuse('is world-writable: any user could replace the file');
+  if (mode & 0o020) refuse('is group-writable: the group could replace the file; give it read access only (e.g. 0640)');
+  if (!(mode & 0o400)) refuse('does not let the owner read the file (e.g. 0600 or 0640)');
+  return mode;
+}
+
+/**
+ * A Unix socket's mode: connecting takes write permission on the socket, so the owner needs read and write and
+ * a group that should connect needs write (e.g. 0660). World-writable is refused: give a group instead.
+ */
+export function parseSocketMode(raw: string, field: string): number {
+  const mode = parseOctal(raw, field);
+  if (mode & 0o002) {
+    throw new ValidationError([{ field, message: `${modeText(mode)} lets every local user fetch the token; give a group instead (e.g. 0660)` }]);
+  }
+  if ((mode & 0o600) !== 0o600) {
+    throw new ValidationError([{ field, message: `${modeText(mode)} does not give the owner read and write (e.g. 0600 or 0660)` }]);
+  }
+  return mode;
+}
+
+/**
+ * A group by number or by name. Names come from /etc/group, read directly (no `getent`: a slim image has none,
+ * and NSS groups are rare where a sidecar runs). A number need not be listed: Kubernetes' fsGroup rarely is.
+ */
+export async function resolveGroup(raw: string, field: string): Promise<number> {
+  const name = raw.trim();
+  if (/^\d+$/.test(name)) {
+    const gid = Number(name);
+    if (gid > MAX_GID) throw new ValidationError([{ field, message: `${name} is not a valid group id` }]);
+    return gid;
+  }
+  if (!/^[A-Za-z0-9_.][A-Za-z0-9_.-]*\$?$/.test(name)) {
+    throw new ValidationError([{ field, message: `"${raw}" is not a group name or number` }]);
+  }
+  let text: string;
+  try {
+    text = await readFile('/etc/group', 'utf8');
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code ?? 'unreadable';
+    throw new ValidationError([{ field, message: `cannot read /etc/group to look up "${name}" (${code}); give the group by number` }]);
+  }
+  for (const line of text.split('\n')) {
+    const [entry, , gid] = line.split(':');
+    if (entry === name && gid !== undefined && /^\d+$/.test(gid)) return Number(gid);
+  }
+  throw new ValidationError([{ field, message: `no group named "${name}" in /etc/group; give an existing group or a number` }]);
+}
+
+/**
+ * Writes `file` whole or not at all. The temporary file beside it is created 0600 and only then given its group
+ * and mode, so the content is never readable by anyone the operator did not name, not even for an instant.
+ * The temporary name is `<file>.<number>`, as write-file-atomic names its own, so `removeTemporaryLeftovers`
+ * finds either. A symbolic link at `file` is followed, as writePrivateFile does.
+ */
+export async function writeSharedFile(file: string, content: string, access: FileAccess): Promise<void> {
+  if (access.gid === undefined && access.mode === PRIVATE_ACCESS.mode) {
+    await writePrivateFile(file, content);
+    return;
+  }
+  const target = await realpath(file).catch(() => file);
+  const temporary = `${target}.${randomBytes(4).readUInt32BE(0)}`;
+  let renamed = false;
+  // 'wx': never reuse a file (or follow a link) someone left at the temporary name.
+  const handle = await open(temporary, 'wx', 0o600);
+  try {
+    try {
+      await handle.writeFile(content, 'utf8');
+      await handle.sync();
+      // Unlike write-file-atomic, a refused chown fails the write: a file that silently kept the wrong group
+      // would be readable by that group instead.
+      if (access.gid !== undefined) await handle.chown(-1, access.gid);
+      await handle.chmod(access.mode);
+    } finally {
+      await handle.close();
+    }
+    await rename(temporary, target);
+    renamed = true;
+  } finally {
+    if (!renamed) await rm(temporary, { force: true });
+  }
+}

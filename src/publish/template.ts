@@ -1,0 +1,227 @@
+// Templates: files rendered from the token after each renewal, for consumers that want it inside their own
+// configuration (`--template SRC:DEST[:MODE]`, MODE octal, default 0600; DEST may contain `{profile}`).
+//
+// A template is plain text in which `{{ field }}` (spaces inside the braces optional) is replaced by one of:
+//
+//   access_token     the current access token
+//   expires_at       its expiry, RFC 3339 in UTC (2025-01-31T12:00:00.000Z)
+//   expires_at_unix  its expiry, whole seconds since the Unix epoch
+//   expires_in       whole seconds the token has left when the file is rendered
+//   profile          the profile's name
+//   account_id       the Dropbox account id of the profile's grant (a render fails while it is unknown)
+//
+// There is no escaping, no condition and no loop. Any `{{` that does not open one of these fields is an error,
+// so a typo is refused when the daemon starts, not found in a consumer's configuration later. For example, an
+// rclone remote:
+//
+//   [dropbox]
+//   type = dropbox
+//   token = {"access_token":"{{ access_token }}","token_type":"bearer","expiry":"{{ expires_at }}"}
+//
+// or an env file: `DROPBOX_ACCESS_TOKEN={{access_token}}`.
+//
+// SRC is read again at every render, so an edit applies at the next renewal. A render that fails (SRC
+// unreadable, an unknown field, a write error) leaves the previous DEST as it was and is logged.
+import { access, constants, readFile, stat } from 'node:fs/promises';
+import path from 'node:path';
+import { PROFILE_PLACEHOLDER, tokenFileFor } from '../daemon/token-file.js';
+import { SyncauthError, ValidationError } from '../errors.js';
+import type { FieldIssue } from '../errors.js';
+import type { Logger } from '../log.js';
+import { parseMode, writeSharedFile } from './file.js';
+
+export interface TemplateSpec {
+  source: string;
+  dest: string;
+  mode: number;
+}
+
+export const TEMPLATE_FIELDS: readonly string[] = Object.freeze([
+  'access_token',
+  'expires_at',
+  'expires_at_unix',
+  'expires_in',
+  'profile',
+  'account_id',
+]);
+
+export interface TemplateValues {
+  accessToken: string;
+  /** Epoch milliseconds. */
+  expiresAt: number;
+  profile: string;
+  accountId?: string;
+  /** Epoch milliseconds: the time `expires_in` counts from. */
+  now: number;
+}
+
+export class TemplateError extends SyncauthError {
+  constructor(message: string) {
+    super('TEMPLATE_INVALID', message, { hint: `a template may use {{ ${TEMPLATE_FIELDS.join(' }}, {{ ')} }}` });
+  }
+}
+
+/** `--template SRC:DEST[:MODE]`, paths made absolute against the working directory. */
+export function parseTemplateFlag(raw: string, field = '--template'): TemplateSpec {
+  const parts = raw.split(':');
+  const refuse = (message: string): never => {
+    throw new ValidationError([{ field, message }]);
+  };
+  if (parts.length < 2 || parts.length > 3) refuse(`"${raw}" is not SRC:DEST or SRC:DEST:MODE (paths cannot contain ":")`);
+  const [source = '', dest = '', mode] = parts;
+  if (!source.trim()) refuse(`"${raw}" has no template file (SRC:DEST[:MODE])`);
+  if (!dest.trim()) refuse(`"${raw}" has no destination file (SRC:DEST[:MODE])`);
+  return {
+    source: path.resolve(source),
+    dest: path.resolve(dest),
+    mode: mode === undefined ? 0o600 : parseMode(mode, field),
+  };
+}
+
+type Part = { text: string } | { field: string };
+
+interface Scan {
+  parts: Part[];
+  problems: string[];
+}
+
+const PLACEHOLDER = /\{\{[ \t]*([A-Za-z0-9_]+)[ \t]*\}\}/y;
+
+function lineOf(text: string, index: number): number {
+  let line = 1;
+  for (let i = text.indexOf('\n'); i !== -1 && i < index; i = text.indexOf('\n', i + 1)) line += 1;
+  return line;
+}
+
+/**
+ * Splits a template into text and fields. Problems name the line and the field, never quote the text around
+ * it: a template may hold other secrets of the consumer's configuration.
+ */
+function scan(text: string): Scan {
+  const parts: Part[] = [];
+  const problems: string[] = [];
+  let from = 0;
+  for (let open = text.indexOf('{{'); open !== -1; open = text.indexOf('{{', from)) {
+    PLACEHOLDER.lastIndex = open;
+    const match = PLACEHOLDER.exec(text);
+    const name = match?.[1];
+    if (!match || name === undefined) {
+      problems.push(`line ${lineOf(text, open)}: "{{" does not open a field such as {{ access_token }}`);
+      from = open + 2;
+      continue;
+    }
+    if (!TEMPLATE_FIELDS.includes(name)) problems.push(`line ${lineOf(text, open)}: unknown field {{ ${name} }}`);
+    parts.push({ text: text.slice(from, open) }, { field: name });
+    from = open + match[0].length;
+  }
+  parts.push({ text: text.slice(from) });
+  return { parts, problems };
+}
+
+function valueOf(name: string, values: TemplateValues, where: string): string {
+  switch (name) {
+    case 'access_token':
+      return values.accessToken;
+    case 'expires_at':
+      return new Date(values.expiresAt).toISOString();
+    case 'expires_at_unix':
+      return String(Math.floor(values.expiresAt / 1000));
+    case 'expires_in':
+      return String(Math.max(0, Math.floor((values.expiresAt - values.now) / 1000)));
+    case 'profile':
+      return values.profile;
+    case 'account_id':
+      if (values.accountId === undefined) {
+        throw new TemplateError(`${where}uses {{ account_id }}, but the account id of profile ${values.profile} is not known`);
+      }
+      return values.accountId;
+    default:
+      throw new TemplateError(`${where}unknown field {{ ${name} }}`);
+  }
+}
+
+/** Plain substitution of `{{ field }}`; throws TemplateError for anything else that opens with `{{`. */
+export function renderTemplate(text: string, values: TemplateValues, source?: string): string {
+  const where = source === undefined ? '' : `template ${source}: `;
+  const { parts, problems } = scan(text);
+  if (problems.length > 0) throw new TemplateError(`${where}${problems.join('; ')}`);
+  return parts.map((part) => ('text' in part ? part.text : valueOf(part.field, values, where))).join('');
+}
+
+/**
+ * Refuses, before anything is written, a template that cannot render: SRC unreadable or using an unknown field,
+ * DEST in a directory that does not exist or cannot be written, or one DEST for several profiles.
+ */
+export async function checkTemplate(spec: TemplateSpec, profiles: readonly string[], field = '--template'): Promise<void> {
+  const issues: FieldIssue[] = [];
+  try {
+    const text = await readFile(spec.source, 'utf8');
+    for (const problem of scan(text).problems) issues.push({ field, message: `template ${spec.source}, ${problem}` });
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code ?? 'unreadable';
+    issues.push({ field, message: `cannot read template ${spec.source} (${code})` });
+  }
+  if (profiles.length > 1 && !spec.dest.includes(PROFILE_PLACEHOLDER)) {
+    issues.push({ field, message: `${spec.dest} serves ${profiles.length} profiles, so it must contain ${PROFILE_PLACEHOLDER}` });
+  }
+  for (const dest of new Set(profiles.map((profile) => tokenFileFor(spec.dest, profile)))) {
+    if (dest === spec.source) {
+      issues.push({ field, message: `${dest} is the template itself; render it somewhere else` });
+      continue;
+    }
+    const dir = path.dirname(dest);
+    const info = await stat(dir).catch(() => undefined);
+    if (!info?.isDirectory()) {
+      issues.push({ field, message: `the directory of ${dest} does not exist` });
+      continue;
+    }
+    if (await access(dir, constants.W_OK | constants.X_OK).then(() => false, () => true)) {
+      issues.push({ field, message: `cannot write in the directory of ${dest}` });
+    }
+    if ((await stat(dest).catch(() => undefined))?.isDirectory()) issues.push({ field, message: `${dest} is a directory` });
+  }
+  if (issues.length > 0) throw new ValidationError(issues);
+}
+
+/** Renders templates after each renewal. Never throws: a failure keeps the previous file and is logged. */
+export class TemplateRenderer {
+  readonly specs: readonly TemplateSpec[];
+  // The render in progress or queued last for each rendered file: renders of one file run one after another.
+  readonly #chains = new Map<string, Promise<void>>();
+
+  constructor(
+    specs: readonly TemplateSpec[],
+    private readonly log: Logger,
+  ) {
+    this.specs = Object.freeze([...specs]);
+  }
+
+  async render(values: TemplateValues): Promise<void> {
+    await Promise.all(this.specs.map((spec) => this.#queue(spec, tokenFileFor(spec.dest, values.profile), values)));
+  }
+
+  #queue(spec: TemplateSpec, dest: string, values: TemplateValues): Promise<void> {
+    const next = (this.#chains.get(dest) ?? Promise.resolve()).then(() => this.#renderOne(spec, dest, values));
+    this.#chains.set(dest, next);
+    void next.then(() => {
+      if (this.#chains.get(dest) === next) this.#chains.delete(dest);
+    });
+    return next;
+  }
+
+  async #renderOne(spec: TemplateSpec, dest: string, values: TemplateValues): Promise<void> {
+    const context = { profile: values.profile, op: 'publish', template: spec.source, dest };
+    try {
+      const text = await readFile(spec.source, 'utf8');
+      await writeSharedFile(dest, renderTemplate(text, values, spec.source), { mode: spec.mode });
+      this.log.debug({ ...context, event: 'template.rendered' }, 'template rendered');
+    } catch (error) {
+      // Messages name files and fields only: neither the token nor the rendered text reaches them.
+      const errorCode = error instanceof SyncauthError ? error.code : (error as NodeJS.ErrnoException).code;
+      this.log.error(
+        { ...context, event: 'template.failed', errorCode, error: (error as Error).message },
+        'could not render the template; the previous file is kept',
+      );
+    }
+  }
+}
