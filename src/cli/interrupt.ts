@@ -65,8 +65,11 @@ export function exitIfInterrupted(): void {
   if (openWriteSections === 0) process.exit(exitCode);
 }
 
-/** Makes SIGINT and SIGTERM end the command as described above. Call once, before the command runs. */
-export function handleSignals(policy: SignalPolicy): void {
+/**
+ * Makes SIGINT and SIGTERM end the command as described above. Call once, before the command runs. Returns
+ * what takes the handlers away again, for a command that hands the signals on from some point (`exec`).
+ */
+export function handleSignals(policy: SignalPolicy): () => void {
   const receive = (signal: HandledSignal): void => {
     const { stderr } = processIo;
     if (exitCode !== undefined) {
@@ -87,4 +90,8 @@ export function handleSignals(policy: SignalPolicy): void {
   };
   process.on('SIGINT', receive);
   process.on('SIGTERM', receive);
+  return () => {
+    process.off('SIGINT', receive);
+    process.off('SIGTERM', receive);
+  };
 }

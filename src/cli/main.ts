@@ -108,6 +108,36 @@ Examples:
     .description("revoke the grant at Dropbox and delete the profile's secrets and state")
     .option('--no-revoke', 'delete locally only, leave the grant valid')
     .action(lazy(() => import('./commands/logout.js'), 'logout'));
+  addSettingOptions(program.command('exec'), [...DROPBOX, 'renewMargin', 'logLevel'])
+    .description('run a command with a fresh access token in its environment (and none of the secrets)')
+    .argument('[command...]', 'the command and its arguments, after --')
+    .option('--env-name <name>', 'variable that holds the token; its expiry (RFC 3339) goes in <name>_EXPIRES_AT', 'DROPBOX_ACCESS_TOKEN')
+    .option('--watch', 'keep the token fresh: renew it inside the margin, then restart the command (or send --signal)')
+    .option('--signal <signal>', 'with --watch: send this signal (e.g. HUP, USR1) instead of restarting; the command re-reads a template or runs `syncauth token`')
+    .option('--kill-timeout <seconds>', 'restart: SIGKILL the command this long after SIGTERM; forwarded stop: say it still runs', '10')
+    .option('--template <SRC:DEST[:MODE]>', 'render SRC to DEST (mode default 0600) before the command starts and after each renewal (repeatable)',
+      (value: string, previous: string[] | undefined) => [...(previous ?? []), value])
+    .addHelpText('after', `
+The token is obtained before the command starts, as \`syncauth token\` gets it (shared with it and a daemon;
+the connector is not reconciled); a failure exits with the usual code (4: authorize again) and starts nothing.
+The command runs directly (no shell) with stdio inherited, and with the environment less every SYNCAUTH_*
+secret and any variable holding a secret's value, plus DROPBOX_ACCESS_TOKEN and DROPBOX_ACCESS_TOKEN_EXPIRES_AT.
+
+Exit code: the command's; 128+N if signal N ended it; 127 if it was not found, 126 if it cannot be run.
+SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 are forwarded to it. After a forwarded SIGINT/SIGTERM
+exec waits for it to end, never kills it (past --kill-timeout it says so; a second signal is forwarded too).
+In a terminal, Ctrl-C also reaches the command directly.
+
+--watch checks the clock every min(30 s, margin/4) and renews when the token is inside the renew margin. By
+default it then restarts the command (SIGTERM, SIGKILL after --kill-timeout) with the new token; with --signal
+the command keeps running and gets the signal after the templates are rendered. Failed renewals are retried
+(1 s, doubling) while the command keeps its token; a command that exits ends exec with its code.
+Templates use {{ access_token }}, {{ expires_at }}, {{ expires_at_unix }}, {{ expires_in }}, {{ profile }}, {{ account_id }}.
+
+Examples:
+  syncauth exec --profile docs --watch -- python3 worker.py            # restarted with each new token
+  syncauth exec --watch --signal HUP --template rclone.conf.tpl:/run/app/rclone.conf:0600 -- ./app --config /run/app/rclone.conf`)
+    .action(lazy(() => import('./commands/exec.js'), 'exec', 'own'));
 
   addSettingOptions(program.command('daemon'), ['configDir', 'store', 'renewMargin', 'sweep', 'tokenFile', 'tokenFileMode', 'tokenFileGroup', 'socket', 'listen', 'redisUrl', 'logLevel'])
     .description("the sidecar: keep every profile's access token fresh and its connector reconciled, report health")

