@@ -23,6 +23,7 @@ import {
 import { ExitCode, SyncauthError, ValidationError, type FieldIssue } from '../../errors.js';
 import { createLogger, type LogLevel, type Logger } from '../../log.js';
 import { SECRET_FILE_NAME } from '../../credentials/file.js';
+import { notifySystemd } from '../../daemon/notify.js';
 import { PRIVATE_ACCESS, parseMode, parseSocketMode, resolveGroup, type FileAccess } from '../../publish/file.js';
 import { checkTemplate, parseTemplateFlag, type TemplateSpec } from '../../publish/template.js';
 import { removeTemporaryLeftovers } from '../../profile/files.js';
@@ -322,7 +323,8 @@ export async function daemon(context: CommandContext, options: DaemonCommandOpti
     },
     `syncauth daemon started for ${names.length === 1 ? `profile ${names[0]}` : `${names.length} profiles`}`,
   );
-  await untilStopped(running, log);
+  const readiness = reportReadiness(running, log);
+  await untilStopped(running, log, readiness);
   // Everything was closed; should a stray handle keep the event loop alive, do not hang the container's stop.
   setTimeout(() => process.exit(process.exitCode ?? ExitCode.ok), 2_000).unref();
 }
@@ -364,7 +366,25 @@ async function onePass(context: CommandContext, running: RunningDaemon, log: Log
   });
 }
 
-function untilStopped(running: RunningDaemon, log: Logger): Promise<void> {
+/**
+ * Under systemd (Type=notify, NOTIFY_SOCKET set): READY=1 once every profile is first ready, which means its
+ * token is already in its files. Returns what stops the watch.
+ */
+function reportReadiness(running: RunningDaemon, log: Logger): () => void {
+  if (!process.env.NOTIFY_SOCKET) return () => undefined;
+  const timer = setInterval(() => {
+    if (!running.status().ready) return;
+    clearInterval(timer);
+    void notifySystemd('READY=1').then((sent) => {
+      if (sent) log.info({ event: 'daemon.ready', op: 'start' }, 'told systemd the daemon is ready');
+      else log.warn({ event: 'daemon.notify_failed', op: 'start' }, 'could not tell systemd the daemon is ready (systemd-notify failed)');
+    });
+  }, 100);
+  timer.unref();
+  return () => clearInterval(timer);
+}
+
+function untilStopped(running: RunningDaemon, log: Logger, stopReadiness: () => void): Promise<void> {
   return new Promise<void>((resolve) => {
     let stopping = false;
     const reload = (): void => {
@@ -378,8 +398,9 @@ function untilStopped(running: RunningDaemon, log: Logger): Promise<void> {
       }
       stopping = true;
       log.info({ event: 'daemon.stopping', op: 'stop', signal }, 'stopping: letting in-flight work finish');
-      void running
-        .close()
+      stopReadiness();
+      void notifySystemd('STOPPING=1')
+        .then(() => running.close())
         .catch((error: unknown) => log.error({ event: 'daemon.stop_failed', op: 'stop', err: error }, 'shutdown was not clean'))
         .finally(() => {
           process.off('SIGTERM', stop);

@@ -1,0 +1,389 @@
+// deploy/kubernetes: every manifest is valid against the Kubernetes schemas (kubernetes-models, generated from
+// the API's OpenAPI definitions: types, enums and required fields at run time; unknown fields through the
+// TypeScript types, as `kubectl apply`'s strict field validation would refuse them), holds the fields the
+// README relies on, and its syncauth containers' arguments and environment run the real CLI: the sidecar's
+// replicas become ready on the paths their probes name and publish the token as the pod's group can read it,
+// and the Job's one-shot run exits 0 with the connector reconciled.
+import { spawn } from 'node:child_process';
+import { mkdirSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import path from 'node:path';
+import { Deployment } from 'kubernetes-models/apps/v1/Deployment';
+import { CronJob } from 'kubernetes-models/batch/v1/CronJob';
+import { Job } from 'kubernetes-models/batch/v1/Job';
+import { Secret } from 'kubernetes-models/v1/Secret';
+import { Service } from 'kubernetes-models/v1/Service';
+import ts from 'typescript';
+import { afterAll, describe, expect, it } from 'vitest';
+import { parseAllDocuments } from 'yaml';
+import { DEFAULT_EMULATOR_API_KEY } from '../../src/emulator/index.js';
+import { CLI, ROOT, tempDir } from '../helpers/cli.js';
+import { redisAvailability, startRedisServer, type RedisServer } from '../helpers/redis.js';
+import { waitFor } from '../helpers/wait.js';
+import { connectorsNamed, emulator, latestTokenOf, obtainGrant } from '../daemon/helpers.js';
+
+const DIR = path.join(ROOT, 'deploy/kubernetes');
+const FILES = readdirSync(DIR).filter((f) => f.endsWith('.yaml')).sort();
+const SECRET_VARIABLES = ['SYNCAUTH_APP_KEY', 'SYNCAUTH_APP_SECRET', 'SYNCAUTH_REFRESH_TOKEN', 'SYNCAUTH_API_KEY', 'SYNCAUTH_STORE_KEY'];
+/** The image's entrypoint (Dockerfile): the container's args follow it. */
+const ENTRYPOINT = ['node', '/app/dist/cli/main.js'];
+/** The `node` user of the official Node images, which the Dockerfile runs as. */
+const NODE_UID = 1000;
+
+// ---- the manifests, loosely typed for reading ----
+
+interface EnvVar {
+  name: string;
+  value?: string;
+  valueFrom?: { secretKeyRef?: { name: string; key: string } };
+}
+interface Probe {
+  httpGet?: { path: string; port: string | number };
+}
+interface Container {
+  name: string;
+  image?: string;
+  args?: string[];
+  command?: string[];
+  env?: EnvVar[];
+  ports?: { name?: string; containerPort: number }[];
+  restartPolicy?: string;
+  startupProbe?: Probe;
+  readinessProbe?: Probe;
+  livenessProbe?: Probe;
+  resources?: { requests?: Record<string, string>; limits?: Record<string, string> };
+  securityContext?: Record<string, unknown> & { capabilities?: { drop?: string[] } };
+  volumeMounts?: { name: string; mountPath: string; readOnly?: boolean }[];
+}
+interface PodSpec {
+  initContainers?: Container[];
+  containers: Container[];
+  volumes?: { name: string; emptyDir?: { medium?: string } }[];
+  securityContext?: { fsGroup?: number; runAsNonRoot?: boolean };
+  restartPolicy?: string;
+}
+interface Manifest {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string };
+  spec?: Record<string, unknown>;
+  stringData?: Record<string, string>;
+  data?: Record<string, string>;
+}
+
+const documents: { file: string; doc: Manifest }[] = FILES.flatMap((file) =>
+  parseAllDocuments(readFileSync(path.join(DIR, file), 'utf8')).map((d) => {
+    if (d.errors.length > 0 || d.warnings.length > 0) throw new Error(`${file}: ${[...d.errors, ...d.warnings].map((e) => e.message).join('; ')}`);
+    return { file, doc: d.toJS() as Manifest };
+  }),
+);
+
+function find(kind: string, name: string): Manifest {
+  const found = documents.find(({ doc }) => doc.kind === kind && doc.metadata.name === name);
+  if (!found) throw new Error(`no ${kind} ${name} in deploy/kubernetes`);
+  return found.doc;
+}
+
+function podOf(doc: Manifest): PodSpec {
+  const spec = doc.spec as { template?: { spec: PodSpec }; jobTemplate?: { spec: { template: { spec: PodSpec } } } };
+  const pod = spec.template?.spec ?? spec.jobTemplate?.spec.template.spec;
+  if (!pod) throw new Error(`${doc.kind} ${doc.metadata.name} has no pod template`);
+  return pod;
+}
+
+function containersOf(doc: Manifest): Container[] {
+  if (!['Deployment', 'Job', 'CronJob'].includes(doc.kind)) return [];
+  const pod = podOf(doc);
+  return [...(pod.initContainers ?? []), ...pod.containers];
+}
+
+function syncauthOf(doc: Manifest): Container {
+  const container = containersOf(doc).find((c) => c.name === 'syncauth');
+  if (!container) throw new Error(`${doc.kind} ${doc.metadata.name} has no syncauth container`);
+  return container;
+}
+
+function envOf(container: Container, name: string): EnvVar | undefined {
+  return container.env?.find((e) => e.name === name);
+}
+
+/** The value after `flag` in `args`. */
+function flagValue(args: readonly string[], flag: string): string | undefined {
+  const i = args.indexOf(flag);
+  return i >= 0 ? args[i + 1] : undefined;
+}
+
+const sidecar = find('Deployment', 'app');
+const sidecarPod = podOf(sidecar);
+const syncauth = syncauthOf(sidecar);
+const job = find('Job', 'syncauth-once');
+const secret = find('Secret', 'syncauth');
+
+// ---- the schemas ----
+
+const MODELS: Record<string, new (data: never) => { validate(): void }> = {
+  'apps/v1/Deployment': Deployment,
+  'batch/v1/Job': Job,
+  'batch/v1/CronJob': CronJob,
+  'v1/Secret': Secret,
+  'v1/Service': Service,
+};
+const TYPES: Record<string, { module: string; type: string }> = {
+  'apps/v1/Deployment': { module: 'kubernetes-models/apps/v1/Deployment', type: 'IDeployment' },
+  'batch/v1/Job': { module: 'kubernetes-models/batch/v1/Job', type: 'IJob' },
+  'batch/v1/CronJob': { module: 'kubernetes-models/batch/v1/CronJob', type: 'ICronJob' },
+  'v1/Secret': { module: 'kubernetes-models/v1/Secret', type: 'ISecret' },
+  'v1/Service': { module: 'kubernetes-models/v1/Service', type: 'IService' },
+};
+
+/**
+ * Type-checks `docs` as object literals of the API types, in memory: TypeScript refuses a property the type
+ * does not have, at any depth, which is the unknown field `kubectl apply` refuses. Returns the messages.
+ */
+function typeCheck(docs: Manifest[]): string[] {
+  const file = path.join(ROOT, 'test/deploy/__manifests__.ts');
+  const lines: string[] = [];
+  docs.forEach((doc, i) => {
+    const t = TYPES[`${doc.apiVersion}/${doc.kind}`];
+    if (!t) throw new Error(`no type for ${doc.apiVersion} ${doc.kind}`);
+    lines.push(`import type { ${t.type} as T${i} } from '${t.module}';`);
+    lines.push(`export const doc${i}: T${i} = ${JSON.stringify(doc, null, 1)};`);
+  });
+  const source = lines.join('\n');
+  const options: ts.CompilerOptions = {
+    module: ts.ModuleKind.NodeNext,
+    moduleResolution: ts.ModuleResolutionKind.NodeNext,
+    target: ts.ScriptTarget.ES2022,
+    strict: true,
+    noEmit: true,
+    skipLibCheck: true,
+    types: [],
+  };
+  const host = ts.createCompilerHost(options);
+  const getSourceFile = host.getSourceFile.bind(host);
+  const fileExists = host.fileExists.bind(host);
+  host.getSourceFile = (name, language, ...rest) => (name === file ? ts.createSourceFile(name, source, language) : getSourceFile(name, language, ...rest));
+  host.fileExists = (name) => name === file || fileExists(name);
+  const program = ts.createProgram([file], options, host);
+  return ts.getPreEmitDiagnostics(program).map((d) => {
+    const where = d.file && d.start !== undefined ? d.file.getLineAndCharacterOfPosition(d.start) : undefined;
+    const line = where ? source.split('\n')[where.line]?.trim() : '';
+    return `${ts.flattenDiagnosticMessageText(d.messageText, ' ')} (at ${line})`;
+  });
+}
+
+describe('the Kubernetes manifests', () => {
+  it('are valid against the Kubernetes schemas', () => {
+    expect(FILES).toEqual(expect.arrayContaining(['sidecar.yaml', 'redis.yaml', 'job.yaml', 'secret.example.yaml']));
+    for (const { file, doc } of documents) {
+      const Model = MODELS[`${doc.apiVersion}/${doc.kind}`];
+      expect([file, doc.kind, Model !== undefined]).toEqual([file, doc.kind, true]);
+      expect(() => new (Model as new (data: Manifest) => { validate(): void })(doc).validate(), `${file}: ${doc.kind} ${doc.metadata.name}`).not.toThrow();
+    }
+  });
+
+  it('hold no field the API does not know, at any depth', () => {
+    const messages = typeCheck(documents.map((d) => d.doc));
+    expect(messages).toEqual([]);
+  }, 60_000);
+
+  it('would be refused with a misplaced or misspelled field, or a wrong type (the checks above can fail)', () => {
+    const broken = structuredClone(sidecar) as Manifest;
+    const pod = podOf(broken);
+    (pod.initContainers?.[0] as unknown as Record<string, unknown>).restartPolicyy = 'Always';
+    (pod.containers[0] as unknown as Record<string, unknown>).securityContext = { runAsNonRoot: true, readOnlyRootFileSystem: true };
+    expect(typeCheck([broken]).join('\n')).toMatch(/restartPolicyy"?' does not exist in type 'IContainer'[\s\S]*readOnlyRootFileSystem"?' does not exist in type 'ISecurityContext'/);
+    const wrongType = structuredClone(sidecar) as Manifest;
+    (podOf(wrongType).initContainers?.[0]?.ports?.[0] as { containerPort: unknown }).containerPort = '9464';
+    expect(() => new Deployment(wrongType as never).validate()).toThrow(/containerPort/);
+  }, 60_000);
+
+  it('run syncauth as a native sidecar of two replicas, the token on an in-memory volume the app reads through its group', () => {
+    expect((sidecar.spec as { replicas: number }).replicas).toBe(2);
+    expect(sidecarPod.containers.map((c) => c.name)).not.toContain('syncauth');
+    expect(syncauth.restartPolicy).toBe('Always');
+    const tokenFile = flagValue(syncauth.args ?? [], '--token-file') as string;
+    const mount = syncauth.volumeMounts?.find((m) => tokenFile.startsWith(`${m.mountPath}/`));
+    expect(mount).toBeDefined();
+    const volume = sidecarPod.volumes?.find((v) => v.name === mount?.name);
+    expect(volume?.emptyDir?.medium).toBe('Memory');
+    const app = sidecarPod.containers.find((c) => c.name === 'app') as Container;
+    expect(app.volumeMounts).toContainEqual({ name: mount?.name, mountPath: mount?.mountPath, readOnly: true });
+    // 0640 to the pod's fsGroup, which every container of the pod holds; the app runs as another user.
+    expect(flagValue(syncauth.args ?? [], '--token-file-mode')).toBe('0640');
+    expect(flagValue(syncauth.args ?? [], '--token-file-group')).toBe(String(sidecarPod.securityContext?.fsGroup));
+    expect(app.securityContext?.runAsUser).not.toBe(syncauth.securityContext?.runAsUser);
+    expect(syncauth.securityContext?.runAsUser).toBe(NODE_UID);
+  });
+
+  it('probe /readyz and /healthz on the named port the daemon listens on, beyond loopback', () => {
+    const listen = flagValue(syncauth.args ?? [], '--listen') as string;
+    expect(listen).toBe('0.0.0.0:9464');
+    const port = syncauth.ports?.find((p) => p.name === 'health');
+    expect(port?.containerPort).toBe(Number(listen.split(':')[1]));
+    expect(syncauth.readinessProbe?.httpGet).toEqual({ path: '/readyz', port: 'health' });
+    expect(syncauth.startupProbe?.httpGet).toEqual({ path: '/readyz', port: 'health' });
+    expect(syncauth.livenessProbe?.httpGet).toEqual({ path: '/healthz', port: 'health' });
+  });
+
+  it('take every secret from the Secret, which holds placeholders only', () => {
+    const stringData = secret.stringData ?? {};
+    expect(secret.data).toBeUndefined();
+    for (const value of Object.values(stringData)) expect(value).toMatch(/^REPLACE_WITH_[A-Z_]+$/);
+    for (const { file, doc } of documents) {
+      for (const container of containersOf(doc)) {
+        for (const variable of container.env ?? []) {
+          if (!SECRET_VARIABLES.includes(variable.name)) continue;
+          expect([file, variable.name, variable.value]).toEqual([file, variable.name, undefined]);
+          const ref = variable.valueFrom?.secretKeyRef;
+          expect([file, variable.name, ref?.name, ref && ref.key in stringData]).toEqual([file, variable.name, secret.metadata.name, true]);
+        }
+      }
+    }
+    for (const name of ['SYNCAUTH_APP_KEY', 'SYNCAUTH_APP_SECRET', 'SYNCAUTH_REFRESH_TOKEN', 'SYNCAUTH_API_KEY']) {
+      expect(envOf(syncauth, name)?.valueFrom?.secretKeyRef).toBeDefined();
+      expect(envOf(syncauthOf(job), name)?.valueFrom?.secretKeyRef).toBeDefined();
+    }
+    expect(envOf(syncauth, 'SYNCAUTH_STORE')?.value).toBe('env');
+    // Nothing that looks like a Dropbox token or a key anywhere in the files.
+    for (const file of FILES) expect(readFileSync(path.join(DIR, file), 'utf8')).not.toMatch(/\bsl\.[A-Za-z0-9_-]{20,}|[A-Za-z0-9]{40,}/);
+  });
+
+  it('run every container unprivileged, read-only, with resources', () => {
+    for (const { file, doc } of documents) {
+      const containers = containersOf(doc);
+      if (containers.length === 0) continue;
+      expect([file, podOf(doc).securityContext?.runAsNonRoot]).toEqual([file, true]);
+      for (const c of containers) {
+        const where = `${file}: ${c.name}`;
+        expect([where, c.securityContext?.readOnlyRootFilesystem, c.securityContext?.allowPrivilegeEscalation, c.securityContext?.capabilities?.drop]).toEqual([where, true, false, ['ALL']]);
+        expect([where, c.resources?.requests?.memory !== undefined, c.resources?.limits?.memory !== undefined]).toEqual([where, true, true]);
+      }
+    }
+  });
+
+  it('point the replicas at the Redis Service', () => {
+    const service = find('Service', 'syncauth-redis') as Manifest & { spec: { ports: { port: number }[] } };
+    expect(find('Deployment', 'syncauth-redis')).toBeDefined();
+    const url = new URL(envOf(syncauth, 'SYNCAUTH_REDIS_URL')?.value ?? '');
+    expect(url.protocol).toBe('redis:');
+    expect(url.hostname).toBe(service.metadata.name);
+    expect(Number(url.port)).toBe(service.spec.ports[0]?.port);
+  });
+
+  it('run the one-shot mode in the Job and the CronJob', () => {
+    const once = syncauthOf(job);
+    expect(once.args).toEqual(['daemon', '--once']);
+    expect(['Never', 'OnFailure']).toContain(podOf(job).restartPolicy);
+    const cron = syncauthOf(find('CronJob', 'syncauth-refresh'));
+    expect(cron.args).toContain('--once');
+    // Hourly: the renewal margin must exceed the interval, or a token could expire between two runs.
+    expect(Number(envOf(cron, 'SYNCAUTH_RENEW_MARGIN')?.value)).toBeGreaterThan(3600);
+  });
+});
+
+// ---- the containers' arguments and environment, run for real ----
+
+const redisCheck = redisAvailability();
+let redis: RedisServer | undefined;
+afterAll(async () => {
+  await redis?.stop();
+});
+
+interface Run {
+  child: ReturnType<typeof spawn>;
+  out: { stdout: string; stderr: string };
+  exited: Promise<number | null>;
+}
+
+/**
+ * Runs `container` as the image would (its args after the entrypoint), its environment as the manifest gives
+ * it, but: secrets from the emulator's grant in place of the Secret's, the service and token endpoint at the
+ * emulator, each volume at a temporary directory, Redis at a local server (or no Redis when there is none) and
+ * the health server on a free loopback port.
+ */
+async function runContainer(container: Container, world: { emuUrl: string; tokenUrl: string; secrets: Record<string, string> }, home: string): Promise<{ run: Run; mounts: Map<string, string> }> {
+  const mounts = new Map<string, string>();
+  for (const m of container.volumeMounts ?? []) {
+    const dir = path.join(home, m.name);
+    mkdirSync(dir, { recursive: true });
+    mounts.set(m.mountPath, dir);
+  }
+  const local = (value: string): string => {
+    for (const [mountPath, dir] of mounts) if (value === mountPath || value.startsWith(`${mountPath}/`)) return dir + value.slice(mountPath.length);
+    return value;
+  };
+  const env: Record<string, string> = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: home, SYNCAUTH_TOKEN_URL: world.tokenUrl };
+  for (const variable of container.env ?? []) {
+    const ref = variable.valueFrom?.secretKeyRef;
+    if (ref) env[variable.name] = world.secrets[ref.key] as string;
+    else if (variable.name === 'SYNCAUTH_BASE_URL') env[variable.name] = world.emuUrl;
+    else if (variable.name === 'SYNCAUTH_REDIS_URL') {
+      if (redis) env[variable.name] = redis.url;
+    } else env[variable.name] = local(variable.value ?? '');
+  }
+  const args = (container.args ?? []).map((arg, i, all) => (all[i - 1] === '--listen' ? '127.0.0.1:0' : local(arg)));
+  expect(container.command).toBeUndefined();
+  const child = spawn(process.execPath, [CLI, ...args], { cwd: home, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const out = { stdout: '', stderr: '' };
+  child.stdout.setEncoding('utf8').on('data', (d: string) => (out.stdout += d));
+  child.stderr.setEncoding('utf8').on('data', (d: string) => (out.stderr += d));
+  const exited = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
+  return { run: { child, out, exited }, mounts };
+}
+
+async function world() {
+  const emu = await emulator({ tokenLifetimeSeconds: 3600 });
+  const grant = await obtainGrant(emu);
+  const secrets = { 'app-key': grant.appKey, 'app-secret': grant.appSecret, 'refresh-token': grant.refreshToken, 'api-key': DEFAULT_EMULATOR_API_KEY };
+  return { emu, grant, secrets, emuUrl: emu.url, tokenUrl: emu.tokenUrl };
+}
+
+describe('the manifests run the real CLI', () => {
+  it(`the sidecar's replicas become ready on their probes' paths, each publishing its token 0640 to the pod's group`, async () => {
+    expect(ENTRYPOINT[1]).toBe('/app/dist/cli/main.js');
+    if (!redisCheck.skip && redisCheck.executablePath) redis = await startRedisServer(redisCheck);
+    else console.warn(`${redisCheck.reason}: running one replica without SYNCAUTH_REDIS_URL`);
+    const w = await world();
+    const replicas = redis ? (sidecar.spec as { replicas: number }).replicas : 1;
+    const tokenFile = flagValue(syncauth.args ?? [], '--token-file') as string;
+    const fsGroup = sidecarPod.securityContext?.fsGroup as number;
+    const pods = await Promise.all(Array.from({ length: replicas }, (_, i) => runContainer(syncauth, w, tempDir(`syncauth-pod${i}-`))));
+    try {
+      for (const { run, mounts } of pods) {
+        const start = await waitFor('the start line', () => {
+          if (run.child.exitCode !== null) throw new Error(`syncauth exited (${run.child.exitCode}):\n${run.out.stdout}\n${run.out.stderr}`);
+          const line = run.out.stdout.split('\n').find((l) => l.includes('daemon started'));
+          return line ? (JSON.parse(line) as { listen: string }) : undefined;
+        });
+        const probes = [syncauth.startupProbe, syncauth.readinessProbe, syncauth.livenessProbe].map((p) => p?.httpGet?.path as string);
+        for (const probe of probes) {
+          await waitFor(`${probe} to answer 200`, async () => ((await fetch(`${start.listen}${probe}`)).status === 200 ? true : undefined), 20_000);
+        }
+        let local = tokenFile;
+        for (const [mountPath, dir] of mounts) if (tokenFile.startsWith(`${mountPath}/`)) local = dir + tokenFile.slice(mountPath.length);
+        const info = statSync(local);
+        expect((info.mode & 0o777).toString(8)).toBe('640');
+        expect(info.gid).toBe(fsGroup);
+        expect(readFileSync(local, 'utf8')).toMatch(/\S/);
+      }
+      // Each replica holds a token of its own, and the connector was made once.
+      await waitFor('the connector', () => (connectorsNamed(w.emu, envOf(syncauth, 'SYNCAUTH_CONNECTOR_NAME')?.value as string).length > 0 ? true : undefined));
+      expect(connectorsNamed(w.emu, envOf(syncauth, 'SYNCAUTH_CONNECTOR_NAME')?.value as string)).toHaveLength(1);
+      for (const { run } of pods) run.child.kill('SIGTERM');
+      for (const { run } of pods) expect(await run.exited).toBe(0);
+    } finally {
+      for (const { run } of pods) if (run.child.exitCode === null && run.child.signalCode === null) run.child.kill('SIGKILL');
+    }
+  }, 60_000);
+
+  it("the Job's one-shot run exits 0 with the connector holding a fresh token", async () => {
+    const w = await world();
+    const { run } = await runContainer(syncauthOf(job), w, tempDir('syncauth-job-'));
+    const timer = setTimeout(() => run.child.kill('SIGKILL'), 30_000);
+    const code = await run.exited;
+    clearTimeout(timer);
+    expect(code, `${run.out.stdout}\n${run.out.stderr}`).toBe(0);
+    const [connector] = connectorsNamed(w.emu, envOf(syncauthOf(job), 'SYNCAUTH_CONNECTOR_NAME')?.value as string);
+    expect(connector?.config.token).toBe(latestTokenOf(w.emu, w.grant.refreshToken)?.token);
+  }, 60_000);
+});

@@ -1,0 +1,276 @@
+// deploy/prometheus: the alerting rules pass `promtool check rules` and their own unit tests
+// (`promtool test rules`), and their expressions hold against the daemon's real /metrics: a daemon serving a
+// healthy profile, a revoked one and one whose connector cannot be updated is scraped, its samples become
+// promtool's input series, and exactly the alerts that should fire do.
+import { spawn } from 'node:child_process';
+import { accessSync, constants, copyFileSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { parse, stringify } from 'yaml';
+import { startDaemon } from '../../src/daemon/index.js';
+import type { DaemonGrant, RunningDaemon } from '../../src/daemon/index.js';
+import { ROOT, tempDir } from '../helpers/cli.js';
+import { isCI } from '../helpers/secret-service.js';
+import { captureLog, emulator, fakeClock, obtainGrant, profileOf, seededRandom } from '../daemon/helpers.js';
+import { openProfileStore } from '../../src/profile/index.js';
+
+const RULES_DIR = path.join(ROOT, 'deploy/prometheus');
+const RULES = path.join(RULES_DIR, 'syncauth-rules.yml');
+const RULES_TESTS = path.join(RULES_DIR, 'syncauth-rules.test.yml');
+
+function findExecutable(name: string): string | null {
+  for (const dir of [...(process.env.PATH ?? '').split(path.delimiter), '/usr/bin']) {
+    if (!dir) continue;
+    try {
+      accessSync(path.join(dir, name), constants.X_OK);
+      return path.join(dir, name);
+    } catch {
+      // not here
+    }
+  }
+  return null;
+}
+
+const promtool = findExecutable('promtool');
+const MISSING = 'promtool not found: install the Debian package (apt-get install -y prometheus)';
+const skip = promtool === null && !isCI();
+if (skip) console.warn(`${MISSING}; skipping the alerting rule checks (they fail instead when CI is set)`);
+
+function runPromtool(args: string[], cwd: string): Promise<{ code: number | null; output: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(promtool as string, args, { cwd, env: { PATH: process.env.PATH ?? '/usr/bin:/bin' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout.setEncoding('utf8').on('data', (d: string) => (output += d));
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (output += d));
+    child.once('error', reject);
+    child.once('close', (code) => resolve({ code, output }));
+  });
+}
+
+interface Rule {
+  alert: string;
+  expr: string;
+  for?: string;
+  labels?: Record<string, string>;
+  annotations?: Record<string, string>;
+}
+interface RuleTests {
+  tests: { alert_rule_test?: { alertname: string; exp_alerts: unknown[] }[] }[];
+}
+
+const rules = (parse(readFileSync(RULES, 'utf8')) as { groups: { rules: Rule[] }[] }).groups.flatMap((g) => g.rules);
+const ruleTests = parse(readFileSync(RULES_TESTS, 'utf8')) as RuleTests;
+
+describe.skipIf(skip)('the alerting rules', () => {
+  beforeAll(() => {
+    if (!promtool) throw new Error(`${MISSING} (required in CI: CI is set)`);
+  });
+
+  it('pass promtool check rules', async () => {
+    const result = await runPromtool(['check', 'rules', RULES], RULES_DIR);
+    console.log(result.output);
+    expect(result.code).toBe(0);
+    expect(result.output).toContain(`SUCCESS: ${rules.length} rules found`);
+  });
+
+  it('pass their unit tests (promtool test rules), which make every alert fire somewhere', async () => {
+    const result = await runPromtool(['test', 'rules', path.basename(RULES_TESTS)], RULES_DIR);
+    console.log(result.output);
+    expect(result.code).toBe(0);
+    expect(result.output).toContain('SUCCESS');
+    const fired = new Set(ruleTests.tests.flatMap((t) => t.alert_rule_test ?? []).filter((a) => a.exp_alerts.length > 0).map((a) => a.alertname));
+    expect([...fired].sort()).toEqual(rules.map((r) => r.alert).sort());
+  });
+
+  it('would fail on a broken rule (the checks above can fail)', async () => {
+    const dir = tempDir('syncauth-rules-');
+    writeFileSync(path.join(dir, 'syncauth-rules.yml'), readFileSync(RULES, 'utf8').replace('syncauth_reauthorization_needed == 1\n        for: 1m', 'syncauth_reauthorization_needed == 1)\n        for: 1m'));
+    expect((await runPromtool(['check', 'rules', 'syncauth-rules.yml'], dir)).code).not.toBe(0);
+    // A rule that no longer excludes revoked profiles from "not renewed" fails the unit tests.
+    writeFileSync(path.join(dir, 'syncauth-rules.yml'), readFileSync(RULES, 'utf8').replace(/\n\s*unless on \(job, instance, profile\)\n\s*\(syncauth_reauthorization_needed == 1\)/, ''));
+    copyFileSync(RULES_TESTS, path.join(dir, 'syncauth-rules.test.yml'));
+    expect((await runPromtool(['test', 'rules', 'syncauth-rules.test.yml'], dir)).code).not.toBe(0);
+  });
+
+  it('name the severity, the profile and the command that fixes it', () => {
+    for (const rule of rules) {
+      expect([rule.alert, rule.labels?.severity]).toEqual([rule.alert, expect.stringMatching(/^(warning|critical)$/)]);
+      expect([rule.alert, typeof rule.annotations?.summary, typeof rule.annotations?.description]).toEqual([rule.alert, 'string', 'string']);
+      if (rule.expr.includes('profile') || /reconcile|reauthorization|token_expiry/.test(rule.expr)) {
+        expect([rule.alert, rule.annotations?.description]).toEqual([rule.alert, expect.stringMatching(/\{\{ \$labels\.profile \}\}[\s\S]*`syncauth [a-z]+ --profile \{\{ \$labels\.profile \}\}`/)]);
+      }
+    }
+  });
+});
+
+// ---- the rules against the daemon's real metrics ----
+
+const LABELS = { job: 'syncauth', instance: 'daemon:9464' };
+const MINUTES = 75;
+
+/** Prometheus text exposition → promtool input series: syncauth's samples only, with job and instance added. */
+function inputSeries(text: string, scrapedAtSeconds: number): { series: string; values: string }[] {
+  const out: { series: string; values: string }[] = [];
+  for (const line of text.split('\n')) {
+    if (!line.startsWith('syncauth_')) continue;
+    const match = /^([a-z_:][a-z0-9_:]*)(?:\{(.*)\})? (\S+)$/i.exec(line);
+    if (!match) throw new Error(`cannot read the sample: ${line}`);
+    const [, name, labels = '', raw] = match as unknown as [string, string, string | undefined, string];
+    const value = Number(raw);
+    if (!Number.isFinite(value)) throw new Error(`not a finite sample: ${line}`);
+    const all = [labels, ...Object.entries(LABELS).map(([k, v]) => `${k}="${v}"`)].filter((l) => l !== '').join(',');
+    // Timestamps move to promtool's clock, which starts at 0 at the scrape; the daemon sweeps every minute.
+    let values = `${value}x${MINUTES}`;
+    if (name.endsWith('_timestamp_seconds')) {
+      const rebased = Math.round(value - scrapedAtSeconds);
+      values = name === 'syncauth_last_sweep_timestamp_seconds' ? `${rebased}+60x${MINUTES}` : `${rebased}x${MINUTES}`;
+    }
+    out.push({ series: `${name}{${all}}`, values });
+  }
+  return out;
+}
+
+/** The annotation templates of a rule with its labels filled in (only `{{ $labels.x }}` is used where this is called). */
+function render(template: string, labels: Record<string, string>): string {
+  const text = template.replace(/\{\{ \$labels\.([a-z_]+) \}\}/g, (_, name: string) => labels[name] ?? '');
+  if (text.includes('{{')) throw new Error(`cannot render: ${template}`);
+  return text;
+}
+
+/** Prometheus' humanizeDuration, for the seconds the annotations show. */
+function humanizeDuration(seconds: number): string {
+  const sign = seconds < 0 ? '-' : '';
+  const v = Math.abs(seconds);
+  const [d, h, m, s] = [Math.floor(v / 86_400), Math.floor(v / 3_600) % 24, Math.floor(v / 60) % 60, Math.floor(v) % 60];
+  if (d) return `${sign}${d}d ${h}h ${m}m ${s}s`;
+  if (h) return `${sign}${h}h ${m}m ${s}s`;
+  if (m) return `${sign}${m}m ${s}s`;
+  return `${sign}${v}s`;
+}
+
+const byName = new Map(rules.map((r) => [r.alert, r]));
+
+/**
+ * Runs promtool on `series` (held for MINUTES minutes): each listed rule's expression selects exactly the samples
+ * in `selected` right away, and at the end each alert fires for exactly the profiles in `firing` (none for an
+ * alert not listed there), its annotations rendered with the alert's labels and value.
+ */
+async function promtoolAgainst(
+  series: { series: string; values: string }[],
+  want: {
+    selected: Record<string, { profile: string; metric: string; value: number }[]>;
+    firing: Record<string, string[]>;
+    values?: Record<string, (profile: string) => number>;
+  },
+): Promise<{ code: number | null; output: string }> {
+  const alertOf = (alert: string, profile: string) => {
+    const rule = byName.get(alert) as Rule;
+    const labels = { ...LABELS, profile, severity: rule.labels?.severity as string };
+    const value = want.values?.[alert]?.(profile);
+    const text = (template: string): string =>
+      render(template.replace(/\{\{ \$value \| humanizeDuration \}\}/g, () => humanizeDuration(value as number)), labels);
+    return { exp_labels: labels, exp_annotations: Object.fromEntries(Object.entries(rule.annotations ?? {}).map(([k, v]) => [k, text(v)])) };
+  };
+  const at = `${MINUTES - 5}m`;
+  const tests = {
+    rule_files: ['syncauth-rules.yml'],
+    evaluation_interval: '1m',
+    tests: [
+      {
+        interval: '1m',
+        input_series: series,
+        promql_expr_test: Object.entries(want.selected).map(([alert, samples]) => ({
+          expr: (byName.get(alert) as Rule).expr,
+          eval_time: '0m',
+          exp_samples: samples.map((s) => ({ labels: `${s.metric}{job="syncauth",instance="daemon:9464",profile="${s.profile}"}`, value: s.value })),
+        })),
+        alert_rule_test: rules.map((rule) => ({
+          eval_time: at,
+          alertname: rule.alert,
+          exp_alerts: (want.firing[rule.alert] ?? []).map((profile) => alertOf(rule.alert, profile)),
+        })),
+      },
+    ],
+  };
+  const dir = tempDir('syncauth-rules-');
+  copyFileSync(RULES, path.join(dir, 'syncauth-rules.yml'));
+  writeFileSync(path.join(dir, 'real.test.yml'), stringify(tests));
+  const result = await runPromtool(['test', 'rules', 'real.test.yml'], dir);
+  console.log(result.output);
+  return result;
+}
+
+describe.skipIf(skip)('the alerting rules against a real daemon', () => {
+  it('fire for a revoked profile and a failing connector, then for tokens a failing token endpoint leaves in the margin, and for nothing else', async () => {
+    if (!promtool) throw new Error(`${MISSING} (required in CI: CI is set)`);
+    const clock = fakeClock();
+    const emu = await emulator({ tokenLifetimeSeconds: 14_400, now: clock.now });
+    const grants = new Map<string, DaemonGrant>();
+    for (const name of ['docs', 'legal', 'sales']) grants.set(name, await obtainGrant(emu));
+    const log = captureLog();
+    const daemon: RunningDaemon = await startDaemon({
+      profiles: async () =>
+        ['docs', 'legal', 'sales'].map((name) => ({
+          // sales reconciles with an API key the service refuses: its connector is never updated.
+          ...profileOf(emu, { name, grant: grants.get(name) as DaemonGrant, reconcile: true }, name === 'sales' ? 'not-the-key' : undefined),
+          readGrant: async () => grants.get(name) as DaemonGrant,
+        })),
+      profileStore: openProfileStore(tempDir('syncauth-metrics-')),
+      renewMarginMs: 900_000,
+      schedule: false,
+      logger: log.logger,
+      now: clock.now,
+      sleep: clock.sleep,
+      random: seededRandom(),
+      backoff: { baseMs: 500 },
+      serviceRetry: { retries: 0 },
+      listen: { host: '127.0.0.1', port: 0 },
+    });
+    try {
+      await daemon.sweep();
+      emu.revokeGrant((grants.get('legal') as DaemonGrant).refreshToken);
+      // Into the margin: every profile renews; legal's grant is refused.
+      clock.advance(14_400_000 - 800_000);
+      await daemon.sweep();
+      clock.advance(10_000);
+      const text = await (await fetch(`${daemon.url as string}/metrics`)).text();
+      for (const name of ['syncauth_renew_margin_seconds', 'syncauth_reauthorization_needed', 'syncauth_last_reconcile_success', 'syncauth_last_sweep_timestamp_seconds']) {
+        expect(text).toContain(`${name}`);
+      }
+      const series = inputSeries(text, clock.now() / 1000);
+      console.log(series.map((s) => `${s.series} ${s.values}`).join('\n'));
+
+      const phase1 = await promtoolAgainst(series, {
+        selected: {
+          SyncauthReauthorizationNeeded: [{ profile: 'legal', metric: 'syncauth_reauthorization_needed', value: 1 }],
+          SyncauthReconcileFailing: [{ profile: 'sales', metric: 'syncauth_last_reconcile_success', value: 0 }],
+          // legal's token is inside the margin too, but it needs re-authorization: that alert alone.
+          SyncauthTokenNotRenewed: [],
+          SyncauthSweepStalled: [],
+        },
+        firing: { SyncauthReauthorizationNeeded: ['legal'], SyncauthReconcileFailing: ['sales'] },
+      });
+      expect(phase1.code, phase1.output).toBe(0);
+
+      // The token endpoint fails from now on; the tokens slide into the margin again and are not renewed.
+      emu.setFaults([{ route: 'token', status: 503 }]);
+      clock.advance(14_400_000 - 800_000 - 10_000);
+      await daemon.sweep();
+      clock.advance(10_000);
+      const stuck = inputSeries(await (await fetch(`${daemon.url as string}/metrics`)).text(), clock.now() / 1000);
+      const expiry = (profile: string): number =>
+        Number(/^(-?\d+)x/.exec(stuck.find((s) => s.series.startsWith(`syncauth_token_expiry_seconds{profile="${profile}"`))?.values ?? '')?.[1]);
+      expect(expiry('docs')).toBeLessThan(900);
+      const phase2 = await promtoolAgainst(stuck, {
+        selected: {
+          SyncauthTokenNotRenewed: ['docs', 'sales'].map((profile) => ({ profile, metric: 'syncauth_token_expiry_seconds', value: expiry(profile) })),
+        },
+        firing: { SyncauthReauthorizationNeeded: ['legal'], SyncauthReconcileFailing: ['sales'], SyncauthTokenNotRenewed: ['docs', 'sales'] },
+        values: { SyncauthTokenNotRenewed: (profile) => expiry(profile) },
+      });
+      expect(phase2.code, phase2.output).toBe(0);
+    } finally {
+      await daemon.close();
+    }
+  }, 60_000);
+});
