@@ -3,7 +3,6 @@
 // profile store's lock across processes, single flight within this one), re-reading what others recorded
 // first. After each renewal the token is published and the connector reconciled. Everything comes in as
 // options, the clock included, so a test can live through many token lifetimes in a second.
-import { readFile } from 'node:fs/promises';
 import { setTimeout as delay } from 'node:timers/promises';
 import { SyncauthError, ValidationError } from '../errors.js';
 import { createLogger, type Logger } from '../log.js';
@@ -24,7 +23,7 @@ import { healthOf, profileStatus, reauthorizeCommand } from './status.js';
 import { TokenPublisher, checkTokenFileTemplate, readTokenFile, removeLeftovers, tokenFileFor } from './token-file.js';
 import { getCurrentAccount } from '../oauth/api.js';
 import { removeTemporaryLeftovers } from '../profile/files.js';
-import { TemplateRenderer } from '../publish/template.js';
+import { ACCOUNT_ID_TIMEOUT_MS, TemplateRenderer, templatesUse } from '../publish/template.js';
 import { startTokenSocket, type TokenSocket } from '../publish/socket.js';
 import type {
   DaemonGrant,
@@ -57,8 +56,6 @@ const DEFAULT_SERVICE_RETRY = { retries: 2, baseDelayMs: 250, maxDelayMs: 2_000 
 /** One service exchange, whole; a reconcile makes a few, and has a deadline of its own. */
 const DEFAULT_SERVICE_CALL_MS = 20_000;
 const DEFAULT_RECONCILE_TIMEOUT_MS = 45_000;
-/** Learning a profile's account id for its templates: one small call, never worth a renewal's wait. */
-const ACCOUNT_TIMEOUT_MS = 5_000;
 /**
  * A Retry-After never makes the daemon wait past the token's expiry less this window (60 s, or half the margin
  * when that is shorter); a token file left by an earlier run is kept only while its token has more than it.
@@ -133,9 +130,9 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
   async function accountIdOf(name: string, accessToken: string): Promise<string | undefined> {
     const rt = runtimes.get(name);
     const apiUrl = rt?.config?.dropboxApiUrl;
-    if (!rt || rt.accountId || !apiUrl || mono() < rt.accountRetryAt || !(await templatesUse('account_id'))) return rt?.accountId;
+    if (!rt || rt.accountId || !apiUrl || mono() < rt.accountRetryAt || !(await templatesUse(options.templates ?? [], 'account_id'))) return rt?.accountId;
     try {
-      rt.accountId = (await getCurrentAccount({ apiUrl, accessToken, timeoutMs: ACCOUNT_TIMEOUT_MS, signal: shutdown.signal })).accountId;
+      rt.accountId = (await getCurrentAccount({ apiUrl, accessToken, timeoutMs: ACCOUNT_ID_TIMEOUT_MS, signal: shutdown.signal })).accountId;
     } catch (error) {
       rt.accountRetryAt = mono() + 60_000;
       log.warn({ profile: name, event: 'account.unknown', op: 'publish', error: classifyFailure(error).message }, `could not learn the Dropbox account id of profile "${name}" for its templates`);
@@ -143,11 +140,6 @@ export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon
     return rt.accountId;
   }
 
-  async function templatesUse(field: string): Promise<boolean> {
-    const pattern = new RegExp(`\\{\\{\\s*${field}\\s*\\}\\}`);
-    const sources = await Promise.all((options.templates ?? []).map((spec) => readFile(spec.source, 'utf8').catch(() => '')));
-    return sources.some((text) => pattern.test(text));
-  }
 
   function dropToken(rt: ProfileRuntime): Promise<void> {
     rt.token = undefined;

@@ -183,6 +183,16 @@ export async function checkTemplate(spec: TemplateSpec, profiles: readonly strin
   if (issues.length > 0) throw new ValidationError(issues);
 }
 
+/** Whether any of the templates, as their sources read now, uses `field` (e.g. account_id, which costs a call to learn). */
+export async function templatesUse(specs: readonly TemplateSpec[], field: (typeof TEMPLATE_FIELDS)[number]): Promise<boolean> {
+  const pattern = new RegExp(`\\{\\{[ \\t]*${field}[ \\t]*\\}\\}`);
+  const sources = await Promise.all(specs.map((spec) => readFile(spec.source, 'utf8').catch(() => '')));
+  return sources.some((text) => pattern.test(text));
+}
+
+/** Learning a profile's account id for its templates: one small call, never worth a long wait. */
+export const ACCOUNT_ID_TIMEOUT_MS = 5_000;
+
 /** Renders templates after each renewal. Never throws: a failure keeps the previous file and is logged. */
 export class TemplateRenderer {
   readonly specs: readonly TemplateSpec[];

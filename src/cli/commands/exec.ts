@@ -8,7 +8,6 @@
 // the middle of a secret-store write) and the others are ignored. Once it runs, SIGINT, SIGTERM, SIGHUP,
 // SIGQUIT, SIGUSR1 and SIGUSR2 are forwarded to it and exec exits with its code when it ends (see
 // src/exec/child.ts).
-import { readFile } from 'node:fs/promises';
 import { SECRET_SETTINGS, SETTINGS } from '../../config.js';
 import { SyncauthError, ValidationError, type FieldIssue } from '../../errors.js';
 import { ChildSupervisor, SpawnFailure } from '../../exec/child.js';
@@ -17,7 +16,7 @@ import { FORWARDED_SIGNALS, isStopSignal, parseSignal } from '../../exec/signals
 import { watchToken, type TokenWatch } from '../../exec/watch.js';
 import { createLogger, type LogLevel } from '../../log.js';
 import { getCurrentAccount } from '../../oauth/index.js';
-import { checkTemplate, parseTemplateFlag, TemplateRenderer, type TemplateSpec } from '../../publish/index.js';
+import { ACCOUNT_ID_TIMEOUT_MS, checkTemplate, parseTemplateFlag, TemplateRenderer, templatesUse, type TemplateSpec } from '../../publish/index.js';
 import { redact } from '../../redact.js';
 import type { CommandContext } from '../context.js';
 import { handleSignals } from '../interrupt.js';
@@ -47,8 +46,6 @@ type Grant = ReturnType<typeof requireGrant>;
 
 const DEFAULT_KILL_TIMEOUT_SECONDS = 10;
 const MAX_KILL_TIMEOUT_SECONDS = 3_600;
-/** How long the account endpoint may take to say whose the grant is (for {{ account_id }}). */
-const ACCOUNT_TIMEOUT_MS = 10_000;
 /** At exit, how long a renewal under way may take to finish storing what it got. */
 const SETTLE_MS = 5_000;
 
@@ -166,7 +163,7 @@ export async function exec(
   const learnAccountId = async (accessToken: string): Promise<void> => {
     if (accountId || !wantsAccountId) return;
     try {
-      accountId = (await getCurrentAccount({ apiUrl: session.values.dropboxApiUrl, accessToken, timeoutMs: ACCOUNT_TIMEOUT_MS })).accountId;
+      accountId = (await getCurrentAccount({ apiUrl: session.values.dropboxApiUrl, accessToken, timeoutMs: ACCOUNT_ID_TIMEOUT_MS })).accountId;
     } catch (error) {
       say('warn', `could not learn the Dropbox account id for the templates: ${error instanceof Error ? error.message : String(error)}`);
     }
@@ -234,12 +231,6 @@ export async function exec(
   const code = await supervisor.done;
   if (watch) await Promise.race([watch.stop(), new Promise((resolve) => setTimeout(resolve, SETTLE_MS).unref())]);
   process.exit(code);
-}
-
-async function templatesUse(specs: readonly TemplateSpec[], field: string): Promise<boolean> {
-  const pattern = new RegExp(`\\{\\{[ \\t]*${field}[ \\t]*\\}\\}`);
-  const sources = await Promise.all(specs.map((spec) => readFile(spec.source, 'utf8').catch(() => '')));
-  return sources.some((text) => pattern.test(text));
 }
 
 /**
