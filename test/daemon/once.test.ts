@@ -63,4 +63,17 @@ describe('daemon --once', () => {
     expect(result.stderr).toContain('1 of 1 profiles are not fresh: svc');
     expect(emu.state.accessTokens.get(readFileSync(tokenFile, 'utf8'))?.expiresAt).toBeGreaterThan(Date.now());
   }, 40_000);
+
+  it('exits 1 when replicas coordinate through a Redis that is unreachable: the token is published, the connector left alone', async () => {
+    const emu = await emulator();
+    const grant = await obtainGrant(emu);
+    const home = tempDir();
+    const tokenFile = path.join(home, 'token');
+    const env = { ...containerEnv(emu, grant, home, { profile: 'fleet', tokenFile }), SYNCAUTH_REDIS_URL: 'redis://127.0.0.1:1' };
+    const result = await runCli(['daemon', '--once'], { env, cwd: home, timeoutMs: 30_000 });
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain('profile "fleet": the token is fresh, but the connector was not updated: Redis (--redis-url) is unreachable');
+    expect(emu.state.accessTokens.get(readFileSync(tokenFile, 'utf8'))?.expiresAt).toBeGreaterThan(Date.now());
+    expect(connectorsNamed(emu, 'conn-fleet')).toEqual([]);
+  }, 40_000);
 });

@@ -353,6 +353,9 @@ async function onePass(context: CommandContext, running: RunningDaemon, log: Log
     const reauthorize = profile.terminal?.reason === 'reauthorization_needed';
     if (!profile.ready) failed.push({ name: profile.name, why: profile.reason ?? 'not fresh', reauthorize });
     else if (entry?.reconcile === 'failed') failed.push({ name: profile.name, why: 'the token is fresh, but updating the connector with it failed (see the log)', reauthorize });
+    else if (entry?.reconcile === 'deferred' && status.coordinator?.available === false) {
+      failed.push({ name: profile.name, why: 'the token is fresh, but the connector was not updated: Redis (--redis-url) is unreachable', reauthorize });
+    }
   }
   const { stderr } = context.io;
   for (const { name, why } of failed) stderr.write(`syncauth daemon --once: profile "${name}": ${why}\n`);
