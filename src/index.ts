@@ -1,5 +1,58 @@
-// The library surface of syncauth for Node users: the typed client of the ingestion service, its models and
-// the per-type config validation that the CLI uses.
+// The library surface of syncauth for Node users:
+// - the typed client of the ingestion service, its models and the per-type config validation the CLI uses;
+// - the Dropbox OAuth steps (authorize URL, code exchange, renewal, revocation);
+// - `getAccessToken`, a profile's fresh token as `syncauth token` gets it (cached, single-flight, safe across
+//   processes), and `startDaemon`, the sidecar in-process;
+// - the errors, each with a stable `code` (and for OAuth a `kind` saying what to do next).
+// The daemon is loaded only when started: importing the client costs neither prom-client nor the sweep.
+import type { DaemonOptions, RunningDaemon } from './daemon/types.js';
+
 export * from './service/index.js';
 export { ExitCode, SyncauthError, ValidationError } from './errors.js';
 export type { FieldIssue } from './errors.js';
+
+export {
+  OAuthError,
+  OAUTH_ERROR_KINDS,
+  isOAuthError,
+  createAuthorizationRequest,
+  parseAuthorizationResponse,
+  exchangeCode,
+  renewAccessToken,
+  revokeToken,
+  getCurrentAccount,
+} from './oauth/index.js';
+export type {
+  OAuthErrorCode,
+  OAuthErrorKind,
+  AuthorizationRequest,
+  AppCredentials,
+  DropboxEndpoints,
+  TokenEndpointOptions,
+  TokenSet,
+  ApiCallOptions,
+  DropboxAccount,
+} from './oauth/index.js';
+
+export { getAccessToken } from './library/access-token.js';
+export { openProfileStore } from './profile/index.js';
+export type { ProfileStore } from './profile/index.js';
+export type { AccessToken, GetAccessTokenOptions } from './library/access-token.js';
+
+export type {
+  DaemonOptions,
+  RunningDaemon,
+  DaemonProfile,
+  DaemonGrant,
+  DaemonStatus,
+  ProfileStatus,
+  ReconcileTarget,
+  SweepReport,
+} from './daemon/types.js';
+export type { Coordinator, Lease, SharedReconcile } from './daemon/coordinator.js';
+
+/** The sidecar in this process: renews, reconciles and publishes the given profiles until `close()`. */
+export async function startDaemon(options: DaemonOptions): Promise<RunningDaemon> {
+  const daemon = await import('./daemon/index.js');
+  return daemon.startDaemon(options);
+}

@@ -12,6 +12,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, type TestContext } from 'vitest';
 import { DEFAULT_APP, DEFAULT_EMULATOR_API_KEY, DEFAULT_WORKSPACE_NAME, connectionSettings, startEmulator } from '../../src/emulator/index.js';
 import { ROOT } from '../helpers/cli.js';
+import { obtainGrant } from '../daemon/helpers.js';
 import {
   createMachine, describe as describeRun, isCI, machineNpmCache, packPackage, type Machine, type Packed, type RunResult,
 } from '../helpers/pack.js';
@@ -298,6 +299,47 @@ for (const runtime of runtimes) {
           expect(result.stdout + result.stderr, 'no secret is printed').not.toContain(secret);
         }
         console.log(`${runtime.label}: \`npx ${spec} setup --no-browser --yes\` took ${result.ms} ms`);
+      } finally {
+        await emulator.close();
+      }
+    }, 150_000);
+
+    it('the library: `npm install` of the tarball, then `import { getAccessToken, … } from "syncauth"` gets a live token', async (context) => {
+      const emulator = await startEmulator({ autoApprove: true });
+      try {
+        const grant = await obtainGrant(emulator);
+        const installed = ok(await machine.run('npm', ['install', '--offline', '--no-save', '--no-package-lock', `./${packed.filename}`], { timeoutMs: 120_000 }));
+        requireWarmCache(context, installed);
+        const script = path.join(machine.cwd, 'use-library.mjs');
+        await writeFile(script, `
+import * as syncauth from 'syncauth';
+const names = ['getAccessToken', 'renewAccessToken', 'startDaemon', 'createAuthorizationRequest', 'exchangeCode', 'revokeToken',
+  'ServiceClient', 'ServiceError', 'OAuthError', 'OAUTH_ERROR_KINDS', 'SyncauthError', 'ValidationError', 'ExitCode', 'openProfileStore'];
+const missing = names.filter((name) => syncauth[name] === undefined);
+if (missing.length > 0) { console.error('missing: ' + missing.join(', ')); process.exit(3); }
+const [a, b] = await Promise.all([syncauth.getAccessToken(), syncauth.getAccessToken()]);
+const renewed = await syncauth.renewAccessToken({ tokenUrl: process.env.SYNCAUTH_TOKEN_URL,
+  app: { appKey: process.env.SYNCAUTH_APP_KEY, appSecret: process.env.SYNCAUTH_APP_SECRET }, refreshToken: process.env.SYNCAUTH_REFRESH_TOKEN });
+console.log(JSON.stringify({ first: a.accessToken, same: a.accessToken === b.accessToken, expiresAt: a.expiresAt.toISOString(), renewed: renewed.accessToken }));
+`);
+        const before = emulator.state.requests.filter((r) => r.route === 'token').length;
+        const env = {
+          SYNCAUTH_STORE: 'env',
+          SYNCAUTH_CONFIG_DIR: path.join(machine.home, 'library-config'),
+          SYNCAUTH_APP_KEY: grant.appKey,
+          SYNCAUTH_APP_SECRET: grant.appSecret,
+          SYNCAUTH_REFRESH_TOKEN: grant.refreshToken,
+          SYNCAUTH_TOKEN_URL: emulator.tokenUrl,
+        };
+        const result = ok(await machine.run('node', [script], { env, timeoutMs: 60_000 }));
+        const out = JSON.parse(result.stdout.trim()) as { first: string; same: boolean; expiresAt: string; renewed: string };
+        // Reckoned from expires_in on the caller's clock: within a second of the provider's own expiry.
+        expect(Math.abs((emulator.state.accessTokens.get(out.first)?.expiresAt ?? 0) - Date.parse(out.expiresAt))).toBeLessThan(1_000);
+        expect(emulator.state.accessTokens.has(out.renewed)).toBe(true);
+        // Two concurrent calls in one process share one renewal.
+        expect(out.same).toBe(true);
+        expect(emulator.state.requests.filter((r) => r.route === 'token').length - before).toBe(2);
+        expect(result.stderr).toBe('');
       } finally {
         await emulator.close();
       }
