@@ -2,7 +2,6 @@
 // defaults. Commands receive the resolved values; nothing below cli/ reads the environment itself.
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { parseEnv } from 'node:util';
 import { ValidationError, type FieldIssue } from './errors.js';
 import { registerAppCredentials, registerSecrets } from './redact.js';
 import { SCHEDULES, type Schedule } from './service/constants.js';
@@ -256,14 +255,165 @@ export function screenDotenv(dotenv: Record<string, string>): ScreenedDotenv {
 
 /** Reads `.env` from `dir` without touching process.env; absent file gives an empty map. */
 export function readDotenv(dir: string): Record<string, string> {
+  return readDotenvFile(dir).values;
+}
+
+/** A line of a `.env` that was skipped: its number (from 1) and what is wrong, never its text. */
+export interface DotenvProblem {
+  line: number;
+  message: string;
+}
+
+export interface DotenvFile {
+  file: string;
+  values: Record<string, string>;
+  problems: DotenvProblem[];
+  /** Why the file exists but could not be read (e.g. `permission denied`); its settings are then not used. */
+  unreadable?: string;
+}
+
+/**
+ * Reads `.env` from `dir`. An absent file reads as empty, and so does a directory of that name, which is
+ * usually a Python virtualenv rather than settings.
+ */
+export function readDotenvFile(dir: string): DotenvFile {
+  const file = path.join(dir, '.env');
   let content: string;
   try {
-    content = readFileSync(path.join(dir, '.env'), 'utf8');
+    content = readFileSync(file, 'utf8');
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return {};
-    throw error;
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' || code === 'EISDIR' || code === 'ENOTDIR') return { file, values: {}, problems: [] };
+    const reason = code === 'EACCES' || code === 'EPERM' ? 'permission denied' : (code ?? 'unreadable');
+    return { file, values: {}, problems: [], unreadable: reason };
   }
-  return parseEnv(content) as Record<string, string>;
+  return { file, ...parseDotenv(content) };
+}
+
+const DOTENV_NAME = /^[A-Za-z_][A-Za-z0-9_.-]*$/;
+const DOTENV_ASSIGNMENT = /^\s*(?:export\s+)?([^=]*?)\s*=\s*(.*)$/;
+const QUOTES = ['"', "'", '`'];
+
+/**
+ * True for a line inside a quoted value that starts a variable (`NAME=…`): the quote was never closed. A line
+ * of base64 (a PEM body, its `=` padding at the end) is part of the value.
+ */
+function startsVariable(line: string): boolean {
+  const match = DOTENV_ASSIGNMENT.exec(line);
+  return match !== null && DOTENV_NAME.test(match[1] ?? '') && !/^\s*[A-Za-z0-9+/]+=*\s*$/.test(line);
+}
+
+/**
+ * Parses `.env` text the way Node's `util.parseEnv` (and dotenv) read a well-formed file: `NAME=value`, an
+ * optional `export `, `#` comments, single, double (with `\n`) and backtick quotes, quoted values over several
+ * lines. Unlike them it reports a malformed line by number and skips that line alone: Node's parser joins a
+ * line without `=` to the next one's name, and lets an unclosed quote run on through the variables after it,
+ * so one typo silently took the next setting (or made it part of a secret's value).
+ */
+export function parseDotenv(content: string): { values: Record<string, string>; problems: DotenvProblem[] } {
+  const lines = content.replace(/\r\n?/g, '\n').split('\n');
+  const values: Record<string, string> = {};
+  const problems: DotenvProblem[] = [];
+  for (let i = 0; i < lines.length; i++) {
+    const line = lines[i] as string;
+    const trimmed = line.trim();
+    if (trimmed === '' || trimmed.startsWith('#')) continue;
+    const match = DOTENV_ASSIGNMENT.exec(line);
+    if (!match) {
+      problems.push({ line: i + 1, message: 'expected NAME=value' });
+      continue;
+    }
+    const name = match[1] as string;
+    const rest = match[2] as string;
+    if (!DOTENV_NAME.test(name)) {
+      problems.push({ line: i + 1, message: 'the name before "=" is not a variable name (letters, digits, _ . -)' });
+      continue;
+    }
+    const quote = rest[0];
+    if (quote === undefined || !QUOTES.includes(quote)) {
+      // Unquoted: up to a `#`, trimmed, as Node reads it.
+      values[name] = rest.split('#')[0]?.trim() ?? '';
+      continue;
+    }
+    let value: string | undefined;
+    const close = rest.indexOf(quote, 1);
+    if (close > 0) {
+      value = rest.slice(1, close);
+    } else {
+      // A value over several lines ends at its closing quote, unless a variable starts first: then the quote
+      // was never closed, and the lines after it are variables of their own.
+      const parts = [rest.slice(1)];
+      for (let j = i + 1; j < lines.length; j++) {
+        const next = lines[j] as string;
+        const end = next.indexOf(quote);
+        if (startsVariable(end < 0 ? next : next.slice(0, end))) break;
+        if (end >= 0) {
+          parts.push(next.slice(0, end));
+          value = parts.join('\n');
+          i = j;
+          break;
+        }
+        parts.push(next);
+      }
+      if (value === undefined) {
+        problems.push({ line: i + 1, message: `the value's opening ${quote} is never closed` });
+        continue;
+      }
+    }
+    values[name] = quote === '"' ? value.replaceAll('\\n', '\n') : value;
+  }
+  return { values, problems };
+}
+
+// Read by syncauth besides the settings above: the endpoint override, and stack traces for bug reports.
+const OTHER_VARIABLES: readonly string[] = [ENDPOINT_OVERRIDE_ENV, 'SYNCAUTH_DEBUG'];
+
+export interface UnknownVariable {
+  name: string;
+  /** The setting it most likely meant, when one is close enough. */
+  suggestion?: string;
+}
+
+/**
+ * The `SYNCAUTH_*` names (any case) among `names` that syncauth does not read, each once, with the nearest
+ * known name when it is a plausible typo. Only names are looked at, never values.
+ */
+export function unknownSettingVariables(names: Iterable<string>): UnknownVariable[] {
+  const known = [...(Object.values(SETTINGS) as SettingSpec<unknown>[]).map((spec) => spec.env), ...OTHER_VARIABLES];
+  const unknown: UnknownVariable[] = [];
+  const seen = new Set<string>();
+  for (const name of names) {
+    if (!name.toUpperCase().startsWith('SYNCAUTH_') || known.includes(name) || seen.has(name)) continue;
+    seen.add(name);
+    const upper = name.toUpperCase();
+    let best: { name: string; distance: number } | undefined;
+    for (const candidate of known) {
+      const distance = editDistance(upper, candidate);
+      if (!best || distance < best.distance) best = { name: candidate, distance };
+    }
+    // A third of the part after the prefix may differ: SYNCAUTH_APIKEY finds SYNCAUTH_API_KEY, SYNCAUTH_FOO nothing.
+    const allowed = Math.max(1, Math.floor((upper.length - 'SYNCAUTH_'.length) / 3));
+    unknown.push(best && best.distance <= allowed ? { name, suggestion: best.name } : { name });
+  }
+  return unknown;
+}
+
+/** Optimal string alignment distance: insertions, deletions, substitutions and swaps of neighbours. */
+function editDistance(a: string, b: string): number {
+  const rows: number[][] = Array.from({ length: a.length + 1 }, (_, i) => [i, ...Array<number>(b.length).fill(0)]);
+  for (let j = 0; j <= b.length; j++) (rows[0] as number[])[j] = j;
+  for (let i = 1; i <= a.length; i++) {
+    const row = rows[i] as number[];
+    const above = rows[i - 1] as number[];
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      row[j] = Math.min((above[j] as number) + 1, (row[j - 1] as number) + 1, (above[j - 1] as number) + cost);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) {
+        row[j] = Math.min(row[j] as number, ((rows[i - 2] as number[])[j - 2] as number) + 1);
+      }
+    }
+  }
+  return (rows[a.length] as number[])[b.length] as number;
 }
 
 export function resolveSettings(inputs: SettingInputs): ResolvedSettings {

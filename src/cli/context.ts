@@ -2,10 +2,11 @@
 import type { Command } from 'commander';
 import { Option } from 'commander';
 import {
-  ENDPOINT_OVERRIDE_ENV, ENDPOINT_SETTINGS, readDotenv, resolveSettings, screenDotenv, SECRET_SETTINGS, SETTINGS,
-  type ResolvedSettings, type SettingInputs, type SettingName,
+  ENDPOINT_OVERRIDE_ENV, ENDPOINT_SETTINGS, readDotenvFile, resolveSettings, screenDotenv, SECRET_SETTINGS, SETTINGS, unknownSettingVariables,
+  type DotenvFile, type ResolvedSettings, type SettingInputs, type SettingName,
 } from '../config.js';
-import { processIo, type Io } from './output.js';
+import { notePathRole } from './errno.js';
+import { note, processIo, warn, type Io } from './output.js';
 
 export interface CommandContext {
   settings: ResolvedSettings;
@@ -28,13 +29,21 @@ const settingOptionsOf = new WeakMap<Command, SettingName[]>();
 // Setup is where a profile's endpoints are recorded with its secrets; running it again is how they change.
 const COMMANDS_THAT_RECORD_ENDPOINTS = new Set(['setup']);
 
+// What each setting's value looks like in the help (`--listen <host:port>`); a setting missing here shows <value>.
+const PLACEHOLDERS: Partial<Record<string, string>> = {
+  profile: 'name', configDir: 'dir', store: 'keychain|file|env', baseUrl: 'url', apiKeyHeader: 'header', remoteUrl: 'dropbox://folder',
+  access: 'read|write|read-write', connectorName: 'name', workflowId: 'uuid', schedule: 'schedule', authorizeUrl: 'url', tokenUrl: 'url',
+  dropboxApiUrl: 'url', redirectUri: 'url', renewMargin: 'seconds', sweep: 'cron', tokenFile: 'path', tokenFileMode: 'mode',
+  tokenFileGroup: 'group', socket: 'path', listen: 'host:port', redisUrl: 'url', logLevel: 'level',
+};
+
 /** Adds the flags of the given settings to a command, with their env names in the help text. */
 export function addSettingOptions(command: Command, names: SettingName[]): Command {
   for (const name of names) {
     const spec = SETTINGS[name] as { flag?: string; env: string; describe: string };
     if (!spec.flag) continue;
     const takesValue = name !== 'recursive';
-    const option = new Option(`--${spec.flag}${takesValue ? ' <value>' : ''}`, `${spec.describe} (env ${spec.env})`);
+    const option = new Option(`--${spec.flag}${takesValue ? ` <${PLACEHOLDERS[name] ?? 'value'}>` : ''}`, `${spec.describe} (env ${spec.env})`);
     command.addOption(option);
     if (name === 'recursive') command.addOption(new Option('--no-recursive', 'do not read subfolders'));
   }
@@ -63,12 +72,16 @@ export async function buildContext(command: Command): Promise<CommandContext> {
   // launcher and whatever it starts, the keychain helper) inherits process.env, and none of them needs one.
   const env: NodeJS.ProcessEnv = { ...process.env };
   for (const name of SECRET_ENV_NAMES) delete process.env[name];
-  const { dotenv, ignored } = screenDotenv(readDotenv(process.cwd()));
+  const dotenvFile = readDotenvFile(process.cwd());
+  // Said before the settings are resolved: a bad line can be why a setting is then missing.
+  warnAboutVariables(processIo, env, dotenvFile);
+  const { dotenv, ignored } = screenDotenv(dotenvFile.values);
   // Loaded here rather than at start-up: `syncauth --help` never needs it.
   const { default: envPaths } = await import('env-paths');
   const inputs: SettingInputs = { flags, env, dotenv, defaultConfigDir: envPaths('syncauth', { suffix: '' }).config };
   const settings = resolveSettings(inputs);
   noteDotenv(processIo, settings, ignored);
+  notePathRoles(settings);
   return {
     settings,
     inputs,
@@ -81,6 +94,32 @@ export async function buildContext(command: Command): Promise<CommandContext> {
 }
 
 /**
+ * Warns, once per command and by name or line number only, about a `.env` line that was skipped and about
+ * SYNCAUTH_ variables syncauth does not read: a misspelt setting otherwise looks like one that was ignored.
+ */
+function warnAboutVariables(io: Io, env: NodeJS.ProcessEnv, dotenv: DotenvFile): void {
+  if (dotenv.unreadable) warn(io, `cannot read ${dotenv.file} (${dotenv.unreadable}); its settings are not used`);
+  for (const problem of dotenv.problems) warn(io, `${dotenv.file} line ${problem.line}: ${problem.message}; the line is ignored`);
+  const inEnv = new Set(Object.keys(env));
+  const unknown = unknownSettingVariables([...inEnv, ...Object.keys(dotenv.values)]);
+  for (const { name, suggestion } of unknown) {
+    const where = inEnv.has(name) ? '' : ' (in .env)';
+    warn(io, `${name}${where} is not a syncauth setting and is ignored${suggestion ? `; did you mean ${suggestion}?` : ''}`);
+  }
+}
+
+/** Tells the error reporter which setting chose the paths a command works with, so an error about one can say. */
+function notePathRoles(settings: ResolvedSettings): void {
+  const { configDir, tokenFile, socket } = settings.values;
+  const where = (name: 'configDir' | 'tokenFile' | 'socket') => `${SETTINGS[name].env} (--${SETTINGS[name].flag})`;
+  if (configDir) {
+    notePathRole({ path: configDir, kind: 'directory', what: `the config directory, ${SETTINGS.configDir.env}`, fix: `set ${where('configDir')} to a directory` });
+  }
+  if (tokenFile) notePathRole({ path: tokenFile, kind: 'file', what: `the token file, ${SETTINGS.tokenFile.env}`, fix: `set ${where('tokenFile')} to a file path` });
+  if (socket) notePathRole({ path: socket, kind: 'file', what: `the socket, ${SETTINGS.socket.env}`, fix: `set ${where('socket')} to a file path` });
+}
+
+/**
  * Says on stderr, by name and never by value, what a `.env` in the working directory decided, so a file that
  * came with a clone cannot steer a command unseen. Stdout stays clean for `token` and `--json`.
  */
@@ -88,8 +127,8 @@ function noteDotenv(io: Io, settings: ResolvedSettings, ignored: string[]): void
   const used = (Object.keys(settings.sources) as SettingName[])
     .filter((name) => settings.sources[name] === 'dotenv')
     .map((name) => SETTINGS[name].env);
-  if (used.length > 0) io.stderr.write(`note: .env set ${used.join(', ')}\n`);
+  if (used.length > 0) note(io, `.env set ${used.join(', ')}`);
   if (ignored.length > 0) {
-    io.stderr.write(`note: .env may not set ${ignored.join(', ')}; ignored (set ${ignored.length > 1 ? 'them' : 'it'} in the environment instead)\n`);
+    note(io, `.env may not set ${ignored.join(', ')}; ignored (set ${ignored.length > 1 ? 'them' : 'it'} in the environment instead)`);
   }
 }

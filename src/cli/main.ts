@@ -7,7 +7,7 @@ import { ExitCode } from '../errors.js';
 import { addSettingOptions, buildContext, type CommandContext } from './context.js';
 import { exitIfInterrupted, handleSignals, InterruptedError, interruptedExitCode, interruptSignal, type SignalPolicy } from './interrupt.js';
 import { processIo, reportError } from './output.js';
-import { SCHEDULES, SOURCE_TYPES, WORKFLOW_TYPES } from '../service/constants.js';
+import { DESTINATION_TYPES, SCHEDULES, SOURCE_TYPES, WORKFLOW_TYPES } from '../service/constants.js';
 
 const { version } = createRequire(import.meta.url)('../../package.json') as { version: string };
 
@@ -59,6 +59,7 @@ export function buildProgram(): Command {
   const program = new Command('syncauth')
     .description('Onboard a Dropbox app folder into the ingestion service and keep its OAuth tokens fresh.')
     .version(version, '-V, --version')
+    .option('--no-color', 'no colour in the output (as NO_COLOR=1)')
     .showHelpAfterError('(run with --help for usage)')
     // Both settings pass to subcommands only when set before those are created.
     .exitOverride()
@@ -79,6 +80,7 @@ the secret store, a .env file or stdin, never from flags; SYNCAUTH_STORE_KEY fro
   flowOptions(jsonOption(addSettingOptions(program.command('setup'), [...ONBOARDING])))
     .description('onboard a Dropbox app folder: authorize, store the secrets, create the connector, wire the workflow')
     .option('-y, --yes', 'never prompt: take everything from flags, the environment and .env, and fail naming what is missing')
+    .option('--no-check', "skip the service's connection check of the connector (run `syncauth source check ID` later)")
     .addHelpText('after', `
 Secrets (SYNCAUTH_API_KEY, SYNCAUTH_APP_KEY, SYNCAUTH_APP_SECRET) come from the environment, .env or hidden
 prompts. With SYNCAUTH_REFRESH_TOKEN set, the browser step is skipped (containers, CI).
@@ -86,12 +88,12 @@ prompts. With SYNCAUTH_REFRESH_TOKEN set, the browser step is skipped (container
 Examples:
   syncauth setup                                          # asks for what it needs, opens the browser
   syncauth setup --no-browser                             # on a server: paste the code Dropbox shows
-  SYNCAUTH_BASE_URL=https://platform.example.com SYNCAUTH_REMOTE_URL=dropbox://data \
-    syncauth setup --workflow-id 6f1c… --schedule "every 4 hours" --yes`)
+  SYNCAUTH_BASE_URL=https://platform.example.com SYNCAUTH_REMOTE_URL=dropbox://data \\
+    syncauth setup --workflow-id 6f1c9a2e-8d4b-4c3a-9e7f-2b5d8c1a0e93 --schedule "every 4 hours" --yes`)
     .action(lazy(() => import('./commands/setup.js'), 'setup', 'unwind'));
   flowOptions(jsonOption(addSettingOptions(program.command('authorize'), ['authorizeUrl', 'tokenUrl', 'redirectUri'])))
     .description('only the OAuth flow, on a machine with a browser; prints the refresh token for another host')
-    .addHelpText('after', '\nThen, on the headless host: SYNCAUTH_REFRESH_TOKEN=<printed token> syncauth setup --yes')
+    .addHelpText('after', '\nThen, on the headless host (paste the printed token at the silent prompt; it stays out of shell history):\n  read -rs SYNCAUTH_REFRESH_TOKEN && export SYNCAUTH_REFRESH_TOKEN && syncauth setup --yes')
     .action(lazy(() => import('./commands/authorize.js'), 'authorize', 'unwind'));
   addSettingOptions(program.command('token'), [...DROPBOX])
     .description('print a valid access token alone on stdout (renewed first), for scripts')
@@ -192,6 +194,11 @@ Examples:
     .argument('<id>', 'connector id (uuid)')
     .option('-y, --yes', 'do not ask for confirmation')
     .action(lazy(loadSource, 'deleteSource'));
+  jsonOption(addSettingOptions(source.command('check'), [...SERVICE_SETTINGS]))
+    .description("run the service's connection check of a connector and wait for the result; exit 1 when it fails")
+    .argument('<id>', 'connector id (uuid)')
+    .addHelpText('after', '\nExample:\n  syncauth source check 3fa85f64-5717-4562-b3fc-2c963f66afa6')
+    .action(lazy(loadSource, 'checkSource'));
 
   const loadWorkflow = () => import('./commands/workflow.js');
   const workflow = program.command('workflow').description('inspect and update workflows');
@@ -215,8 +222,58 @@ Examples:
     .option('--clear-schedule', 'remove the schedule (sends "schedule": null)')
     .option('--reprocess-all', 'reprocess every file on the next run')
     .option('--no-reprocess-all', 'process only new or changed files')
-    .addHelpText('after', '\nExample:\n  syncauth workflow update 3fa85f64-5717-4562-b3fc-2c963f66afa6 --source-id 9b2c… --schedule "every 4 hours"')
+    .addHelpText('after', '\nExample:\n  syncauth workflow update 3fa85f64-5717-4562-b3fc-2c963f66afa6 --source-id 9b2c7e1d-4f3a-4b8e-a6d2-1c5f0e8b7a94 --schedule "every 4 hours"')
     .action(lazy(loadWorkflow, 'updateWorkflow'));
+  jsonOption(addSettingOptions(workflow.command('run'), [...SERVICE_SETTINGS]))
+    .description('start a job of the workflow now (the service starts none while one is still running)')
+    .argument('<id>', 'workflow id (uuid)')
+    .addHelpText('after', '\nExample:\n  syncauth workflow run 3fa85f64-5717-4562-b3fc-2c963f66afa6 && syncauth jobs list --workflow 3fa85f64-5717-4562-b3fc-2c963f66afa6')
+    .action(lazy(loadWorkflow, 'runWorkflow'));
+
+  const loadJobs = () => import('./commands/jobs.js');
+  const jobs = program.command('jobs').description("list, inspect and cancel the jobs of workflows' runs");
+  jsonOption(addSettingOptions(jobs.command('list'), [...SERVICE_SETTINGS]))
+    .description('list jobs, newest first')
+    .option('--workflow <id>', 'only the jobs of this workflow (uuid)')
+    .option('--status <status>', 'only jobs in this state: scheduled, in_progress, completed, stopped, failed')
+    .addHelpText('after', '\nExample:\n  syncauth jobs list --workflow 3fa85f64-5717-4562-b3fc-2c963f66afa6 --status failed')
+    .action(lazy(loadJobs, 'listJobs'));
+  jsonOption(addSettingOptions(jobs.command('show'), [...SERVICE_SETTINGS]))
+    .description('show one job')
+    .argument('<id>', 'job id (uuid)')
+    .addHelpText('after', '\nExample:\n  syncauth jobs show 0d3c4b5a-6f7e-4d8c-9b0a-1c2d3e4f5a6b --json')
+    .action(lazy(loadJobs, 'showJob'));
+  jsonOption(addSettingOptions(jobs.command('cancel'), [...SERVICE_SETTINGS]))
+    .description('ask the service to stop a running job')
+    .argument('<id>', 'job id (uuid)')
+    .addHelpText('after', '\nExample:\n  syncauth jobs cancel 0d3c4b5a-6f7e-4d8c-9b0a-1c2d3e4f5a6b')
+    .action(lazy(loadJobs, 'cancelJob'));
+
+  const loadDestination = () => import('./commands/destination.js');
+  const destination = program.command('destination').description('create, inspect and delete destination connectors');
+  jsonOption(addSettingOptions(destination.command('list'), [...SERVICE_SETTINGS]))
+    .description('list destination connectors')
+    .option('--type <type>', `only this type, one of: ${DESTINATION_TYPES.join(', ')}`)
+    .addHelpText('after', '\nExample:\n  syncauth destination list --type s3')
+    .action(lazy(loadDestination, 'listDestinations'));
+  jsonOption(addSettingOptions(destination.command('show'), [...SERVICE_SETTINGS]))
+    .description('show one destination connector (secret fields masked)')
+    .argument('<id>', 'connector id (uuid)')
+    .addHelpText('after', '\nExample:\n  syncauth destination show 6ec0bd7f-11c0-43da-975e-2a8ad9ebae0b')
+    .action(lazy(loadDestination, 'showDestination'));
+  jsonOption(addSettingOptions(destination.command('create'), [...SERVICE_SETTINGS]))
+    .description('create a destination connector from a JSON config')
+    .requiredOption('--type <type>', `connector type, one of: ${DESTINATION_TYPES.join(', ')}`)
+    .requiredOption('--name <name>', 'connector name, unique in the workspace')
+    .requiredOption('--config <file>', 'JSON file with the config object, or - for stdin')
+    .addHelpText('after', '\nExample:\n  syncauth destination create --type s3 --name output --config s3.json\n  echo \'{"remote_url":"s3://bucket/output","anonymous":true}\' | syncauth destination create --type s3 --name output --config -')
+    .action(lazy(loadDestination, 'createDestination'));
+  addSettingOptions(destination.command('delete'), [...SERVICE_SETTINGS])
+    .description('delete a destination connector')
+    .argument('<id>', 'connector id (uuid)')
+    .option('-y, --yes', 'do not ask for confirmation')
+    .addHelpText('after', '\nExample:\n  syncauth destination delete 6ec0bd7f-11c0-43da-975e-2a8ad9ebae0b --yes')
+    .action(lazy(loadDestination, 'deleteDestination'));
 
   program.command('demo')
     .description('run the main job end to end on the built-in emulator: no accounts, no network')
@@ -230,6 +287,32 @@ Examples:
     .option('--auto-approve', 'approve authorize requests without showing the page')
     .option('--fault <rule>', 'inject failures: ROUTE:STATUS[:RATE[:RETRY_AFTER]], e.g. token:503:0.5 (repeatable)', (v: string, prev: string[]) => [...prev, v], [] as string[])
     .action(lazy(() => import('./commands/emulate.js'), 'emulate', 'own'));
+
+  jsonOption(addSettingOptions(program.command('doctor'), ['profile', 'configDir', 'store', 'baseUrl', 'apiKeyHeader', 'tokenFile', 'listen']))
+    .description('check the secret store, config directory, profiles, service and API key, and a running daemon; say what to fix')
+    .addHelpText('after', `
+Each line is ok, warn or fail, with what to do. Nothing is changed and no secret is printed. Exit 0 when
+nothing fails (warnings allowed), 1 otherwise. With --listen (or SYNCAUTH_LISTEN) it asks that daemon's /readyz.
+
+Examples:
+  syncauth doctor
+  syncauth doctor --profile docs --json
+  syncauth doctor --listen 127.0.0.1:9464`)
+    .action(lazy(() => import('./commands/doctor.js'), 'doctor'));
+
+  program.command('completion')
+    .description('print a shell completion script for bash, zsh or fish')
+    .addArgument(program.createArgument('<shell>', 'the shell').choices(['bash', 'zsh', 'fish']))
+    .addHelpText('after', `
+Install:
+  bash:  echo 'source <(syncauth completion bash)' >> ~/.bashrc
+  zsh:   echo 'source <(syncauth completion zsh)' >> ~/.zshrc     # after compinit runs there
+  fish:  syncauth completion fish > ~/.config/fish/completions/syncauth.fish`)
+    // Not lazy(): it needs the command tree, and neither settings nor .env.
+    .action(async (shell: string, _options: unknown, command: Command) => {
+      const { completion } = await import('./commands/completion.js');
+      completion(command.parent as Command, shell, processIo);
+    });
 
 
   return program;

@@ -1,6 +1,7 @@
 // Printing and failing, in one place, so every command speaks the same way.
 import { ExitCode, SyncauthError, ValidationError } from '../errors.js';
 import { redact } from '../redact.js';
+import { describeSystemError } from './errno.js';
 
 export interface Io {
   stdout: NodeJS.WritableStream;
@@ -8,6 +9,54 @@ export interface Io {
 }
 
 export const processIo: Io = { stdout: process.stdout, stderr: process.stderr };
+
+/**
+ * Whether to colour what goes to `stream`: the one decision every styled line passes. NO_COLOR (any non-empty
+ * value, https://no-color.org), NODE_DISABLE_COLORS, `--no-color` and TERM=dumb turn it off; otherwise a
+ * terminal gets colour, and FORCE_COLOR (other than 0 or false) asks for it on a pipe too. NO_COLOR wins over
+ * FORCE_COLOR: it is the reader's own choice, FORCE_COLOR is often set once for a whole CI system.
+ */
+export function colourEnabled(stream: NodeJS.WritableStream, env: NodeJS.ProcessEnv = process.env, argv: readonly string[] = process.argv): boolean {
+  if (env.NO_COLOR) return false;
+  if (env.NODE_DISABLE_COLORS) return false;
+  const end = argv.indexOf('--');
+  if ((end < 0 ? argv : argv.slice(0, end)).includes('--no-color')) return false;
+  const force = env.FORCE_COLOR;
+  if (force !== undefined && force !== '') return !['0', 'false'].includes(force.toLowerCase());
+  if (env.TERM === 'dumb') return false;
+  return (stream as NodeJS.WriteStream).isTTY === true;
+}
+
+export interface Palette {
+  /** `error:`, `fail`. */
+  bad: (text: string) => string;
+  /** `warning:`, `warn`. */
+  warn: (text: string) => string;
+  /** `ok`. */
+  good: (text: string) => string;
+  /** `hint:`, `note:`. */
+  quiet: (text: string) => string;
+  bold: (text: string) => string;
+}
+
+const sgr = (open: number, close: number) => (text: string) => `\x1b[${open}m${text}\x1b[${close}m`;
+const COLOURED: Palette = { bad: sgr(31, 39), warn: sgr(33, 39), good: sgr(32, 39), quiet: sgr(36, 39), bold: sgr(1, 22) };
+const PLAIN: Palette = { bad: String, warn: String, good: String, quiet: String, bold: String };
+
+/** The styles for `stream`: colours where colourEnabled says so, the text unchanged otherwise. */
+export function paletteFor(stream: NodeJS.WritableStream): Palette {
+  return colourEnabled(stream) ? COLOURED : PLAIN;
+}
+
+/** A `warning: …` line on stderr. */
+export function warn(io: Io, text: string): void {
+  io.stderr.write(`${paletteFor(io.stderr).warn('warning:')} ${text}\n`);
+}
+
+/** A `note: …` line on stderr. */
+export function note(io: Io, text: string): void {
+  io.stderr.write(`${paletteFor(io.stderr).quiet('note:')} ${text}\n`);
+}
 
 export function printJson(io: Io, value: unknown): void {
   io.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
@@ -52,14 +101,18 @@ export function printTable(io: Io, header: string[], rows: string[][]): void {
  */
 export function reportError(io: Io, error: unknown): ExitCode {
   const say = (line: string) => io.stderr.write(`${redact(line)}\n`);
-  if (error instanceof SyncauthError) {
-    say(`error: ${error.message}`);
-    if (error.hint) say(`hint: ${error.hint}`);
-    if (error instanceof ValidationError) say('nothing was sent or written.');
-    return error.exitCode;
+  const paint = paletteFor(io.stderr);
+  // An operating-system error (a busy port, a path of the wrong kind) is a sentence too, naming what it is about.
+  const known = error instanceof SyncauthError ? error : describeSystemError(error);
+  if (known) {
+    say(`${paint.bad('error:')} ${known.message}`);
+    if (known.hint) say(`${paint.quiet('hint:')} ${known.hint}`);
+    if (known instanceof ValidationError) say('nothing was sent or written.');
+    if (process.env.SYNCAUTH_DEBUG && known !== error && error instanceof Error && error.stack) say(error.stack);
+    return known.exitCode;
   }
   const message = error instanceof Error ? error.message : String(error);
-  say(`error: unexpected failure: ${message}`);
+  say(`${paint.bad('error:')} unexpected failure: ${message}`);
   if (process.env.SYNCAUTH_DEBUG && error instanceof Error && error.stack) say(error.stack);
   return ExitCode.error;
 }

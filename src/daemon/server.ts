@@ -56,7 +56,12 @@ export async function startHealthServer(listen: { host: string; port: number }, 
   server.keepAliveTimeout = 5_000;
   await new Promise<void>((resolve, reject) => {
     const refuse = (error: NodeJS.ErrnoException): void => {
-      reject(new ValidationError([{ field: 'listen', message: `cannot listen on ${listen.host}:${listen.port} (${error.code ?? error.message})` }]));
+      const why: Record<string, string> = {
+        EADDRINUSE: `port ${listen.port} on ${listen.host} is already in use by another program`,
+        EACCES: `may not listen on port ${listen.port} of ${listen.host} (ports below 1024 need privileges)`,
+        EADDRNOTAVAIL: `${listen.host} is not an address of this machine`,
+      };
+      reject(new ValidationError([{ field: 'listen', message: why[error.code ?? ''] ?? `cannot listen on ${listen.host}:${listen.port} (${error.code ?? error.message})` }]));
     };
     server.once('error', refuse);
     server.listen(listen.port, listen.host, () => {

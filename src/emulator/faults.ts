@@ -11,7 +11,7 @@ interface ArmedRule extends FaultRule {
 }
 
 const FAULT_ROUTES: ReadonlySet<string> = new Set<FaultRoute>([
-  'authorize', 'token', 'revoke', 'account', 'list_folder', 'sources', 'workflows', '*',
+  'authorize', 'token', 'revoke', 'account', 'list_folder', 'sources', 'workflows', 'destinations', 'jobs', '*',
 ]);
 
 export function routeOf(path: string): EmulatorRoute {
@@ -22,6 +22,8 @@ export function routeOf(path: string): EmulatorRoute {
   if (path === '/2/files/list_folder') return 'list_folder';
   if (path === '/api/v1/sources' || path.startsWith('/api/v1/sources/')) return 'sources';
   if (path === '/api/v1/workflows' || path.startsWith('/api/v1/workflows/')) return 'workflows';
+  if (path === '/api/v1/destinations' || path.startsWith('/api/v1/destinations/')) return 'destinations';
+  if (path === '/api/v1/jobs' || path.startsWith('/api/v1/jobs/')) return 'jobs';
   return 'other';
 }
 

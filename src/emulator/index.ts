@@ -30,6 +30,9 @@ export type {
   ResolvedEmulatorOptions,
   RunningEmulator,
   SeededIds,
+  StoredCheck,
+  StoredDestination,
+  StoredJob,
   StoredSource,
   StoredWorkflow,
   StoredWorkflowNode,
@@ -57,17 +60,21 @@ export const DEFAULT_APP: Readonly<EmulatorApp> = Object.freeze({
 });
 
 const DEFAULT_HOST = '127.0.0.1';
+const DEFAULT_API_KEY_HEADER = 'service-api-key';
 
 /**
  * The syncauth settings that point it at a running emulator: the service, its API key, the Dropbox endpoints
  * and the app's credentials. The demo, `syncauth emulate` and the tests all connect through this one map.
  */
 export function connectionSettings(
-  emulator: Pick<RunningEmulator, 'url' | 'authorizeUrl' | 'tokenUrl' | 'apiUrl'>,
+  emulator: Pick<RunningEmulator, 'url' | 'authorizeUrl' | 'tokenUrl' | 'apiUrl'> & { options?: Pick<ResolvedEmulatorOptions, 'apiKeyHeader'> },
   options: { app?: Pick<EmulatorApp, 'appKey' | 'appSecret'>; apiKey?: string } = {},
 ): Record<string, string> {
   const app = options.app ?? DEFAULT_APP;
+  const header = emulator.options?.apiKeyHeader;
   return {
+    // Only an emulator listening for another header needs it said: syncauth's default is the emulator's.
+    ...(header !== undefined && header !== DEFAULT_API_KEY_HEADER ? { SYNCAUTH_API_KEY_HEADER: header } : {}),
     SYNCAUTH_BASE_URL: emulator.url,
     SYNCAUTH_API_KEY: options.apiKey ?? DEFAULT_EMULATOR_API_KEY,
     SYNCAUTH_APP_KEY: app.appKey,
@@ -81,7 +88,7 @@ export function connectionSettings(
 export function resolveEmulatorOptions(options: EmulatorOptions = {}): ResolvedEmulatorOptions {
   const resolved: ResolvedEmulatorOptions = {
     port: options.port ?? 0,
-    apiKeyHeader: options.apiKeyHeader ?? 'service-api-key',
+    apiKeyHeader: options.apiKeyHeader ?? DEFAULT_API_KEY_HEADER,
     workspaces: (options.workspaces ?? [{ name: DEFAULT_WORKSPACE_NAME, apiKeys: [DEFAULT_EMULATOR_API_KEY] }]).map((w) => ({
       name: w.name,
       apiKeys: [...w.apiKeys],
@@ -92,11 +99,14 @@ export function resolveEmulatorOptions(options: EmulatorOptions = {}): ResolvedE
     autoApprove: options.autoApprove ?? false,
     faults: [...(options.faults ?? [])],
     seed: options.seed ?? true,
+    checkDelayMs: options.checkDelayMs ?? 200,
+    jobStepMs: options.jobStepMs ?? 500,
     now: options.now ?? Date.now,
     random: options.random ?? randomBytes,
   };
   if (!(resolved.tokenLifetimeSeconds > 0)) throw new Error('emulator: tokenLifetimeSeconds must be positive');
   if (!(resolved.codeLifetimeSeconds > 0)) throw new Error('emulator: codeLifetimeSeconds must be positive');
+  if (!(resolved.checkDelayMs >= 0) || !(resolved.jobStepMs >= 0)) throw new Error('emulator: checkDelayMs and jobStepMs must be 0 or more');
   if (!/^[A-Za-z0-9-]+$/.test(resolved.apiKeyHeader)) throw new Error('emulator: apiKeyHeader must be a header name');
   return resolved;
 }

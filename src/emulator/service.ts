@@ -5,10 +5,17 @@
 //
 // Behaviour the public material does not pin down, and the choice made here:
 // - duplicate source names in a workspace: 409 `A source connector named X already exists`;
-// - unknown fields in a request body: 422 `extra_forbidden` (the models in models.ts are strict; the real
-//   service may ignore them);
-// - a source config is stored and echoed as given: whether the real service masks secrets in responses is
-//   undocumented;
+// - unknown fields in a request body, or in a connector config, are ignored and dropped, as pydantic models do
+//   by default (the document's schemas do not forbid additional properties);
+// - a connector config is stored as given (less unknown fields) and answered with the defaults of its type
+//   filled in (config-defaults.ts); whether the real service masks secrets in responses is undocumented;
+// - a connection check is SCHEDULED for `checkDelayMs`, then SUCCESS or FAILURE with a reason (checks.ts);
+//   GET before any check was started: 404 `No connection check found`;
+// - a run answers 202 with a job that is SCHEDULED, then IN_PROGRESS, then COMPLETED or FAILED (`jobStepMs`
+//   each); a run while a job of the workflow is still running answers 202 `{"detail": "There is a running job
+//   in progress. No new job run."}`, as the real service was seen doing (unstructured-python-client#286);
+//   cancel answers `{}` and stops a running job (a finished one is left as it is);
+// - destination configs are checked for being objects only;
 // - a workflow's source_id / destination_id that is not in the workspace: 404 `Source not found` /
 //   `Destination not found`, as for a lookup by id;
 // - workflow status: `active` while the workflow has a source and a destination, else `inactive`;
@@ -19,9 +26,14 @@
 import type { Request, Response, Router } from 'express';
 import express from 'express';
 import { z } from 'zod';
-import { SCHEDULE_CRON, SOURCE_TYPES, SourceTypeSchema, WORKFLOW_STATES, WorkflowCreateSchema, WorkflowUpdateSchema } from '../service/models.js';
+import {
+  DESTINATION_TYPES, DestinationTypeSchema, SCHEDULE_CRON, SOURCE_TYPES, SourceTypeSchema, WORKFLOW_STATES,
+  WorkflowCreateSchema, WorkflowNodeSchema, WorkflowUpdateSchema,
+} from '../service/models.js';
 import type { Schedule, WorkflowNode } from '../service/models.js';
-import { validateSourceConfig } from '../service/source-configs.js';
+import { SOURCE_CONFIG_FIELDS, validateSourceConfig } from '../service/source-configs.js';
+import { isoDuration, settleCheck, settleJob } from './checks.js';
+import { DESTINATION_CONFIG_DEFAULTS, SOURCE_CONFIG_DEFAULTS, withDefaults } from './config-defaults.js';
 import { bodyText, isoTime, mediaType, queryParams, type EmulatorContext } from './context.js';
 import {
   enumError,
@@ -39,14 +51,23 @@ import {
   type Loc,
 } from './fastapi.js';
 import { decodeJson } from '../json-decode.js';
-import type { StoredSource, StoredWorkflow, StoredWorkflowNode, WorkspaceState } from './types.js';
+import type { StoredCheck, StoredDestination, StoredJob, StoredSource, StoredWorkflow, StoredWorkflowNode, WorkspaceState } from './types.js';
 
-const CreateSourceSchema = z.strictObject({
+// Request models as the service reads them: unknown fields are dropped, not refused (z.object strips them).
+const CreateSourceSchema = z.object({
   name: z.string(),
   type: SourceTypeSchema,
   config: z.record(z.string(), z.unknown()),
 });
-const UpdateSourceSchema = z.strictObject({ config: z.record(z.string(), z.unknown()) });
+const UpdateSourceSchema = z.object({ config: z.record(z.string(), z.unknown()) });
+const CreateDestinationSchema = z.object({
+  name: z.string(),
+  type: DestinationTypeSchema,
+  config: z.record(z.string(), z.unknown()),
+});
+const NodeSchema = z.object(WorkflowNodeSchema.shape);
+const CreateWorkflowSchema = z.object({ ...WorkflowCreateSchema.shape, workflow_nodes: z.array(NodeSchema).nullish() });
+const UpdateWorkflowSchema = z.object({ ...WorkflowUpdateSchema.shape, workflow_nodes: z.array(NodeSchema).nullish() });
 
 // The schedule is an inline Literal in the public document, so pydantic calls its failure `literal_error`.
 const LITERAL_FIELDS = new Set(['schedule']);
@@ -121,6 +142,38 @@ export function serviceRouter(ctx: EmulatorContext): Router {
     .delete(endpoint(false, deleteSource))
     .all(methodNotAllowed('GET, PUT, DELETE'));
   router
+    .route('/api/v1/sources/:source_id/connection-check')
+    .get(endpoint(false, getSourceCheck))
+    .post(endpoint(false, createSourceCheck))
+    .all(methodNotAllowed('GET, POST'));
+  router
+    .route('/api/v1/destinations/')
+    .get(endpoint(false, listDestinations))
+    .post(endpoint(true, createDestination))
+    .all(methodNotAllowed('GET, POST'));
+  router
+    .route('/api/v1/destinations/:destination_id')
+    .get(endpoint(false, getDestination))
+    .put(endpoint(true, updateDestination))
+    .delete(endpoint(false, deleteDestination))
+    .all(methodNotAllowed('GET, PUT, DELETE'));
+  router
+    .route('/api/v1/workflows/:workflow_id/run')
+    .post(endpoint(false, runWorkflow))
+    .all(methodNotAllowed('POST'));
+  router
+    .route('/api/v1/jobs/')
+    .get(endpoint(false, listJobs))
+    .all(methodNotAllowed('GET'));
+  router
+    .route('/api/v1/jobs/:job_id')
+    .get(endpoint(false, getJob))
+    .all(methodNotAllowed('GET'));
+  router
+    .route('/api/v1/jobs/:job_id/cancel')
+    .post(endpoint(false, cancelJob))
+    .all(methodNotAllowed('POST'));
+  router
     .route('/api/v1/workflows/')
     .get(endpoint(false, listWorkflows))
     .post(endpoint(true, createWorkflow))
@@ -138,8 +191,8 @@ export function serviceRouter(ctx: EmulatorContext): Router {
     const query = req.originalUrl.includes('?') ? req.originalUrl.slice(req.originalUrl.indexOf('?')) : '';
     res.redirect(307, `${req.protocol}://${req.get('host') ?? '127.0.0.1'}${toggle(req.path)}${query}`);
   };
-  router.all(['/api/v1/sources', '/api/v1/workflows'], redirect((p) => `${p}/`));
-  router.all(['/api/v1/sources/:id/', '/api/v1/workflows/:id/'], redirect((p) => p.slice(0, -1)));
+  router.all(['/api/v1/sources', '/api/v1/workflows', '/api/v1/destinations', '/api/v1/jobs'], redirect((p) => `${p}/`));
+  router.all(['/api/v1/sources/:id/', '/api/v1/workflows/:id/', '/api/v1/destinations/:id/', '/api/v1/jobs/:id/'], redirect((p) => p.slice(0, -1)));
 
   return router;
 }
@@ -198,7 +251,7 @@ function listSources(call: Call): void {
     return;
   }
   const all = [...call.ws.sources.values()].filter((s) => sourceType === null || s.type === sourceType);
-  call.res.json(structuredClone(all));
+  call.res.json(all.map(sourceView));
 }
 
 function createSource(call: Call): void {
@@ -208,7 +261,8 @@ function createSource(call: Call): void {
     sendValidation(call.res, items);
     return;
   }
-  const problems = configProblems(body.type, body.config);
+  const config = knownConfig(body.type, body.config);
+  const problems = configProblems(body.type, config);
   if (problems.length > 0) {
     sendValidation(call.res, problems);
     return;
@@ -221,16 +275,16 @@ function createSource(call: Call): void {
     id: newId(call),
     name: body.name,
     type: body.type,
-    config: structuredClone(body.config),
+    config: structuredClone(config),
     created_at: call.now,
     updated_at: null,
   };
   call.ws.sources.set(source.id, source);
-  call.res.json(structuredClone(source));
+  call.res.json(sourceView(source));
 }
 
 /** GET of one resource by its path id: 422 for a malformed id, 404 for an unknown one. */
-function getById(call: Call, param: 'source_id' | 'workflow_id', found: (id: string) => unknown, notFound: string): void {
+function getById(call: Call, param: string, found: (id: string) => unknown, notFound: string): void {
   const items: DetailItem[] = [];
   const id = pathId(call, param, items);
   if (items.length > 0) {
@@ -246,7 +300,10 @@ function getById(call: Call, param: 'source_id' | 'workflow_id', found: (id: str
 }
 
 function getSource(call: Call): void {
-  getById(call, 'source_id', (id) => call.ws.sources.get(id), 'Source not found');
+  getById(call, 'source_id', (id) => {
+    const source = call.ws.sources.get(id);
+    return source && sourceView(source);
+  }, 'Source not found');
 }
 
 function updateSource(call: Call): void {
@@ -262,14 +319,15 @@ function updateSource(call: Call): void {
     sendDetail(call.res, 404, 'Source not found');
     return;
   }
-  const problems = configProblems(source.type, body.config);
+  const config = knownConfig(source.type, body.config);
+  const problems = configProblems(source.type, config);
   if (problems.length > 0) {
     sendValidation(call.res, problems);
     return;
   }
-  source.config = structuredClone(body.config);
+  source.config = structuredClone(config);
   source.updated_at = call.now;
-  call.res.json(structuredClone(source));
+  call.res.json(sourceView(source));
 }
 
 function deleteSource(call: Call): void {
@@ -283,6 +341,7 @@ function deleteSource(call: Call): void {
     sendDetail(call.res, 404, 'Source not found');
     return;
   }
+  call.ws.checks.delete(id);
   call.res.json({ detail: `Source with id ${id} successfully deleted.` });
 }
 
@@ -345,7 +404,7 @@ function getWorkflow(call: Call): void {
 
 function createWorkflow(call: Call): void {
   const items: DetailItem[] = [];
-  const body = modelBody(call.body, WorkflowCreateSchema, items);
+  const body = modelBody(call.body, CreateWorkflowSchema, items);
   if (!body) {
     sendValidation(call.res, items);
     return;
@@ -372,7 +431,7 @@ function createWorkflow(call: Call): void {
 function updateWorkflow(call: Call): void {
   const items: DetailItem[] = [];
   const id = pathId(call, 'workflow_id', items);
-  const body = modelBody(call.body, WorkflowUpdateSchema, items);
+  const body = modelBody(call.body, UpdateWorkflowSchema, items);
   if (items.length > 0 || !body) {
     sendValidation(call.res, items);
     return;
@@ -445,4 +504,243 @@ function statusOf(workflow: StoredWorkflow): StoredWorkflow['status'] {
 
 function newId(call: Call): string {
   return call.ctx.gen.uuid();
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Answers: configs with their defaults
+
+function sourceView(source: StoredSource): StoredSource {
+  return { ...structuredClone(source), config: withDefaults(SOURCE_CONFIG_DEFAULTS, source.type, source.config) };
+}
+
+function destinationView(destination: StoredDestination): StoredDestination {
+  return { ...structuredClone(destination), config: withDefaults(DESTINATION_CONFIG_DEFAULTS, destination.type, destination.config) };
+}
+
+/** The config less the fields its type does not have, which the service's models drop. */
+function knownConfig(type: string, config: Record<string, unknown>): Record<string, unknown> {
+  const fields = (SOURCE_CONFIG_FIELDS as Record<string, readonly string[] | undefined>)[type];
+  if (!fields) return config;
+  return Object.fromEntries(Object.entries(config).filter(([key]) => fields.includes(key)));
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Connection checks
+
+function checkView(check: StoredCheck): Record<string, unknown> {
+  const { id, status, reason, created_at, reported_at } = check;
+  return { id, status, reason, created_at, reported_at };
+}
+
+function createSourceCheck(call: Call): void {
+  const items: DetailItem[] = [];
+  const id = pathId(call, 'source_id', items);
+  if (items.length > 0) {
+    sendValidation(call.res, items);
+    return;
+  }
+  if (!call.ws.sources.has(id)) {
+    sendDetail(call.res, 404, 'Source not found');
+    return;
+  }
+  const check: StoredCheck = {
+    id: newId(call),
+    status: 'SCHEDULED',
+    reason: null,
+    created_at: call.now,
+    reported_at: null,
+    sourceId: id,
+    dueAt: call.ctx.options.now() + call.ctx.options.checkDelayMs,
+  };
+  call.ws.checks.set(id, check);
+  call.res.status(202).json(checkView(check));
+}
+
+function getSourceCheck(call: Call): void {
+  const items: DetailItem[] = [];
+  const id = pathId(call, 'source_id', items);
+  if (items.length > 0) {
+    sendValidation(call.res, items);
+    return;
+  }
+  if (!call.ws.sources.has(id)) {
+    sendDetail(call.res, 404, 'Source not found');
+    return;
+  }
+  const check = call.ws.checks.get(id);
+  if (!check) {
+    sendDetail(call.res, 404, 'No connection check found');
+    return;
+  }
+  settleCheck(call.ctx, call.ws, check);
+  call.res.json(checkView(check));
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Destinations
+
+function listDestinations(call: Call): void {
+  const type = queryParams(call.req).get('destination_type');
+  if (type !== null && !(DESTINATION_TYPES as readonly string[]).includes(type)) {
+    sendValidation(call.res, [enumError(['query', 'destination_type'], DESTINATION_TYPES)]);
+    return;
+  }
+  call.res.json([...call.ws.destinations.values()].filter((d) => type === null || d.type === type).map(destinationView));
+}
+
+function createDestination(call: Call): void {
+  const items: DetailItem[] = [];
+  const body = modelBody(call.body, CreateDestinationSchema, items);
+  if (!body) {
+    sendValidation(call.res, items);
+    return;
+  }
+  if ([...call.ws.destinations.values()].some((d) => d.name === body.name)) {
+    sendDetail(call.res, 409, `A destination connector named ${body.name} already exists`);
+    return;
+  }
+  const destination: StoredDestination = {
+    id: newId(call),
+    name: body.name,
+    type: body.type,
+    config: structuredClone(body.config),
+    created_at: call.now,
+    updated_at: null,
+  };
+  call.ws.destinations.set(destination.id, destination);
+  call.res.json(destinationView(destination));
+}
+
+function getDestination(call: Call): void {
+  getById(call, 'destination_id', (id) => {
+    const destination = call.ws.destinations.get(id);
+    return destination && destinationView(destination);
+  }, 'Destination not found');
+}
+
+function updateDestination(call: Call): void {
+  const items: DetailItem[] = [];
+  const id = pathId(call, 'destination_id', items);
+  const body = modelBody(call.body, UpdateSourceSchema, items);
+  if (items.length > 0 || !body) {
+    sendValidation(call.res, items);
+    return;
+  }
+  const destination = call.ws.destinations.get(id);
+  if (!destination) {
+    sendDetail(call.res, 404, 'Destination not found');
+    return;
+  }
+  destination.config = structuredClone(body.config);
+  destination.updated_at = call.now;
+  call.res.json(destinationView(destination));
+}
+
+function deleteDestination(call: Call): void {
+  const items: DetailItem[] = [];
+  const id = pathId(call, 'destination_id', items);
+  if (items.length > 0) {
+    sendValidation(call.res, items);
+    return;
+  }
+  if (!call.ws.destinations.delete(id)) {
+    sendDetail(call.res, 404, 'Destination not found');
+    return;
+  }
+  call.res.json({ detail: `Destination with id ${id} successfully deleted.` });
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Runs and jobs
+
+function jobView(call: Call, job: StoredJob): Record<string, unknown> {
+  settleJob(call.ctx, call.ws, job);
+  const { id, workflow_id, workflow_name, status, created_at, runtime, input_file_ids, output_node_files, job_type } = job;
+  return structuredClone({ id, workflow_id, workflow_name, status, created_at, runtime, input_file_ids, output_node_files, job_type });
+}
+
+function runWorkflow(call: Call): void {
+  const items: DetailItem[] = [];
+  const id = pathId(call, 'workflow_id', items);
+  if (items.length > 0) {
+    sendValidation(call.res, items);
+    return;
+  }
+  const workflow = call.ws.workflows.get(id);
+  if (!workflow) {
+    sendDetail(call.res, 404, 'Workflow not found');
+    return;
+  }
+  const running = [...call.ws.jobs.values()].some((j) => {
+    settleJob(call.ctx, call.ws, j);
+    return j.workflow_id === id && (j.status === 'SCHEDULED' || j.status === 'IN_PROGRESS');
+  });
+  if (running) {
+    call.res.status(202).json({ detail: 'There is a running job in progress. No new job run.' });
+    return;
+  }
+  const job: StoredJob = {
+    id: newId(call),
+    workflow_id: id,
+    workflow_name: workflow.name,
+    status: 'SCHEDULED',
+    created_at: call.now,
+    runtime: null,
+    input_file_ids: null,
+    output_node_files: null,
+    job_type: 'ephemeral',
+    startedAt: call.ctx.options.now(),
+    failure: null,
+  };
+  call.ws.jobs.set(job.id, job);
+  call.res.status(202).json(jobView(call, job));
+}
+
+function listJobs(call: Call): void {
+  const q = queryParams(call.req);
+  const items: DetailItem[] = [];
+  let workflowId: string | null = null;
+  const raw = q.get('workflow_id');
+  if (raw !== null) {
+    workflowId = parseUuid(raw);
+    if (workflowId === null) items.push(uuidError(['query', 'workflow_id'], raw));
+  }
+  if (items.length > 0) {
+    sendValidation(call.res, items);
+    return;
+  }
+  // The documentation writes the states in lower case (`completed`, `in progress`); the answers in upper case.
+  const status = q.get('status')?.trim().toUpperCase().replace(/\s+/g, '_') ?? null;
+  const jobs = [...call.ws.jobs.values()]
+    .filter((j) => workflowId === null || j.workflow_id === workflowId)
+    .map((j) => jobView(call, j))
+    .filter((j) => status === null || j.status === status);
+  call.res.json(jobs);
+}
+
+function getJob(call: Call): void {
+  getById(call, 'job_id', (id) => {
+    const job = call.ws.jobs.get(id);
+    return job && jobView(call, job);
+  }, 'Job not found');
+}
+
+function cancelJob(call: Call): void {
+  const items: DetailItem[] = [];
+  const id = pathId(call, 'job_id', items);
+  if (items.length > 0) {
+    sendValidation(call.res, items);
+    return;
+  }
+  const job = call.ws.jobs.get(id);
+  if (!job) {
+    sendDetail(call.res, 404, 'Job not found');
+    return;
+  }
+  settleJob(call.ctx, call.ws, job);
+  if (job.status === 'SCHEDULED' || job.status === 'IN_PROGRESS') {
+    job.status = 'STOPPED';
+    job.runtime = isoDuration(call.ctx.options.now() - job.startedAt);
+  }
+  call.res.json({});
 }

@@ -84,7 +84,9 @@ export function createState(options: ResolvedEmulatorOptions, gen: Generator): M
       apiKeys: [...ws.apiKeys],
       sources: new Map(),
       workflows: new Map(),
-      destinations: new Set(),
+      destinations: new Map(),
+      jobs: new Map(),
+      checks: new Map(),
     };
     for (const key of ws.apiKeys) {
       if (apiKeys.has(key)) throw new Error(`emulator: an API key is listed for two workspaces (${ws.name})`);
@@ -93,7 +95,14 @@ export function createState(options: ResolvedEmulatorOptions, gen: Generator): M
     workspaces.set(ws.name, state);
     if (options.seed) {
       const destinationId = gen.uuid();
-      state.destinations.add(destinationId);
+      state.destinations.set(destinationId, {
+        id: destinationId,
+        name: `${ws.name} destination`,
+        type: 's3',
+        config: { remote_url: `s3://emulator-${ws.name}/output`, anonymous: false },
+        created_at: createdAt,
+        updated_at: null,
+      });
       const workflow: StoredWorkflow = {
         id: gen.uuid(),
         name: `${ws.name} workflow`,

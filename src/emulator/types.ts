@@ -28,6 +28,8 @@ export type FaultRoute =
   | 'list_folder'
   | 'sources'
   | 'workflows'
+  | 'destinations'
+  | 'jobs'
   | '*';
 
 /** Where a request went; `other` is anything outside the emulated routes. */
@@ -63,6 +65,10 @@ export interface EmulatorOptions {
   faults?: FaultRule[];
   /** Default true: each workspace starts with one destination and one workflow wired to it. */
   seed?: boolean;
+  /** How long a connection check stays SCHEDULED before it reports; default 200 ms. */
+  checkDelayMs?: number;
+  /** How long a job stays in each of SCHEDULED and IN_PROGRESS before it finishes; default 500 ms. */
+  jobStepMs?: number;
   /** Clock in milliseconds since the epoch; default `Date.now`. */
   now?: () => number;
   /** Source of random bytes for ids, codes, tokens and fault rolls; default `crypto.randomBytes`. */
@@ -79,6 +85,8 @@ export interface ResolvedEmulatorOptions {
   autoApprove: boolean;
   faults: FaultRule[];
   seed: boolean;
+  checkDelayMs: number;
+  jobStepMs: number;
   now: () => number;
   random: (size: number) => Buffer;
 }
@@ -90,6 +98,44 @@ export interface StoredSource {
   config: Record<string, unknown>;
   created_at: string;
   updated_at: string | null;
+}
+
+export interface StoredDestination {
+  id: string;
+  name: string;
+  type: string;
+  config: Record<string, unknown>;
+  created_at: string;
+  updated_at: string | null;
+}
+
+/** A connection check as the service reports it (DagNodeConnectionCheck), and when it reports. */
+export interface StoredCheck {
+  id: string;
+  status: 'SCHEDULED' | 'SUCCESS' | 'FAILURE';
+  reason: string | null;
+  created_at: string;
+  reported_at: string | null;
+  /** Internal: the source checked and when (emulator clock, ms) the result is known. */
+  readonly sourceId: string;
+  readonly dueAt: number;
+}
+
+export type JobStatus = 'SCHEDULED' | 'IN_PROGRESS' | 'COMPLETED' | 'STOPPED' | 'FAILED';
+
+export interface StoredJob {
+  id: string;
+  workflow_id: string;
+  workflow_name: string;
+  status: JobStatus;
+  created_at: string;
+  runtime: string | null;
+  input_file_ids: string[] | null;
+  output_node_files: { node_id: string; file_id: string }[] | null;
+  job_type: 'ephemeral' | 'persistent' | 'scheduled';
+  /** Internal: when (emulator clock, ms) it started, and why it failed. */
+  readonly startedAt: number;
+  failure: string | null;
 }
 
 export interface StoredWorkflowNode {
@@ -119,8 +165,10 @@ export interface WorkspaceState {
   readonly apiKeys: readonly string[];
   readonly sources: Map<string, StoredSource>;
   readonly workflows: Map<string, StoredWorkflow>;
-  /** Destination connectors are not emulated beyond their ids, which workflows may point at. */
-  readonly destinations: Set<string>;
+  readonly destinations: Map<string, StoredDestination>;
+  readonly jobs: Map<string, StoredJob>;
+  /** The latest connection check of each source, by source id. */
+  readonly checks: Map<string, StoredCheck>;
 }
 
 export interface SeededIds {

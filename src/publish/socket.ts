@@ -9,7 +9,9 @@
 // 404 for a profile not served, 503 while no unexpired token is held, 405 for any other method.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { connect } from 'node:net';
+import { existsSync } from 'node:fs';
 import { chmod, chown, lstat, rm } from 'node:fs/promises';
+import { dirname } from 'node:path';
 import { SyncauthError, ValidationError } from '../errors.js';
 import type { Logger } from '../log.js';
 
@@ -132,7 +134,13 @@ export async function startTokenSocket(path: string, source: TokenSource, option
   server.keepAliveTimeout = 5_000;
   await new Promise<void>((resolve, reject) => {
     const refuse = (error: NodeJS.ErrnoException): void => {
-      reject(new ValidationError([{ field: FIELD, message: `cannot listen on ${path} (${error.code ?? error.message})` }]));
+      const dirMissing = !existsSync(dirname(path));
+      const why: Record<string, string> = {
+        EADDRINUSE: `${path} is already in use by another program`,
+        EACCES: dirMissing ? `cannot create a socket at ${path}: its directory does not exist` : `may not create a socket at ${path}: permission denied on its directory`,
+        ENOENT: `cannot create a socket at ${path}: its directory does not exist`,
+      };
+      reject(new ValidationError([{ field: FIELD, message: why[error.code ?? ''] ?? `cannot listen on ${path} (${error.code ?? error.message})` }]));
     };
     server.once('error', refuse);
     // umask is process-wide, but bind(2) happens synchronously inside listen(), and a narrower umask for that

@@ -3,11 +3,12 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import { z } from 'zod';
 import type { Dispatcher } from 'undici';
-import { ValidationError, fieldName } from '../errors.js';
+import { ExitCode, SyncauthError, ValidationError, fieldName } from '../errors.js';
 import type { FieldIssue } from '../errors.js';
 import {
   ServiceError,
   errorFromResponse,
+  redact,
   withHint,
 } from './errors.js';
 import type { RequestContext } from './errors.js';
@@ -23,6 +24,11 @@ import {
 } from './http.js';
 import type { HttpMethod, HttpRequest, HttpResponse } from './http.js';
 import {
+  ConnectionCheckSchema,
+  DestinationConnectorInformationSchema,
+  DestinationTypeSchema,
+  JobInformationSchema,
+  RUNNING_JOB_STATES,
   SourceConnectorInformationSchema,
   SourceTypeSchema,
   Uuid,
@@ -30,7 +36,15 @@ import {
   WorkflowInformationSchema,
   WorkflowUpdateSchema,
 } from './models.js';
-import type { SourceConnectorInformation, WorkflowCreate, WorkflowInformation, WorkflowUpdate } from './models.js';
+import type {
+  ConnectionCheck,
+  DestinationConnectorInformation,
+  JobInformation,
+  SourceConnectorInformation,
+  WorkflowCreate,
+  WorkflowInformation,
+  WorkflowUpdate,
+} from './models.js';
 import { isSecretConfigField, validateSourceConfig } from './source-configs.js';
 
 export interface ServiceClientOptions {
@@ -67,7 +81,37 @@ export interface ListWorkflowsFilter {
   name?: string;
 }
 
+export interface CreateDestinationRequest {
+  name: string;
+  type: string;
+  config: Record<string, unknown>;
+}
+
+export interface ListJobsFilter {
+  /** Only the jobs of this workflow (the service's `workflow_id` filter). */
+  workflowId?: string;
+  /** The service's `status` filter, e.g. `COMPLETED`. */
+  status?: string;
+}
+
+export interface WaitForCheckOptions {
+  /** The check the POST started; an older one the GET may still return is not its result. */
+  checkId?: string;
+  /** Overall deadline for the wait; default 120 s. */
+  timeoutMs?: number;
+  /** Longest pause between polls (the first ones are shorter); default 2 s. */
+  intervalMs?: number;
+  /** Called with every answer, for progress output. */
+  onPoll?: (check: ConnectionCheck) => void;
+}
+
 const SourceListSchema = z.array(SourceConnectorInformationSchema);
+const DestinationListSchema = z.array(DestinationConnectorInformationSchema);
+const JobListSchema = z.array(JobInformationSchema);
+/** A run answered with `{"detail": …}` instead of a job: one is already running (unstructured-python-client#286). */
+const RunRefusedSchema = z.looseObject({ detail: z.string() });
+/** A POST whose answer was lost is matched with what the service holds by time; allow for the clocks' skew. */
+const CLOCK_SKEW_MS = 120_000;
 const WorkflowListSchema = z.array(WorkflowInformationSchema);
 
 /** The service pages workflow lists (default page size 20) without an envelope: a full page may have more after it. */
@@ -208,6 +252,83 @@ export class ServiceClient {
     }
   }
 
+  // ---- connection checks ----
+
+  /** Starts the service's connection check of a source connector; the answer is usually still SCHEDULED. */
+  async checkSourceConnection(id: string): Promise<ConnectionCheck> {
+    checkIds([['source_id', id]]);
+    const op = this.#operation('POST', '/api/v1/sources/{source_id}/connection-check', `/api/v1/sources/${id}/connection-check`, {
+      action: `check the connection of source connector ${id}`,
+      resource: { kind: 'source', id },
+    });
+    const sentAt = Date.now();
+    return this.#create(op, ConnectionCheckSchema, {
+      what: `a connection check of source connector ${id}`,
+      listCommand: `the latest check (syncauth source check ${id})`,
+      // A check as recent as this request is the one it started; an older one means it never arrived.
+      lookup: async () => {
+        const latest = await this.#latestSourceCheck(id);
+        return latest && Date.parse(latest.created_at) >= sentAt - CLOCK_SKEW_MS ? latest : undefined;
+      },
+    });
+  }
+
+  /** The latest connection check of a source connector. */
+  async getSourceConnectionCheck(id: string): Promise<ConnectionCheck> {
+    checkIds([['source_id', id]]);
+    const op = this.#operation('GET', '/api/v1/sources/{source_id}/connection-check', `/api/v1/sources/${id}/connection-check`, {
+      action: `get the connection check of source connector ${id}`,
+      resource: { kind: 'source', id },
+    });
+    return this.#parse(op, await this.#send(op), ConnectionCheckSchema);
+  }
+
+  async #latestSourceCheck(id: string): Promise<ConnectionCheck | undefined> {
+    try {
+      return await this.getSourceConnectionCheck(id);
+    } catch (err) {
+      if (err instanceof ServiceError && err.code === 'SERVICE_NOT_FOUND' && !err.unsupported) return undefined;
+      throw err;
+    }
+  }
+
+  /**
+   * Polls the latest check of the connector until it is no longer SCHEDULED (SUCCESS, FAILURE or a state this
+   * client does not know), within an overall deadline measured on the monotonic clock. Each poll is itself bounded
+   * by the request deadlines, so the wait can overrun the deadline by at most one request.
+   */
+  async waitForSourceConnectionCheck(id: string, options: WaitForCheckOptions = {}): Promise<ConnectionCheck> {
+    checkIds([['source_id', id]]);
+    const timeoutMs = nonNegative(options.timeoutMs, 120_000, 'timeoutMs');
+    const intervalMs = nonNegative(options.intervalMs, 2_000, 'intervalMs');
+    const deadline = performance.now() + timeoutMs;
+    // Quick checks answer quickly: the pause starts short and doubles up to the interval.
+    let pause = Math.min(250, intervalMs);
+    for (;;) {
+      const check = await this.getSourceConnectionCheck(id);
+      options.onPoll?.(check);
+      const ours = options.checkId === undefined || check.id === options.checkId;
+      if (ours && check.status !== 'SCHEDULED') return check;
+      const left = deadline - performance.now();
+      if (left <= 0) {
+        throw new SyncauthError('SERVICE_CHECK_PENDING', `the connection check of source connector ${id} had not finished after ${Math.round(timeoutMs / 1000)} s`, {
+          exitCode: ExitCode.error,
+          hint: `the service may be busy; see the result later with \`syncauth source check ${id}\``,
+        });
+      }
+      await this.#sleep(Math.min(pause, left));
+      pause = Math.min(pause * 2, intervalMs);
+    }
+  }
+
+  /** Starts a connection check and waits for its result (see waitForSourceConnectionCheck). */
+  async runSourceConnectionCheck(id: string, options: Omit<WaitForCheckOptions, 'checkId'> = {}): Promise<ConnectionCheck> {
+    const started = await this.checkSourceConnection(id);
+    options.onPoll?.(started);
+    if (started.status !== 'SCHEDULED') return started;
+    return this.waitForSourceConnectionCheck(id, { ...options, checkId: started.id });
+  }
+
   // ---- workflows ----
 
   async createWorkflow(request: WorkflowCreate): Promise<WorkflowInformation> {
@@ -278,6 +399,141 @@ export class ServiceClient {
       body: update,
     });
     return this.#parse(op, await this.#send(op), WorkflowInformationSchema);
+  }
+
+  /**
+   * Starts a job for the workflow now. A service that already runs one answers with a `detail` instead of a
+   * job; that is a SERVICE_CONFLICT here, naming the job list to look at.
+   */
+  async runWorkflow(id: string): Promise<JobInformation> {
+    checkIds([['workflow_id', id]]);
+    // The document's body is an optional multipart form for local files; a remote source takes none.
+    const op = this.#operation('POST', '/api/v1/workflows/{workflow_id}/run', `/api/v1/workflows/${id}/run`, {
+      action: `run workflow ${id}`,
+      resource: { kind: 'workflow', id },
+    });
+    const sentAt = Date.now();
+    const answer = await this.#create(op, z.union([JobInformationSchema, RunRefusedSchema]), {
+      what: `a job of workflow ${id}`,
+      listCommand: `syncauth jobs list --workflow ${id}`,
+      // A job running now is either the one this run started or one that would have refused it.
+      lookup: async () => (await this.listJobs({ workflowId: id })).find((job) =>
+        RUNNING_JOB_STATES.includes(job.status) || Date.parse(job.created_at) >= sentAt - CLOCK_SKEW_MS),
+    });
+    if ('workflow_id' in answer) return answer as JobInformation;
+    throw new ServiceError('SERVICE_CONFLICT', `the service started no new job for workflow ${id}: ${redact(answer.detail as string, [this.#apiKey])}`, {
+      status: 200,
+      method: 'POST',
+      path: op.context.path,
+      detail: answer.detail as string,
+      hint: `a job of this workflow is probably still running; see \`syncauth jobs list --workflow ${id}\``,
+    });
+  }
+
+  // ---- jobs ----
+
+  async listJobs(filter: ListJobsFilter = {}): Promise<JobInformation[]> {
+    const query: Record<string, string> = {};
+    if (filter.workflowId !== undefined) {
+      checkIds([['workflow_id', filter.workflowId]]);
+      query.workflow_id = filter.workflowId;
+    }
+    if (filter.status !== undefined) {
+      if (filter.status.trim() === '') throw new ValidationError([{ field: 'status', message: 'must not be empty' }]);
+      query.status = filter.status;
+    }
+    const op = this.#operation('GET', '/api/v1/jobs/', '/api/v1/jobs/', { action: 'list jobs', query });
+    return this.#parse(op, await this.#send(op), JobListSchema);
+  }
+
+  async getJob(id: string): Promise<JobInformation> {
+    checkIds([['job_id', id]]);
+    const op = this.#operation('GET', '/api/v1/jobs/{job_id}', `/api/v1/jobs/${id}`, {
+      action: `get job ${id}`,
+      resource: { kind: 'job', id },
+    });
+    return this.#parse(op, await this.#send(op), JobInformationSchema);
+  }
+
+  /** Asks the service to stop the job; what it answers (any JSON) is returned as is. */
+  async cancelJob(id: string): Promise<unknown> {
+    checkIds([['job_id', id]]);
+    const op = this.#operation('POST', '/api/v1/jobs/{job_id}/cancel', `/api/v1/jobs/${id}/cancel`, {
+      action: `cancel job ${id}`,
+      resource: { kind: 'job', id },
+    });
+    return this.#create(op, z.unknown(), {
+      what: `the cancellation of job ${id}`,
+      listCommand: `syncauth jobs show ${id}`,
+      // A job that no longer runs needs no second request; one that still runs may be asked again.
+      lookup: async () => {
+        const job = await this.getJob(id);
+        return RUNNING_JOB_STATES.includes(job.status) ? undefined : job;
+      },
+    });
+  }
+
+  // ---- destination connectors ----
+
+  async createDestination(request: CreateDestinationRequest): Promise<DestinationConnectorInformation> {
+    const issues: FieldIssue[] = [];
+    if (typeof request.name !== 'string' || request.name.trim() === '') issues.push({ field: 'name', message: 'must not be empty' });
+    const type = DestinationTypeSchema.safeParse(request.type);
+    if (!type.success) issues.push(...zodIssues(type.error, 'type'));
+    if (!isPlainObject(request.config)) issues.push({ field: 'config', message: 'must be a JSON object' });
+    if (issues.length > 0) throw new ValidationError(issues);
+    const { name, config } = request;
+    const op = this.#operation('POST', '/api/v1/destinations/', '/api/v1/destinations/', {
+      action: `create the ${request.type} destination connector "${name}"`,
+      secrets: secretValues(config),
+      body: { name, type: request.type, config },
+    });
+    return this.#create(op, DestinationConnectorInformationSchema, {
+      what: `the ${request.type} destination connector "${name}"`,
+      listCommand: 'syncauth destination list',
+      lookup: async () => newest((await this.listDestinations({ destinationType: request.type }))
+        .filter((d) => d.name === name && d.type === request.type)),
+    });
+  }
+
+  async getDestination(id: string): Promise<DestinationConnectorInformation> {
+    checkIds([['destination_id', id]]);
+    const op = this.#operation('GET', '/api/v1/destinations/{destination_id}', `/api/v1/destinations/${id}`, {
+      action: `get destination connector ${id}`,
+      resource: { kind: 'destination', id },
+    });
+    return this.#parse(op, await this.#send(op), DestinationConnectorInformationSchema);
+  }
+
+  async listDestinations(filter: { destinationType?: string } = {}): Promise<DestinationConnectorInformation[]> {
+    const query: Record<string, string> = {};
+    if (filter.destinationType !== undefined) {
+      const type = DestinationTypeSchema.safeParse(filter.destinationType);
+      if (!type.success) throw new ValidationError(zodIssues(type.error, 'destination_type'));
+      query.destination_type = type.data;
+    }
+    const op = this.#operation('GET', '/api/v1/destinations/', '/api/v1/destinations/', {
+      action: 'list destination connectors',
+      query,
+    });
+    return this.#parse(op, await this.#send(op), DestinationListSchema);
+  }
+
+  async deleteDestination(id: string): Promise<void> {
+    checkIds([['destination_id', id]]);
+    const op = this.#operation('DELETE', '/api/v1/destinations/{destination_id}', `/api/v1/destinations/${id}`, {
+      action: `delete destination connector ${id}`,
+      resource: { kind: 'destination', id },
+    });
+    let mayHaveDeleted = false;
+    try {
+      await this.#send(op, (failure) => {
+        if (outcomeUnknown(failure)) mayHaveDeleted = true;
+      });
+    } catch (err) {
+      if (mayHaveDeleted && err instanceof ServiceError && err.code === 'SERVICE_NOT_FOUND' && !err.unsupported) return;
+      throw err;
+    }
   }
 
   /** Closes the connection pool this client opened; a dispatcher passed in stays open for its owner. */

@@ -27,3 +27,20 @@ export type Schedule = keyof typeof SCHEDULE_CRON;
 export const SCHEDULES = Object.keys(SCHEDULE_CRON) as Schedule[];
 
 export const WORKFLOW_STATES = ['active', 'inactive'] as const;
+
+/** The destination connector types of the public document. */
+export const DESTINATION_TYPES = [
+  'astradb', 'azure_ai_search', 'couchbase', 'databricks_volumes', 'databricks_volume_delta_tables', 'delta_table',
+  'elasticsearch', 'gcs', 'kafka-cloud', 'milvus', 'mongodb', 'motherduck', 'neo4j', 'onedrive', 'pinecone',
+  'postgres', 'redis', 'qdrant-cloud', 's3', 'snowflake', 'weaviate-cloud', 'ibm_watsonx_s3',
+] as const;
+export type DestinationType = (typeof DESTINATION_TYPES)[number];
+
+/** States of a job (upper case on the wire); the first two are still running. */
+export const JOB_STATES = ['SCHEDULED', 'IN_PROGRESS', 'COMPLETED', 'STOPPED', 'FAILED'] as const;
+export type JobState = (typeof JOB_STATES)[number];
+export const RUNNING_JOB_STATES: readonly string[] = ['SCHEDULED', 'IN_PROGRESS'];
+
+/** States of a connection check: SCHEDULED until the service has tried the connector. */
+export const CONNECTION_CHECK_STATES = ['SCHEDULED', 'SUCCESS', 'FAILURE'] as const;
+export type ConnectionCheckState = (typeof CONNECTION_CHECK_STATES)[number];

@@ -105,6 +105,15 @@ export function renderIssues(issues: readonly FieldIssue[]): string {
   return issues.map((i) => `\n  - ${line(i)}`).join('');
 }
 
+export type ResourceKind = 'source' | 'workflow' | 'destination' | 'job';
+
+const RESOURCE_NAMES: Record<ResourceKind, string> = {
+  source: 'source connector',
+  workflow: 'workflow',
+  destination: 'destination connector',
+  job: 'job',
+};
+
 /** What a request was for, so that a failure can be told in the user's terms. */
 export interface RequestContext {
   method: string;
@@ -114,7 +123,7 @@ export interface RequestContext {
   path: string;
   /** What the user asked for, completing "could not …", e.g. `update workflow 3fa8…`. */
   action: string;
-  resource?: { kind: 'source' | 'workflow'; id: string };
+  resource?: { kind: ResourceKind; id: string };
   /** Set when creating a source connector, whose refusals name the type. */
   creatingSourceType?: string;
   /** Set when the request carries a connector config (create or update); `''` when its type is unknown. */
@@ -175,7 +184,7 @@ export function errorFromResponse(res: ResponseFacts, ctx: RequestContext): Serv
       );
     }
     if (ctx.resource) {
-      const what = ctx.resource.kind === 'source' ? 'source connector' : 'workflow';
+      const what = RESOURCE_NAMES[ctx.resource.kind];
       return new ServiceError('SERVICE_NOT_FOUND', `${what} ${ctx.resource.id} not found in this workspace`, withDetail({
         hint: `check the id, and that SYNCAUTH_API_KEY belongs to the workspace that has this ${what}`,
       }));

@@ -1,7 +1,9 @@
 // The service module as a library: the client, its error type, the resource models and the per-type
 // source connector configs.
 export { ServiceClient } from './client.js';
-export type { CreateSourceRequest, ListWorkflowsFilter, ServiceClientOptions } from './client.js';
+export type {
+  CreateDestinationRequest, CreateSourceRequest, ListJobsFilter, ListWorkflowsFilter, ServiceClientOptions, WaitForCheckOptions,
+} from './client.js';
 export { SERVICE_ERROR_CODES, ServiceError, isServiceError } from './errors.js';
 export type { ServiceErrorCode } from './errors.js';
 export * from './models.js';

@@ -2,12 +2,16 @@
 // strict: a field the service does not know is refused before sending. Response schemas insist on the
 // required fields and tolerate added ones, so a newer service version does not break the client.
 import { z } from 'zod';
-import { SCHEDULES, SOURCE_TYPES, WORKFLOW_TYPES, type Schedule } from './constants.js';
+import { DESTINATION_TYPES, SCHEDULES, SOURCE_TYPES, WORKFLOW_TYPES, type Schedule } from './constants.js';
 
 export * from './constants.js';
 
 export const SourceTypeSchema = z.enum(SOURCE_TYPES, {
   error: () => `must be one of the 21 source types: ${SOURCE_TYPES.join(', ')}`,
+});
+
+export const DestinationTypeSchema = z.enum(DESTINATION_TYPES, {
+  error: () => `must be one of the destination types: ${DESTINATION_TYPES.join(', ')}`,
 });
 
 export const Uuid = z.uuid({ error: 'must be a UUID, like 3fa85f64-5717-4562-b3fc-2c963f66afa6' });
@@ -78,3 +82,39 @@ export const WorkflowInformationSchema = z.looseObject({
   reprocess_all: z.boolean().nullish(),
 });
 export type WorkflowInformation = z.infer<typeof WorkflowInformationSchema>;
+
+export const DestinationConnectorInformationSchema = z.looseObject({
+  id: z.string(),
+  name: z.string(),
+  type: z.string(),
+  config: z.record(z.string(), z.unknown()),
+  created_at: DateTime,
+  updated_at: DateTime.nullish(),
+});
+export type DestinationConnectorInformation = z.infer<typeof DestinationConnectorInformationSchema>;
+
+// Status fields are plain strings here: a state a newer service adds must not make its answers unreadable.
+// Callers compare against the values in constants.ts.
+
+/** DagNodeConnectionCheck: the result of a connector's connection check. */
+export const ConnectionCheckSchema = z.looseObject({
+  id: z.string(),
+  status: z.string(),
+  reason: z.string().nullish(),
+  created_at: DateTime,
+  reported_at: DateTime.nullish(),
+});
+export type ConnectionCheck = z.infer<typeof ConnectionCheckSchema>;
+
+export const JobInformationSchema = z.looseObject({
+  id: z.string(),
+  workflow_id: z.string(),
+  workflow_name: z.string(),
+  status: z.string(),
+  created_at: DateTime,
+  runtime: z.string().nullish(),
+  input_file_ids: z.array(z.string()).nullish(),
+  output_node_files: z.array(z.looseObject({ node_id: z.string(), file_id: z.string() })).nullish(),
+  job_type: z.string().nullish(),
+});
+export type JobInformation = z.infer<typeof JobInformationSchema>;

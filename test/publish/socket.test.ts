@@ -210,7 +210,7 @@ describe('the token socket', () => {
     const missingDir = refusal(
       await startTokenSocket(path.join(dir, 'no', 'such', 'dir.sock'), sourceOf({}), { log: captureLog().logger }).catch((e: unknown) => e),
     );
-    expect(missingDir.message).toContain('--socket: cannot listen on');
+    expect(missingDir.message).toContain(`--socket: cannot create a socket at ${path.join(dir, 'no', 'such', 'dir.sock')}: its directory does not exist`);
   });
 
   it('close() stops serving and removes the socket file', async () => {

@@ -240,9 +240,13 @@ async function checkTokenFiles(context: CommandContext, template: string, names:
   const field = label(context, 'tokenFile');
   checkTokenFileTemplate(template, names.length, field);
   for (const name of names) {
-    const dir = path.dirname(tokenFileFor(template, name));
+    const file = tokenFileFor(template, name);
+    const dir = path.dirname(file);
     const info = await stat(dir).catch(() => undefined);
     if (!info?.isDirectory()) throw new ValidationError([{ field, message: `the directory ${dir} does not exist` }]);
+    if ((await stat(file).catch(() => undefined))?.isDirectory()) {
+      throw new ValidationError([{ field, message: `${file} is a directory, but the token file must be a file (e.g. ${path.join(file, 'token')})` }]);
+    }
   }
 }
 

@@ -3,7 +3,7 @@ import { ValidationError, type FieldIssue } from '../../errors.js';
 import { DEFAULT_APP, connectionSettings, startEmulator, type FaultRoute, type FaultRule } from '../../emulator/index.js';
 import type { CommandContext } from '../context.js';
 
-const FAULT_ROUTES: FaultRoute[] = ['authorize', 'token', 'revoke', 'account', 'list_folder', 'sources', 'workflows', '*'];
+const FAULT_ROUTES: FaultRoute[] = ['authorize', 'token', 'revoke', 'account', 'list_folder', 'sources', 'workflows', 'destinations', 'jobs', '*'];
 
 /** Parses `ROUTE:STATUS[:RATE[:RETRY_AFTER]]`, e.g. `token:503:0.5` or `sources:429:1:2`. */
 export function parseFaultRule(text: string, issues: FieldIssue[]): FaultRule | undefined {

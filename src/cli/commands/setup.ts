@@ -13,6 +13,8 @@ import { SCHEDULE_CRON, Uuid, type Schedule } from '../../service/models.js';
 import { dropboxApiPath, dropboxRemoteUrlProblem } from '../../service/source-configs.js';
 import { defaultConnectorName, reconcileConnector, type ReconcileResult } from '../../sync/reconcile.js';
 import { ServiceClient } from '../../service/client.js';
+import type { ConnectionCheck } from '../../service/models.js';
+import { checkFailure, runConnectionCheck, type CheckOutcome } from './source.js';
 import { authorizeInteractively, dropboxCredentialIssues } from '../authorization.js';
 import type { CommandContext } from '../context.js';
 import { InterruptedError, interruptSignal, writeSection } from '../interrupt.js';
@@ -21,6 +23,8 @@ import { askSecret, askText, isInteractive } from '../prompt.js';
 import { openSession, readSecrets, type ProfileSession } from '../session.js';
 
 export interface SetupOptions {
+  /** `--no-check` sets this false: skip the service's connection check of the connector. */
+  check?: boolean;
   browser?: boolean;
   open?: boolean;
   yes?: boolean;
@@ -197,8 +201,12 @@ export async function setup(context: CommandContext, options: SetupOptions): Pro
   for (const note of notes) io.stderr.write(`! ${note}\n`);
 
   const { result } = await commit(session, gathered, tokens);
+  const check = options.check === false ? undefined : await connectionCheck(gathered, session, result.connector.id, context);
+  const nextCommand = result.workflow ? `syncauth workflow run ${result.workflow.id}` : `syncauth status --profile ${session.name}`;
   if (context.json) {
     printJson(io, {
+      check: check ? { id: check.check.id, status: check.check.status, reason: check.check.reason ?? null } : null,
+      next: nextCommand,
       profile: session.name,
       store: session.secrets.kind,
       connector: { id: result.connector.id, name: result.connector.name, action: result.action },
@@ -206,6 +214,7 @@ export async function setup(context: CommandContext, options: SetupOptions): Pro
       accessTokenExpiresAt: new Date(tokens.expiresAt).toISOString(),
       notes,
     });
+    if (check && !check.ok) throw setupCheckFailure(session, result.connector.id, check.check);
     return;
   }
   const lines = [
@@ -217,8 +226,44 @@ export async function setup(context: CommandContext, options: SetupOptions): Pro
     const schedule = gathered.schedule ? `, schedule ${gathered.schedule} (${SCHEDULE_CRON[gathered.schedule]})` : cron ? `, schedule ${cron}` : '';
     lines.push(`✓ workflow ${result.workflow.name} (${result.workflow.id}) reads from it${schedule}`);
   }
-  lines.push('', `Next: keep the token fresh with \`syncauth daemon --profile ${session.name}\`; check it with \`syncauth status\`.`);
+  if (check?.ok) lines.push(`✓ the service's connection check of the connector passed`);
+  if (check && !check.ok) {
+    lines.push(`✗ the service's connection check of the connector failed: ${check.check.reason ?? check.check.status}`);
+    io.stdout.write(`${lines.join('\n')}\n`);
+    throw setupCheckFailure(session, result.connector.id, check.check);
+  }
+  lines.push(
+    '',
+    `Next: ${result.workflow ? `run the workflow now with \`${nextCommand}\`` : `check the profile with \`${nextCommand}\``}; keep the token fresh with \`syncauth daemon --profile ${session.name}\`.`,
+  );
   io.stdout.write(`${lines.join('\n')}\n`);
+}
+
+/**
+ * The service's connection check of the connector setup made: proof it can read the folder with the stored
+ * grant. Ctrl-C abandons the wait; what setup made stays, complete.
+ */
+async function connectionCheck(gathered: Gathered, session: ProfileSession, connectorId: string, context: CommandContext): Promise<CheckOutcome> {
+  const client = new ServiceClient({ baseUrl: gathered.baseUrl, apiKey: gathered.apiKey, apiKeyHeader: session.values.apiKeyHeader });
+  const cancel = () => client.cancel();
+  interruptSignal.addEventListener('abort', cancel, { once: true });
+  if (interruptSignal.aborted) cancel();
+  try {
+    return await runConnectionCheck(client, connectorId, context.io);
+  } finally {
+    interruptSignal.removeEventListener('abort', cancel);
+    await client.close();
+  }
+}
+
+/** A failed check after a complete setup: say what was kept and how to try again once the cause is fixed. */
+function setupCheckFailure(session: ProfileSession, connectorId: string, check: ConnectionCheck): SyncauthError {
+  const failure = checkFailure(connectorId, check);
+  return new SyncauthError(failure.code, failure.message, {
+    exitCode: ExitCode.error,
+    hint: `setup kept the profile "${session.name}" and the connector; fix the cause (the folder, the app's permissions or the grant), ` +
+      `then run \`syncauth source check ${connectorId}\``,
+  });
 }
 
 async function commit(session: ProfileSession, gathered: Gathered, tokens: TokenSet): Promise<{ result: ReconcileResult }> {

@@ -1,11 +1,12 @@
 // `syncauth source …`: connectors of any of the 21 types. Everything is validated before a request is made.
 import { createInterface } from 'node:readline/promises';
 import { SyncauthError, ValidationError, ExitCode } from '../../errors.js';
-import { SOURCE_TYPES, type SourceConnectorInformation } from '../../service/models.js';
+import type { ServiceClient } from '../../service/client.js';
+import { SOURCE_TYPES, type ConnectionCheck, type SourceConnectorInformation } from '../../service/models.js';
 import { maskSourceConfig, validateSourceConfig } from '../../service/source-configs.js';
 import type { CommandContext } from '../context.js';
 import { readJsonObject, requireUuid } from '../input.js';
-import { printJson, printRecord, printTable } from '../output.js';
+import { printJson, printRecord, printTable, type Io } from '../output.js';
 import { withServiceClient } from '../service.js';
 
 function masked(source: SourceConnectorInformation): SourceConnectorInformation {
@@ -100,3 +101,45 @@ export async function deleteSource(context: CommandContext, id: string, options:
   await withServiceClient(context, (client) => client.deleteSource(id));
   context.io.stderr.write(`deleted source connector ${id}\n`);
 }
+
+/** Seconds a connection check may take before the command gives up waiting (the check itself goes on). */
+const CHECK_TIMEOUT_SECONDS = 120;
+
+export interface CheckOutcome {
+  check: ConnectionCheck;
+  ok: boolean;
+}
+
+/**
+ * Runs the service's connection check of a connector and waits for its result, saying on stderr what it waits
+ * for. Shared with `setup`, which runs it after creating the connector.
+ */
+export async function runConnectionCheck(client: ServiceClient, id: string, io: Io, options: { timeoutMs?: number; intervalMs?: number } = {}): Promise<CheckOutcome> {
+  io.stderr.write(`checking that the service can use source connector ${id}…\n`);
+  const check = await client.runSourceConnectionCheck(id, {
+    timeoutMs: options.timeoutMs ?? CHECK_TIMEOUT_SECONDS * 1000,
+    ...(options.intervalMs === undefined ? {} : { intervalMs: options.intervalMs }),
+  });
+  return { check, ok: check.status === 'SUCCESS' };
+}
+
+/** The failure of a check as an error that says what to do next. */
+export function checkFailure(id: string, check: ConnectionCheck, fixHint?: string): SyncauthError {
+  const reason = check.reason?.trim() || `the check ended ${check.status} without a reason`;
+  const token = /token|invalid_grant|invalid_client/i.test(reason);
+  const hint = fixHint ??
+    (token
+      ? `renew the connector's credentials (\`syncauth refresh\`, or \`syncauth setup\` to authorize again), then run \`syncauth source check ${id}\``
+      : `fix the connector's config with \`syncauth source update ${id} --config FILE\`, then run \`syncauth source check ${id}\``);
+  return new SyncauthError('SYNCAUTH_CHECK_FAILED', `the service could not use source connector ${id}: ${reason}`, { exitCode: ExitCode.error, hint });
+}
+
+export async function checkSource(context: CommandContext, id: string): Promise<void> {
+  requireUuid(id);
+  const outcome = await withServiceClient(context, (client) => runConnectionCheck(client, id, context.io));
+  const { check } = outcome;
+  if (context.json) printJson(context.io, { id: check.id, status: check.status, reason: check.reason ?? null, created_at: check.created_at, reported_at: check.reported_at ?? null });
+  else if (outcome.ok) context.io.stdout.write(`✓ connection check passed for source connector ${id} (check ${check.id}${check.reported_at ? `, ${check.reported_at}` : ''})\n`);
+  if (!outcome.ok) throw checkFailure(id, check);
+}
+

@@ -119,3 +119,15 @@ export async function updateWorkflow(context: CommandContext, id: string, option
   if (!context.json) context.io.stderr.write(`updated workflow ${updated.name} (${updated.id}): ${Object.keys(body).join(', ')}\n`);
   show(context, updated);
 }
+
+export async function runWorkflow(context: CommandContext, id: string): Promise<void> {
+  requireUuid(id);
+  const job = await withServiceClient(context, (client) => client.runWorkflow(id));
+  if (context.json) {
+    printJson(context.io, job);
+    return;
+  }
+  context.io.stderr.write(`started job ${job.id} of workflow ${job.workflow_name} (${job.workflow_id})\n`);
+  printRecord(context.io, { id: job.id, workflow_id: job.workflow_id, workflow_name: job.workflow_name, status: job.status, created_at: job.created_at });
+  context.io.stderr.write(`follow it with \`syncauth jobs show ${job.id}\`\n`);
+}
