@@ -2,6 +2,7 @@
 // deadline, and failures before a complete answer turned into OAuthError. Status handling is the caller's.
 import { request } from 'undici';
 import type { Dispatcher } from 'undici';
+import { proxyDispatcher } from '../net/proxy.js';
 import { ValidationError } from '../errors.js';
 import { OAuthError } from './errors.js';
 
@@ -49,7 +50,8 @@ export async function post(call: HttpCall): Promise<HttpAnswer> {
       method: 'POST',
       headers: call.headers,
       body: call.body,
-      dispatcher: call.dispatcher,
+      // Without one of the caller's, the proxy the environment names (HTTPS_PROXY, NO_PROXY), else undici's global.
+      dispatcher: call.dispatcher ?? proxyDispatcher(call.url),
       signal: controller.signal,
     });
     const text = await response.body.text();

@@ -3,6 +3,7 @@
 import { createRequire } from 'node:module';
 import type { IncomingHttpHeaders } from 'node:http';
 import { Pool } from 'undici';
+import { proxyDispatcher } from '../net/proxy.js';
 import type { Dispatcher } from 'undici';
 import { ValidationError } from '../errors.js';
 import type { FieldIssue } from '../errors.js';
@@ -114,9 +115,12 @@ export class Transport {
   constructor(options: TransportOptions) {
     this.endpoint = options.endpoint;
     this.#timeouts = options.timeouts;
-    this.#ownsDispatcher = options.dispatcher === undefined;
+    // A proxy from the environment is shared by the process; only a pool made here is this transport's to close.
+    const proxy = options.dispatcher === undefined ? proxyDispatcher(options.endpoint.origin) : undefined;
+    this.#ownsDispatcher = options.dispatcher === undefined && proxy === undefined;
     this.#dispatcher =
       options.dispatcher ??
+      proxy ??
       new Pool(options.endpoint.origin, {
         connect: { timeout: options.timeouts.connectMs },
         headersTimeout: options.timeouts.headersMs,
