@@ -98,7 +98,7 @@ try {
   // status reads one saved profile: make it with one setup, then time status alone.
   const setupEnv = {
     SYNCAUTH_BASE_URL: emulator.url, SYNCAUTH_API_KEY: DEFAULT_EMULATOR_API_KEY, SYNCAUTH_STORE: 'file',
-    SYNCAUTH_STORE_KEY: 'bench-store-key', SYNCAUTH_APP_KEY: DEFAULT_APP.appKey, SYNCAUTH_APP_SECRET: DEFAULT_APP.appSecret,
+    SYNCAUTH_STORE_KEY: 'bench-store-key-of-enough-length', SYNCAUTH_APP_KEY: DEFAULT_APP.appKey, SYNCAUTH_APP_SECRET: DEFAULT_APP.appSecret,
     SYNCAUTH_AUTHORIZE_URL: emulator.authorizeUrl, SYNCAUTH_TOKEN_URL: emulator.tokenUrl, SYNCAUTH_DROPBOX_API_URL: emulator.apiUrl,
     SYNCAUTH_REMOTE_URL: 'dropbox://data',
   };

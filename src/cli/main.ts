@@ -275,6 +275,49 @@ Examples:
     .addHelpText('after', '\nExample:\n  syncauth destination delete 6ec0bd7f-11c0-43da-975e-2a8ad9ebae0b --yes')
     .action(lazy(loadDestination, 'deleteDestination'));
 
+  const loadProfile = () => import('./commands/profile.js');
+  const profile = program.command('profile').description("change a profile without a new authorization: its settings, one of its secrets, the file store's key");
+  jsonOption(addSettingOptions(profile.command('set'), ['profile', 'configDir', 'store']))
+    .description("change a profile's settings in its state; checked with the service first, applied by `refresh` or a daemon reload")
+    .option('--workflow-id <uuid>', 'wire this workflow (it must exist for the profile\'s API key)')
+    .option('--no-workflow', 'stop wiring a workflow (the workflow on the service is left as it is)')
+    .option('--schedule <schedule>', `${scheduleHelp}; needs a workflow`)
+    .option('--clear-schedule', 'stop setting a schedule (the one on the service is left as it is)')
+    .option('--connector-name <name>', 'name of the source connector (a new one is made under it at the next refresh)')
+    .option('--remote-url <url>', 'dropbox://<subfolder> to read (the folder must exist)')
+    .option('--recursive', 'read subfolders too')
+    .option('--no-recursive', 'do not read subfolders')
+    .addHelpText('after', `
+Only the flags given change. \`syncauth refresh\` applies the change to the connector and workflow now; a
+running daemon takes it up when reloaded (SIGHUP) and applies it at its next renewal.
+
+Examples:
+  syncauth profile set --profile docs --workflow-id 3fa85f64-5717-4562-b3fc-2c963f66afa6 --schedule "every 4 hours"
+  syncauth profile set --profile docs --no-workflow`)
+    .action(lazy(loadProfile, 'profileSet'));
+  addSettingOptions(profile.command('rotate'), ['profile', 'configDir', 'store'])
+    .description('replace the service API key or the Dropbox app secret of a profile, after checking the new one')
+    .addArgument(program.createArgument('<secret>', 'which secret').choices(['api-key', 'app-secret']))
+    .addHelpText('after', `
+The new value is asked with hidden input on a terminal, or read as one line from stdin; never from a flag.
+An API key is checked with one read from the service, an app secret with one token renewal at Dropbox; a value
+they refuse is not stored.
+
+Examples:
+  syncauth profile rotate api-key --profile docs
+  printf '%s\\n' "$NEW_API_KEY" | syncauth profile rotate api-key --profile docs`)
+    .action(lazy(loadProfile, 'profileRotate'));
+  addSettingOptions(profile.command('rekey'), ['configDir', 'store'])
+    .description('re-encrypt the encrypted file store (SYNCAUTH_STORE=file) under a new key')
+    .addHelpText('after', `
+The current key comes from SYNCAUTH_STORE_KEY; the new one (at least 16 characters) is asked twice with hidden
+input on a terminal, or read as one line from stdin. The file is replaced in one step: a crash leaves it
+readable with the old key or with the new one. Afterwards set SYNCAUTH_STORE_KEY to the new key everywhere.
+
+Example:
+  NEW_KEY=$(openssl rand -base64 32); printf '%s\\n' "$NEW_KEY" | syncauth profile rekey   # then put $NEW_KEY where the old key was`)
+    .action(lazy(loadProfile, 'profileRekey'));
+
   program.command('demo')
     .description('run the main job end to end on the built-in emulator: no accounts, no network')
     .option('--browser', "approve in your own browser instead of automatically")

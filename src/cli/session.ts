@@ -4,6 +4,7 @@
 import {
   ENDPOINT_OVERRIDE_ENV, ENDPOINT_SETTINGS, resolveSettings, SETTINGS, type ResolvedSettings, type SettingName, type Settings,
 } from '../config.js';
+import { warn } from './output.js';
 import { openSecretStore, type ProfileSecrets, type SecretStore } from '../credentials/index.js';
 import { ExitCode, SyncauthError } from '../errors.js';
 import { openProfileStore, type ProfileState, type ProfileStore } from '../profile/index.js';
@@ -35,7 +36,7 @@ export async function openSession(context: CommandContext, name = context.settin
   for (const key of STATE_SETTINGS) if (state?.[key] !== undefined) profile[key] = state[key];
   const settings = resolveSettings({ ...context.inputs, flags: { ...context.inputs.flags, profile: name }, profile });
   checkRecordedEndpoints(context, name, state, settings);
-  const secrets = openSecretStore({ kind: store, configDir, env: context.inputs.env, ...(storeKey ? { storeKey } : {}) });
+  const secrets = openSecretStore({ kind: store, configDir, env: context.inputs.env, ...(storeKey ? { storeKey } : {}), onWarning: (message) => warn(context.io, message) });
   return { name, settings, values: settings.values, profiles, secrets, state, io: context.io };
 }
 

@@ -7,9 +7,15 @@
 // as it is and written back as version 2 on the next change. The number went up, although the envelope kept
 // its shape, so that an older syncauth meeting a file with a cached token says to upgrade instead of calling
 // the file corrupt and suggesting to delete it.
+//
+// Keys: a new store refuses a key shorter than MIN_STORE_KEY_LENGTH characters. A store written before that
+// rule keeps opening with its short key (refusing it would lock its owner out of their own secrets), with a
+// warning that names `syncauth profile rekey`, which re-encrypts the whole file under a new key and salt. The
+// format does not change for either: the key never enters the file.
 import { createCipheriv, createDecipheriv, randomBytes, scrypt } from 'node:crypto';
 import path from 'node:path';
 import { z } from 'zod';
+import { SyncauthError, ValidationError } from '../errors.js';
 import { ensurePrivateDir, readTextIfExists, writePrivateFile } from '../profile/files.js';
 import { withFileLock } from '../profile/lock.js';
 import { PROFILE_NAME_PATTERN, assertProfileName } from '../profile/name.js';
@@ -18,6 +24,8 @@ import { STORED_NAMES, planMerge } from './types.js';
 import type { StoredSecrets, SecretStore } from './types.js';
 
 export const SECRET_FILE_NAME = 'secrets.enc';
+/** The shortest key a new store (or a re-key) accepts, in characters, after trimming. */
+export const MIN_STORE_KEY_LENGTH = 16;
 const FORMAT = 'syncauth-secrets';
 const VERSION = 2;
 const READABLE_VERSIONS = [1, 2] as const;
@@ -64,9 +72,33 @@ export interface FileSecretStoreOptions {
   configDir: string;
   /** Reads the key at call time, so a key set after the store was opened is honoured. */
   storeKey: () => string | undefined;
+  /**
+   * Told, once per file and process, that a key shorter than MIN_STORE_KEY_LENGTH opened an existing store.
+   * Nothing is said without it.
+   */
+  onWeakKey?: (message: string) => void;
 }
 
-export function openFileSecretStore(options: FileSecretStoreOptions): SecretStore {
+/** The file store, with what only it can do besides the SecretStore operations. */
+export interface FileSecretStore extends SecretStore {
+  readonly kind: 'file';
+  /** `<configDir>/secrets.enc`. */
+  readonly file: string;
+  /**
+   * Re-encrypts every profile's secrets under `newKey`, with a fresh salt, as one atomic replacement of the
+   * file: a crash leaves the old file (old key) or the new one (new key), never a mixture. Opens the file with
+   * the current key first; refuses a new key shorter than MIN_STORE_KEY_LENGTH or equal to the current one.
+   * Returns the profiles re-encrypted.
+   */
+  rekey(newKey: string): Promise<string[]>;
+}
+
+// Said once per file in a process: every command opens the store several times.
+const weakKeyWarned = new Set<string>();
+
+const keyLength = (key: string): number => Array.from(key.trim()).length;
+
+export function openFileSecretStore(options: FileSecretStoreOptions): FileSecretStore {
   const file = path.join(options.configDir, SECRET_FILE_NAME);
   let cachedKey: { pass: string; kdf: string; key: Buffer } | undefined;
 
@@ -147,6 +179,14 @@ export function openFileSecretStore(options: FileSecretStoreOptions): SecretStor
     const parsed = PlaintextSchema.safeParse(data);
     // Neither zod's issues nor the data go into the message: the data are the secrets.
     if (!parsed.success) throw corrupt('its content is not a set of profile secrets');
+    if (keyLength(pass) < MIN_STORE_KEY_LENGTH && options.onWeakKey && !weakKeyWarned.has(file)) {
+      weakKeyWarned.add(file);
+      options.onWeakKey(
+        `SYNCAUTH_STORE_KEY is shorter than ${MIN_STORE_KEY_LENGTH} characters; ${file} still opens with it, but a ` +
+          'new store would refuse it. Run `syncauth profile rekey` to re-encrypt the store under a long random key ' +
+          '(e.g. the output of `openssl rand -base64 32`).',
+      );
+    }
     return parsed.data.profiles;
   }
 
@@ -174,20 +214,40 @@ export function openFileSecretStore(options: FileSecretStoreOptions): SecretStor
     return { profiles: await open(envelope, pass), kdf: envelope.kdf };
   }
 
+  const freshKdf = (): KdfParams => ({ name: 'scrypt', ...DEFAULT_KDF, salt: randomBytes(SALT_BYTES).toString('base64') });
+
+  function tooShort(field: string, what: string): ValidationError {
+    return new ValidationError([
+      {
+        field,
+        message:
+          `${what} is shorter than ${MIN_STORE_KEY_LENGTH} characters; use a long random value such as the output of ` +
+          '`openssl rand -base64 32`',
+      },
+    ]);
+  }
+
   async function modify(change: (profiles: Profiles) => boolean): Promise<void> {
     const pass = requireKey();
     await ensurePrivateDir(options.configDir);
+    await locked(async () => {
+      const loaded = await load(pass);
+      const profiles = loaded?.profiles ?? {};
+      if (!change(profiles)) return;
+      // Only here, where a new file is about to be made: an existing one opened with a short key keeps working.
+      if (!loaded && keyLength(pass) < MIN_STORE_KEY_LENGTH) {
+        throw tooShort('SYNCAUTH_STORE_KEY', `the key for the new store ${file}`);
+      }
+      // A new file gets a fresh salt; a rewrite keeps it (and so the cached key) and only draws a new IV.
+      await writePrivateFile(file, await seal(profiles, pass, loaded?.kdf ?? freshKdf()));
+    });
+  }
+
+  function locked<T>(work: () => Promise<T>): Promise<T> {
     const lockPath = `${file}.lock`;
-    await withFileLock(
+    return withFileLock(
       lockPath,
-      async () => {
-        const loaded = await load(pass);
-        const profiles = loaded?.profiles ?? {};
-        if (!change(profiles)) return;
-        // A new file gets a fresh salt; a rewrite keeps it (and so the cached key) and only draws a new IV.
-        const kdf = loaded?.kdf ?? { name: 'scrypt' as const, ...DEFAULT_KDF, salt: randomBytes(SALT_BYTES).toString('base64') };
-        await writePrivateFile(file, await seal(profiles, pass, kdf));
-      },
+      work,
       {
         waitMs: 15_000,
         staleMs: 10_000,
@@ -213,6 +273,7 @@ export function openFileSecretStore(options: FileSecretStoreOptions): SecretStor
   return {
     kind: 'file',
     writable: true,
+    file,
 
     async get(profile) {
       assertProfileName(profile);
@@ -246,6 +307,24 @@ export function openFileSecretStore(options: FileSecretStoreOptions): SecretStor
     async listProfiles() {
       const loaded = await load(requireKey());
       return Object.keys(loaded?.profiles ?? {}).sort();
+    },
+
+    async rekey(newKey) {
+      const pass = requireKey();
+      const next = newKey.trim();
+      if (keyLength(next) < MIN_STORE_KEY_LENGTH) throw tooShort('new store key', 'the new key');
+      if (next === pass) throw new ValidationError([{ field: 'new store key', message: 'is the key the store already has' }]);
+      return locked(async () => {
+        const loaded = await load(pass);
+        if (!loaded) {
+          throw new SyncauthError('SYNCAUTH_NO_STORE', `there is no encrypted store at ${file}: nothing to re-key`, {
+            hint: 'a store is made by `syncauth setup` with SYNCAUTH_STORE=file; check SYNCAUTH_CONFIG_DIR',
+          });
+        }
+        // A fresh salt too: nothing derived from the old key and salt is any use against the new file.
+        await writePrivateFile(file, await seal(loaded.profiles, next, freshKdf()));
+        return Object.keys(loaded.profiles).sort();
+      });
     },
   };
 }

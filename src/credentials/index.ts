@@ -11,7 +11,8 @@ export { SECRET_NAMES, SECRET_ENV } from './types.js';
 export type { SecretName, ProfileSecrets, SecretStore, SecretStoreKind, StoredSecrets } from './types.js';
 export { SecretStoreError, isSecretStoreError, isKeychainUnavailable, SECRET_STORE_ERROR_CODES } from './errors.js';
 export type { SecretStoreErrorCode } from './errors.js';
-export { SECRET_FILE_NAME } from './file.js';
+export { MIN_STORE_KEY_LENGTH, SECRET_FILE_NAME, openFileSecretStore } from './file.js';
+export type { FileSecretStore } from './file.js';
 export { KEYCHAIN_SERVICE, KEYCHAIN_INDEX_ACCOUNT, keychainAccount } from './keychain.js';
 
 export const DEFAULT_KEYCHAIN_TIMEOUT_MS = 3_000;
@@ -29,7 +30,16 @@ export interface OpenSecretStoreOptions {
   storeKey?: string;
   /** Limit on each keychain operation. Default 3 s. */
   timeoutMs?: number;
+  /**
+   * Where a store's warnings go (today: a file store opened with a key shorter than the minimum for a new
+   * one). Default: a `warning:` line on stderr, which is where a command's notes go and never a log's lines.
+   */
+  onWarning?: (message: string) => void;
 }
+
+const warnOnStderr = (message: string): void => {
+  process.stderr.write(`warning: ${message}\n`);
+};
 
 export function openSecretStore(options: OpenSecretStoreOptions): SecretStore {
   const env = () => options.env ?? process.env;
@@ -44,6 +54,7 @@ export function openSecretStore(options: OpenSecretStoreOptions): SecretStore {
       return openFileSecretStore({
         configDir: options.configDir,
         storeKey: () => options.storeKey ?? env().SYNCAUTH_STORE_KEY,
+        onWeakKey: options.onWarning ?? warnOnStderr,
       });
     case 'env':
       return openEnvSecretStore(env());

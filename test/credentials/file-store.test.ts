@@ -261,6 +261,34 @@ describe('encrypted file store', () => {
     await expectStoreError(open('   ').get('docs'), 'STORE_KEY_MISSING');
   });
 
+  test('a new store refuses a key shorter than 16 characters (exit 2, naming SYNCAUTH_STORE_KEY, not the key); 16 will do', async () => {
+    const shortKey = 'fifteen-chars-x';
+    const error = await open(shortKey).set('docs', { refresh_token: CANARY }).then(
+      () => {
+        throw new Error('expected the short key to be refused');
+      },
+      (caught: unknown) => caught,
+    );
+    expect(error).toBeInstanceOf(ValidationError);
+    const refused = error as ValidationError;
+    expect(refused.exitCode).toBe(ExitCode.usage);
+    expect(refused.issues).toEqual([
+      {
+        field: 'SYNCAUTH_STORE_KEY',
+        message: `the key for the new store ${secretsFile()} is shorter than 16 characters; use a long random value such as the output of \`openssl rand -base64 32\``,
+      },
+    ]);
+    for (const text of [refused.message, inspect(refused, { depth: 5 })]) expect(text).not.toContain(shortKey);
+    expectNoCanary(refused);
+    expect(existsSync(secretsFile())).toBe(false);
+    // Reading a store that does not exist yet writes nothing, so it is not refused.
+    expect(await open(shortKey).get('docs')).toEqual({});
+    // Counted after trimming, as the key is used.
+    await expect(open('  fifteen-chars-x  ').set('docs', { app_key: 'ak' })).rejects.toBeInstanceOf(ValidationError);
+    await open('sixteen-chars-xy').set('docs', { app_key: 'ak' });
+    expect(await open('sixteen-chars-xy').get('docs')).toEqual({ app_key: 'ak' });
+  });
+
   test('reads SYNCAUTH_STORE_KEY from the environment at call time; an explicit key wins', async () => {
     const env: NodeJS.ProcessEnv = {};
     const store = openSecretStore({ kind: 'file', configDir, env });

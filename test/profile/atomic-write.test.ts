@@ -60,7 +60,7 @@ describe('atomic writes', () => {
   });
 
   test('encrypted secret file: a failed write keeps the old secrets and leaves no temporary file', async () => {
-    const store = openSecretStore({ kind: 'file', configDir, storeKey: 'atomic test key' });
+    const store = openSecretStore({ kind: 'file', configDir, storeKey: 'atomic test key, long enough' });
     await store.set('docs', { refresh_token: 'rt-old' });
     const file = path.join(configDir, 'secrets.enc');
     const before = readFileSync(file, 'utf8');
