@@ -1,6 +1,8 @@
 // The first leg of the flow: the authorize URL the user opens, with a fresh CSRF state and PKCE pair, and
 // the checks on what the browser brings back.
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { request, type Dispatcher } from 'undici';
+import { proxyDispatcher } from '../net/proxy.js';
 import { ValidationError } from '../errors.js';
 import { OAuthError, REAUTHORIZE_HINT, scrub } from './errors.js';
 import { checkCredential, endpointUrl } from './http.js';
@@ -135,4 +137,51 @@ function authorizationError(rawError: string, rawDescription: string | undefined
         hint: REAUTHORIZE_HINT,
       });
   }
+}
+
+/** What Dropbox's authorize page says about a request before anyone signs in. */
+export type AuthorizePageVerdict =
+  | { kind: 'accepted' }
+  | { kind: 'unknown-app-key' }
+  | { kind: 'unregistered-redirect-uri' }
+  | { kind: 'unreachable'; reason: string };
+
+/** Enough of the page to find the developer details; Dropbox's error page is a few kilobytes. */
+const PAGE_LIMIT_BYTES = 512 * 1024;
+
+/**
+ * Asks the authorize page about `url` the way a browser that is not signed in would, without following a
+ * redirect. Dropbox answers an unknown `client_id` or an unregistered `redirect_uri` at once with its "Error
+ * (400)" page, whose developer details read `Invalid client_id: "…"` or `Invalid redirect_uri. …`
+ * (dropbox-oauth.md §1.3); those two are recognised and anything else counts as accepted, so a page that
+ * changed never stops anyone. A host that does not answer within `timeoutMs` is `unreachable`.
+ */
+export async function probeAuthorizePage(url: string, opts: { timeoutMs?: number; signal?: AbortSignal; dispatcher?: Dispatcher } = {}): Promise<AuthorizePageVerdict> {
+  const target = new URL(url);
+  const deadline = AbortSignal.timeout(opts.timeoutMs ?? 5_000);
+  const signal = opts.signal ? AbortSignal.any([opts.signal, deadline]) : deadline;
+  let status: number;
+  let text = '';
+  try {
+    const response = await request(target, {
+      method: 'GET',
+      headers: { accept: 'text/html' },
+      dispatcher: opts.dispatcher ?? proxyDispatcher(target),
+      signal,
+    });
+    status = response.statusCode;
+    for await (const chunk of response.body) {
+      text += (chunk as Buffer).toString('utf8');
+      if (text.length > PAGE_LIMIT_BYTES) break;
+    }
+    response.body.destroy();
+  } catch (err) {
+    if (opts.signal?.aborted) throw opts.signal.reason;
+    const code = (err as { code?: string }).code;
+    return { kind: 'unreachable', reason: deadline.aborted ? 'no answer in time' : code ?? (err as Error).message };
+  }
+  if (status !== 400) return { kind: 'accepted' };
+  if (/Invalid client_id/i.test(text)) return { kind: 'unknown-app-key' };
+  if (/Invalid redirect_uri/i.test(text)) return { kind: 'unregistered-redirect-uri' };
+  return { kind: 'accepted' };
 }

@@ -4,8 +4,8 @@ export { OAuthError, OAUTH_ERROR_KINDS, isOAuthError, REAUTHORIZE_HINT } from '.
 export type { OAuthErrorCode, OAuthErrorKind, OAuthErrorOptions } from './errors.js';
 export { DEFAULT_TIMEOUT_MS } from './http.js';
 export type { TransportOptions } from './http.js';
-export { createAuthorizationRequest, parseAuthorizationResponse, pkceChallenge } from './authorize.js';
-export type { AuthorizationRequest } from './authorize.js';
+export { createAuthorizationRequest, parseAuthorizationResponse, pkceChallenge, probeAuthorizePage } from './authorize.js';
+export type { AuthorizationRequest, AuthorizePageVerdict } from './authorize.js';
 export { exchangeCode, renewAccessToken } from './token.js';
 export type { AppCredentials, DropboxEndpoints, TokenEndpointOptions, TokenSet } from './token.js';
 export { revokeToken, getCurrentAccount, listFolder } from './api.js';
@@ -19,4 +19,4 @@ export {
 } from './scopes.js';
 export type { FolderAccess } from './scopes.js';
 export { DEFAULT_LOOPBACK_TIMEOUT_MS, startLoopbackServer } from './loopback.js';
-export type { LoopbackOptions, LoopbackServer } from './loopback.js';
+export type { LoopbackOptions, LoopbackOutcome, LoopbackServer } from './loopback.js';

@@ -31,7 +31,16 @@ export interface LoopbackOptions {
   timeoutMs?: number;
   /** Aborting rejects `result` and closes the server. */
   signal?: AbortSignal;
+  /**
+   * Keep the browser's callback request waiting after the code arrives, until `finish()` says how the code
+   * exchange went: the success page then appears only for a grant in hand. Default false: the success page
+   * is sent as soon as the code arrives.
+   */
+  holdPage?: boolean;
 }
+
+/** How the flow ended after the code arrived, for the page the waiting browser gets. */
+export type LoopbackOutcome = { ok: true } | { ok: false; message: string; hint?: string | undefined };
 
 export interface LoopbackServer {
   /** The port listened on (the redirect URI's). */
@@ -41,6 +50,11 @@ export interface LoopbackServer {
    * another code for another `error` from Dropbox, OAUTH_TIMEOUT, or OAUTH_ABORTED (signal or close()).
    */
   result: Promise<{ code: string }>;
+  /**
+   * With `holdPage`: answers the waiting browser with the success page, or a failure page with the message and
+   * the next step (which must hold no secret). Only the first call counts.
+   */
+  finish(outcome: LoopbackOutcome): void;
   /** Stops listening and drops open connections; safe to call more than once. Call it when done. */
   close(): Promise<void>;
 }
@@ -99,9 +113,32 @@ export async function startLoopbackServer(opts: LoopbackOptions): Promise<Loopba
     void close();
   }, timeoutMs);
   let closing: Promise<void> | undefined;
+  // The browser's callback request, kept waiting until finish() (holdPage).
+  let held: ((page: Page, status: number) => void) | undefined;
+
+  const finish = (outcome: LoopbackOutcome): void => {
+    const answer = held;
+    held = undefined;
+    if (!answer) return;
+    if (outcome.ok) {
+      answer(SUCCESS_PAGE, 200);
+      return;
+    }
+    answer({
+      title: 'syncauth could not finish the authorization',
+      paragraphs: [
+        `${capitalize(outcome.message)}.`,
+        ...(outcome.hint ? [`Next: ${outcome.hint}.`] : []),
+        'The terminal says the same. You can close this tab.',
+      ],
+      ok: false,
+    }, 400);
+  };
 
   const close = (): Promise<void> => {
     if (!settled) settle(abortedError(undefined, 'the callback server was closed before Dropbox answered'));
+    // Never leave a browser waiting on a server that is going away.
+    finish({ ok: false, message: 'syncauth stopped before it finished the authorization', hint: 'see the terminal' });
     closing ??= new Promise<void>((resolve) => {
       clearTimeout(timer);
       opts.signal?.removeEventListener('abort', onAbort);
@@ -201,10 +238,14 @@ export async function startLoopbackServer(opts: LoopbackOptions): Promise<Loopba
       return;
     }
     settle({ code });
+    if (opts.holdPage) {
+      held = (page, status) => send(status, page);
+      return;
+    }
     send(200, SUCCESS_PAGE);
   }
 
-  return { port: address.port, result, close };
+  return { port: address.port, result, finish, close };
 }
 
 function capitalize(text: string): string {

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_APP } from '../../src/emulator/index.js';
 import {
   clearRequestLog, denyLikeABrowser, filesUnder, grantRefreshToken, newestAccessToken, newestRefreshToken, newHome, onboardingEnv,
-  readProfileState, runCli, runWithApproval, runWithPastedCode, sources, startOnboarding, storedSecrets, type Home, type Onboarding,
+  readProfileState, runCli, runWithApproval, runWithPastedCode, sources, spawnCli, startOnboarding, storedSecrets, type Home, type Onboarding,
 } from '../helpers/onboarding.js';
 
 // A second app on the same emulator whose Permissions tab lacks files.content.read.
@@ -170,10 +170,16 @@ describe('setup fails at the service', () => {
   it('keeps the grant with state naming the failure, and `refresh` finishes the job', async () => {
     const home = newHome();
     const refreshToken = await grantRefreshToken(ob);
-    ob.emulator.setFaults([{ route: 'sources', status: 403 }]);
-    const result = await runCli(['setup', '--yes', '--connector-name', 'refused-docs'], {
-      env: setupEnv(home, { SYNCAUTH_REFRESH_TOKEN: refreshToken }), cwd: home.dir,
-    }).finally(() => ob.emulator.setFaults([]));
+    // Setup's checks before the grant is used would catch a refusal from the start; the service refuses only
+    // once the grant is being renewed (held back a second, so the refusal is in place before setup goes on).
+    ob.emulator.setFaults([{ route: 'token', latencyMs: 1_000, times: 1 }]);
+    const proc = spawnCli(['setup', '--yes', '--connector-name', 'refused-docs'], {
+      env: setupEnv(home, { SYNCAUTH_REFRESH_TOKEN: refreshToken }), cwd: home.dir, stdin: '',
+    });
+    const result = await proc.waitForStderr(/no browser needed/)
+      .then(() => ob.emulator.setFaults([{ route: 'sources', status: 403 }]))
+      .then(() => proc.result)
+      .finally(() => ob.emulator.setFaults([]));
     expect(result.code).toBe(1);
     expect(result.stderr).toMatch(/^error: /m);
     expect((await storedSecrets(home, 'docs')).api_key).toBe(ob.apiKey);
@@ -240,7 +246,8 @@ describe('setup fails and stores nothing', () => {
       expect(result.stderr).toMatch(/error: authorization was refused: you clicked Deny on the Dropbox page/);
       expect(result.stdout).toBe('');
       expect(filesUnder(home.configDir)).toEqual([]);
-      expect(denying.emulator.state.requests.filter((r) => r.route === 'token' || r.route === 'sources')).toEqual([]);
+      // The checks before the browser read the service (a GET); nothing was sent to the token endpoint or written.
+      expect(denying.emulator.state.requests.filter((r) => r.route === 'token' || (r.route === 'sources' && r.method !== 'GET'))).toEqual([]);
       expect(denying.emulator.state.grants.size).toBe(0);
     } finally {
       await denying.emulator.close();
@@ -256,7 +263,8 @@ describe('setup fails and stores nothing', () => {
     expect(result.stderr).toMatch(/hint: paste the short code/);
     expect(result.stderr).not.toContain('AbCdEf');
     expect(filesUnder(home.configDir)).toEqual([]);
-    expect(ob.emulator.state.requests).toEqual([]);
+    // Only the checks before the URL is shown (reads): the token was sent nowhere.
+    expect(ob.emulator.state.requests.filter((r) => r.method !== 'GET')).toEqual([]);
   });
 
   it('no code at all on stdin (paste mode) is exit 2 and nothing sent', async () => {
@@ -266,6 +274,7 @@ describe('setup fails and stores nothing', () => {
     expect(result.code).toBe(2);
     expect(result.stderr).toMatch(/error: no access code was given/);
     expect(filesUnder(home.configDir)).toEqual([]);
-    expect(ob.emulator.state.requests).toEqual([]);
+    // Only the checks before the URL is shown (reads).
+    expect(ob.emulator.state.requests.filter((r) => r.method !== 'GET')).toEqual([]);
   });
 });

@@ -83,20 +83,24 @@ describe('a first Ctrl-C ends the command within 5 s, whatever it waits for', ()
   it('setup, while Dropbox\'s token endpoint never answers the code exchange: exit 130, nothing written', async () => {
     const home = newHome();
     const proc = spawnCli(['setup', '--yes', '--no-open'], { env: setupEnv(home, { SYNCAUTH_TOKEN_URL: `${hanging.url}/exchange/oauth2/token` }), cwd: home.dir });
-    await approveLikeABrowser(await proc.waitForStderr(AUTHORIZE_URL_PATTERN));
+    // The browser's callback page waits for the outcome of the exchange, which never comes: it is not awaited.
+    const browser = approveLikeABrowser(await proc.waitForStderr(AUTHORIZE_URL_PATTERN)).catch(() => undefined);
     await hanging.arrived('/exchange/');
     const result = await signalAndWait(proc);
+    await browser;
     expectQuietInterruption(result);
     expect(filesUnder(home.configDir)).toEqual([]);
   });
 
   it('setup, while the service never answers: exit 130, the grant kept with state saying setup is unfinished, which refresh completes', async () => {
     const home = newHome();
-    // The service's first answer is held back for a minute; the request is under way once the state exists.
-    ob.emulator.setFaults([{ route: 'sources', latencyMs: 60_000, times: 1 }]);
     try {
       const proc = spawnCli(['setup', '--yes', '--no-open', '--connector-name', 'hung-service'], { env: setupEnv(home), cwd: home.dir });
-      await approveLikeABrowser(await proc.waitForStderr(AUTHORIZE_URL_PATTERN));
+      const url = await proc.waitForStderr(AUTHORIZE_URL_PATTERN);
+      // The service's first answer after the browser step (its checks before are done) is held back for a
+      // minute; the request is under way once the state exists.
+      ob.emulator.setFaults([{ route: 'sources', latencyMs: 60_000, times: 1 }]);
+      await approveLikeABrowser(url);
       await waitFor('the state written before the service is asked', () => readProfileState(home, 'docs'), 15_000);
       await sleep(200);
       const result = await signalAndWait(proc);

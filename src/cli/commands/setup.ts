@@ -3,8 +3,11 @@
 // written together, and only then is the service asked for the connector and the workflow: Ctrl-C (which
 // abandons every wait at once and never cuts a write in half) leaves either nothing, or a profile that says
 // setup is unfinished and that `syncauth refresh` completes; never secrets without their state.
+import { existsSync } from 'node:fs';
 import { ExitCode, SyncauthError, ValidationError, type FieldIssue } from '../../errors.js';
 import { howToSet } from '../../config.js';
+import { MIN_STORE_KEY_LENGTH, type FileSecretStore } from '../../credentials/index.js';
+import { isServiceError } from '../../service/errors.js';
 import { newSecretsVersion, type ProfileState } from '../../profile/index.js';
 import {
   checkAccessTokenShape, checkGrantedScopes, isOAuthError, listFolder, renewAccessToken, SCOPES_FOR_ACCESS, type TokenSet,
@@ -103,6 +106,8 @@ async function gather(session: ProfileSession, context: CommandContext, options:
     }
   }
   issues.push(...dropboxCredentialIssues({ appKey, appSecret, refreshToken: v.refreshToken }));
+  const keyIssue = newFileStoreKeyIssue(session);
+  if (keyIssue) issues.push(keyIssue);
   // Only a grant handed in (SYNCAUTH_REFRESH_TOKEN in the environment or .env) skips the browser. A stored one
   // is not reused: it may be revoked or lack permissions ticked since, and setup is how to authorize again.
   const givenRefreshToken = v.refreshToken;
@@ -124,6 +129,85 @@ async function gather(session: ProfileSession, context: CommandContext, options:
     ...(v.workflowId ? { workflowId: v.workflowId } : {}),
     ...(v.schedule ? { schedule: v.schedule } : {}),
   };
+}
+
+/**
+ * A new file store refuses a short key only when it is first written, after the browser step; say it now, in
+ * the store's own words. An existing store keeps opening with its key (with a warning from the store).
+ */
+function newFileStoreKeyIssue(session: ProfileSession): FieldIssue | undefined {
+  if (session.secrets.kind !== 'file') return undefined;
+  const { file } = session.secrets as FileSecretStore;
+  const key = session.values.storeKey?.trim();
+  if (!key || existsSync(file) || Array.from(key).length >= MIN_STORE_KEY_LENGTH) return undefined;
+  return {
+    field: 'SYNCAUTH_STORE_KEY',
+    message: `the key for the new store ${file} is shorter than ${MIN_STORE_KEY_LENGTH} characters; use a long random value such as the output of \`openssl rand -base64 32\``,
+  };
+}
+
+/**
+ * One cheap authenticated read (the workspace's dropbox connectors) and the workflow, before the browser opens:
+ * a wrong URL, API key or workflow found after Allow would waste the grant. Few retries and short deadlines:
+ * a person is waiting, and a service that does not answer now will not do better after the browser.
+ */
+async function checkService(session: ProfileSession, gathered: Gathered): Promise<void> {
+  const host = new URL(gathered.baseUrl).host;
+  const client = new ServiceClient({
+    baseUrl: gathered.baseUrl,
+    apiKey: gathered.apiKey,
+    apiKeyHeader: session.values.apiKeyHeader,
+    retry: { retries: 1, baseDelayMs: 250, maxDelayMs: 1_000 },
+    timeouts: { connectMs: 5_000, headersMs: 10_000, totalMs: 15_000 },
+  });
+  const cancel = () => client.cancel();
+  interruptSignal.addEventListener('abort', cancel, { once: true });
+  if (interruptSignal.aborted) cancel();
+  let step: 'key' | 'workflow' = 'key';
+  try {
+    await client.listSources({ sourceType: 'dropbox' });
+    if (gathered.workflowId) {
+      step = 'workflow';
+      await client.getWorkflow(gathered.workflowId);
+    }
+  } catch (error) {
+    interruptSignal.throwIfAborted();
+    if (!isServiceError(error)) throw error;
+    const header = session.values.apiKeyHeader;
+    if (error.code === 'SERVICE_UNAUTHORIZED' || error.code === 'SERVICE_FORBIDDEN') {
+      throw new SyncauthError('SYNCAUTH_API_KEY_REFUSED', `SYNCAUTH_API_KEY: the service at ${host} refused the API key (${error.status ?? error.code})`, {
+        exitCode: ExitCode.authRequired,
+        cause: error,
+        hint: `set SYNCAUTH_API_KEY to an API key of the workspace to connect (the service's UI, API keys); it is sent in the header ${header} ` +
+          `(${howToSet('apiKeyHeader')} changes that)`,
+      });
+    }
+    if (step === 'workflow' && error.code === 'SERVICE_NOT_FOUND') {
+      throw new SyncauthError('SYNCAUTH_WORKFLOW_NOT_FOUND', `${howToSet('workflowId')}: no workflow ${gathered.workflowId ?? ''} in this workspace`, {
+        exitCode: ExitCode.usage,
+        cause: error,
+        hint: 'list the workspace\'s workflows with `syncauth workflow list`, or leave the workflow out to set up the connector alone; nothing was stored',
+      });
+    }
+    if (error.code === 'SERVICE_NETWORK') {
+      throw new SyncauthError('SYNCAUTH_SERVICE_UNREACHABLE', `${howToSet('baseUrl')}: cannot reach the service at ${host}: ${error.message}`, {
+        exitCode: ExitCode.error,
+        cause: error,
+        hint: 'check the URL (the service\'s address, like https://platform.example.com), the network and any proxy (HTTPS_PROXY, NO_PROXY); nothing was stored',
+      });
+    }
+    if (step === 'key' && error.code === 'SERVICE_NOT_FOUND') {
+      throw new SyncauthError('SYNCAUTH_SERVICE_NOT_FOUND', `${howToSet('baseUrl')}: ${host} does not answer like the ingestion service (404 for its list of source connectors)`, {
+        exitCode: ExitCode.error,
+        cause: error,
+        hint: 'set it to the service\'s address, like https://platform.example.com (without a path other than /api/v1)',
+      });
+    }
+    throw error;
+  } finally {
+    interruptSignal.removeEventListener('abort', cancel);
+    await client.close();
+  }
 }
 
 /** Checks what the grant allows against what the connector needs, before anything is stored. */
@@ -173,6 +257,8 @@ export async function setup(context: CommandContext, options: SetupOptions): Pro
   const { io } = context;
   io.stderr.write(checklist(session, paste));
   const gathered = await gather(session, context, options);
+  // Everything that can be checked without the person, before the browser opens (or the URL is shown).
+  await checkService(session, gathered);
 
   let tokens: TokenSet;
   if (gathered.refreshToken) {
@@ -194,6 +280,11 @@ export async function setup(context: CommandContext, options: SetupOptions): Pro
       io,
       stdin: context.stdin,
       signal: interruptSignal,
+      interactive: !options.yes && isInteractive(context.stdin),
+      // Typed again after Dropbox refused the first one: that is the secret to store and give the connector.
+      onAppSecret: (appSecret) => {
+        gathered.appSecret = appSecret;
+      },
     });
   }
   io.stderr.write(`✓ authorized${tokens.accountId ? ` Dropbox account ${tokens.accountId}` : ''}; access token valid until ${new Date(tokens.expiresAt).toISOString()}\n`);
