@@ -44,7 +44,9 @@ interface Reply {
 
 function call(socketPath: string, urlPath: string, method = 'GET'): Promise<Reply> {
   return new Promise((resolve, reject) => {
-    const req = request({ socketPath, path: urlPath, method }, (res) => {
+    // A new connection each time (no keep-alive agent): a request after close() must meet the socket file's absence,
+    // not a pooled connection the server has just closed.
+    const req = request({ socketPath, path: urlPath, method, agent: false }, (res) => {
       let body = '';
       res.setEncoding('utf8').on('data', (chunk: string) => (body += chunk));
       res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }));
