@@ -51,7 +51,7 @@ import {
   type Loc,
 } from './fastapi.js';
 import { decodeJson } from '../json-decode.js';
-import type { StoredCheck, StoredDestination, StoredJob, StoredSource, StoredWorkflow, StoredWorkflowNode, WorkspaceState } from './types.js';
+import type { StoredCheck, StoredConnector, StoredJob, StoredWorkflow, StoredWorkflowNode, WorkspaceState } from './types.js';
 
 // Request models as the service reads them: unknown fields are dropped, not refused (z.object strips them).
 const CreateSourceSchema = z.object({
@@ -130,33 +130,27 @@ export function serviceRouter(ctx: EmulatorContext): Router {
     sendDetail(res, 405, 'Method Not Allowed');
   };
 
-  router
-    .route('/api/v1/sources/')
-    .get(endpoint(false, listSources))
-    .post(endpoint(true, createSource))
-    .all(methodNotAllowed('GET, POST'));
-  router
-    .route('/api/v1/sources/:source_id')
-    .get(endpoint(false, getSource))
-    .put(endpoint(true, updateSource))
-    .delete(endpoint(false, deleteSource))
-    .all(methodNotAllowed('GET, PUT, DELETE'));
+  const connectorRoutes = (kind: ConnectorKind): void => {
+    router
+      .route(kind.collection)
+      .get(endpoint(false, (call) => listConnectors(kind, call)))
+      .post(endpoint(true, (call) => createConnector(kind, call)))
+      .all(methodNotAllowed('GET, POST'));
+    router
+      .route(`${kind.collection}:${kind.param}`)
+      .get(endpoint(false, (call) => getConnector(kind, call)))
+      .put(endpoint(true, (call) => updateConnector(kind, call)))
+      .delete(endpoint(false, (call) => deleteConnector(kind, call)))
+      .all(methodNotAllowed('GET, PUT, DELETE'));
+  };
+
+  connectorRoutes(SOURCES);
   router
     .route('/api/v1/sources/:source_id/connection-check')
     .get(endpoint(false, getSourceCheck))
     .post(endpoint(false, createSourceCheck))
     .all(methodNotAllowed('GET, POST'));
-  router
-    .route('/api/v1/destinations/')
-    .get(endpoint(false, listDestinations))
-    .post(endpoint(true, createDestination))
-    .all(methodNotAllowed('GET, POST'));
-  router
-    .route('/api/v1/destinations/:destination_id')
-    .get(endpoint(false, getDestination))
-    .put(endpoint(true, updateDestination))
-    .delete(endpoint(false, deleteDestination))
-    .all(methodNotAllowed('GET, PUT, DELETE'));
+  connectorRoutes(DESTINATIONS);
   router
     .route('/api/v1/workflows/:workflow_id/run')
     .post(endpoint(false, runWorkflow))
@@ -244,34 +238,113 @@ function configProblems(type: string, config: Record<string, unknown>): DetailIt
 // ---------------------------------------------------------------------------------------------------------------
 // Sources
 
-function listSources(call: Call): void {
-  const sourceType = queryParams(call.req).get('source_type');
-  if (sourceType !== null && !(SOURCE_TYPES as readonly string[]).includes(sourceType)) {
-    sendValidation(call.res, [enumError(['query', 'source_type'], SOURCE_TYPES)]);
-    return;
+/**
+ * The resource named by the path id, with its id; undefined once the 422 (malformed id) or 404 (unknown id)
+ * has been sent.
+ */
+function byPathId<T>(call: Call, param: string, found: (id: string) => T | undefined, notFound: string): { id: string; resource: T } | undefined {
+  const items: DetailItem[] = [];
+  const id = pathId(call, param, items);
+  if (items.length > 0) {
+    sendValidation(call.res, items);
+    return undefined;
   }
-  const all = [...call.ws.sources.values()].filter((s) => sourceType === null || s.type === sourceType);
-  call.res.json(all.map(sourceView));
+  const resource = found(id);
+  if (!resource) {
+    sendDetail(call.res, 404, notFound);
+    return undefined;
+  }
+  return { id, resource };
 }
 
-function createSource(call: Call): void {
+/** GET of one resource by its path id: 422 for a malformed id, 404 for an unknown one. */
+function getById(call: Call, param: string, found: (id: string) => unknown, notFound: string): void {
+  const named = byPathId(call, param, found, notFound);
+  if (named) call.res.json(structuredClone(named.resource));
+}
+
+/**
+ * What differs between the two connector collections. Sources have their config trimmed to the fields of
+ * their type and validated per type, and deleting one drops its connection check; destination configs are
+ * only checked for being objects.
+ */
+interface ConnectorKind {
+  /** The collection's path, `/api/v1/sources/` / `/api/v1/destinations/`. */
+  collection: string;
+  /** The path parameter, `source_id` / `destination_id`. */
+  param: string;
+  /** The list filter, `source_type` / `destination_type`. */
+  typeQuery: string;
+  types: readonly string[];
+  /** `source` / `destination`, as the 409 for a duplicate name writes it. */
+  noun: string;
+  /** `Source` / `Destination`, as the 404 and the delete answer write it. */
+  title: string;
+  createSchema: z.ZodType<{ name: string; type: string; config: Record<string, unknown> }>;
+  store: (ws: WorkspaceState) => Map<string, StoredConnector>;
+  view: (connector: StoredConnector) => StoredConnector;
+  /** The config to store for this type, or the problems that refuse it. */
+  accept: (type: string, config: Record<string, unknown>) => { config: Record<string, unknown>; problems: DetailItem[] };
+  deleted?: (ws: WorkspaceState, id: string) => void;
+}
+
+const SOURCES: ConnectorKind = {
+  collection: '/api/v1/sources/',
+  param: 'source_id',
+  typeQuery: 'source_type',
+  types: SOURCE_TYPES,
+  noun: 'source',
+  title: 'Source',
+  createSchema: CreateSourceSchema,
+  store: (ws) => ws.sources,
+  view: sourceView,
+  accept: (type, config) => {
+    const known = knownConfig(type, config);
+    return { config: known, problems: configProblems(type, known) };
+  },
+  deleted: (ws, id) => ws.checks.delete(id),
+};
+
+const DESTINATIONS: ConnectorKind = {
+  collection: '/api/v1/destinations/',
+  param: 'destination_id',
+  typeQuery: 'destination_type',
+  types: DESTINATION_TYPES,
+  noun: 'destination',
+  title: 'Destination',
+  createSchema: CreateDestinationSchema,
+  store: (ws) => ws.destinations,
+  view: destinationView,
+  accept: (_type, config) => ({ config, problems: [] }),
+};
+
+function listConnectors(kind: ConnectorKind, call: Call): void {
+  const type = queryParams(call.req).get(kind.typeQuery);
+  if (type !== null && !kind.types.includes(type)) {
+    sendValidation(call.res, [enumError(['query', kind.typeQuery], kind.types)]);
+    return;
+  }
+  call.res.json([...kind.store(call.ws).values()].filter((c) => type === null || c.type === type).map(kind.view));
+}
+
+function createConnector(kind: ConnectorKind, call: Call): void {
   const items: DetailItem[] = [];
-  const body = modelBody(call.body, CreateSourceSchema, items);
+  const body = modelBody(call.body, kind.createSchema, items);
   if (!body) {
     sendValidation(call.res, items);
     return;
   }
-  const config = knownConfig(body.type, body.config);
-  const problems = configProblems(body.type, config);
+  const { config, problems } = kind.accept(body.type, body.config);
   if (problems.length > 0) {
     sendValidation(call.res, problems);
     return;
   }
-  if ([...call.ws.sources.values()].some((s) => s.name === body.name)) {
-    sendDetail(call.res, 409, `A source connector named ${body.name} already exists`);
+  const store = kind.store(call.ws);
+  if ([...store.values()].some((c) => c.name === body.name)) {
+    sendDetail(call.res, 409, `A ${kind.noun} connector named ${body.name} already exists`);
     return;
   }
-  const source: StoredSource = {
+  const connector: StoredConnector = {
     id: newId(call),
     name: body.name,
     type: body.type,
@@ -279,70 +352,53 @@ function createSource(call: Call): void {
     created_at: call.now,
     updated_at: null,
   };
-  call.ws.sources.set(source.id, source);
-  call.res.json(sourceView(source));
+  store.set(connector.id, connector);
+  call.res.json(kind.view(connector));
 }
 
-/** GET of one resource by its path id: 422 for a malformed id, 404 for an unknown one. */
-function getById(call: Call, param: string, found: (id: string) => unknown, notFound: string): void {
+function getConnector(kind: ConnectorKind, call: Call): void {
+  getById(call, kind.param, (id) => {
+    const connector = kind.store(call.ws).get(id);
+    return connector && kind.view(connector);
+  }, `${kind.title} not found`);
+}
+
+function updateConnector(kind: ConnectorKind, call: Call): void {
   const items: DetailItem[] = [];
-  const id = pathId(call, param, items);
-  if (items.length > 0) {
-    sendValidation(call.res, items);
-    return;
-  }
-  const resource = found(id);
-  if (!resource) {
-    sendDetail(call.res, 404, notFound);
-    return;
-  }
-  call.res.json(structuredClone(resource));
-}
-
-function getSource(call: Call): void {
-  getById(call, 'source_id', (id) => {
-    const source = call.ws.sources.get(id);
-    return source && sourceView(source);
-  }, 'Source not found');
-}
-
-function updateSource(call: Call): void {
-  const items: DetailItem[] = [];
-  const id = pathId(call, 'source_id', items);
+  const id = pathId(call, kind.param, items);
   const body = modelBody(call.body, UpdateSourceSchema, items);
   if (items.length > 0 || !body) {
     sendValidation(call.res, items);
     return;
   }
-  const source = call.ws.sources.get(id);
-  if (!source) {
-    sendDetail(call.res, 404, 'Source not found');
+  const connector = kind.store(call.ws).get(id);
+  if (!connector) {
+    sendDetail(call.res, 404, `${kind.title} not found`);
     return;
   }
-  const config = knownConfig(source.type, body.config);
-  const problems = configProblems(source.type, config);
+  const { config, problems } = kind.accept(connector.type, body.config);
   if (problems.length > 0) {
     sendValidation(call.res, problems);
     return;
   }
-  source.config = structuredClone(config);
-  source.updated_at = call.now;
-  call.res.json(sourceView(source));
+  connector.config = structuredClone(config);
+  connector.updated_at = call.now;
+  call.res.json(kind.view(connector));
 }
 
-function deleteSource(call: Call): void {
+function deleteConnector(kind: ConnectorKind, call: Call): void {
   const items: DetailItem[] = [];
-  const id = pathId(call, 'source_id', items);
+  const id = pathId(call, kind.param, items);
   if (items.length > 0) {
     sendValidation(call.res, items);
     return;
   }
-  if (!call.ws.sources.delete(id)) {
-    sendDetail(call.res, 404, 'Source not found');
+  if (!kind.store(call.ws).delete(id)) {
+    sendDetail(call.res, 404, `${kind.title} not found`);
     return;
   }
-  call.ws.checks.delete(id);
-  call.res.json({ detail: `Source with id ${id} successfully deleted.` });
+  kind.deleted?.(call.ws, id);
+  call.res.json({ detail: `${kind.title} with id ${id} successfully deleted.` });
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -509,11 +565,11 @@ function newId(call: Call): string {
 // ---------------------------------------------------------------------------------------------------------------
 // Answers: configs with their defaults
 
-function sourceView(source: StoredSource): StoredSource {
+function sourceView(source: StoredConnector): StoredConnector {
   return { ...structuredClone(source), config: withDefaults(SOURCE_CONFIG_DEFAULTS, source.type, source.config) };
 }
 
-function destinationView(destination: StoredDestination): StoredDestination {
+function destinationView(destination: StoredConnector): StoredConnector {
   return { ...structuredClone(destination), config: withDefaults(DESTINATION_CONFIG_DEFAULTS, destination.type, destination.config) };
 }
 
@@ -533,16 +589,9 @@ function checkView(check: StoredCheck): Record<string, unknown> {
 }
 
 function createSourceCheck(call: Call): void {
-  const items: DetailItem[] = [];
-  const id = pathId(call, 'source_id', items);
-  if (items.length > 0) {
-    sendValidation(call.res, items);
-    return;
-  }
-  if (!call.ws.sources.has(id)) {
-    sendDetail(call.res, 404, 'Source not found');
-    return;
-  }
+  const named = byPathId(call, 'source_id', (id) => call.ws.sources.get(id), 'Source not found');
+  if (!named) return;
+  const { id } = named;
   const check: StoredCheck = {
     id: newId(call),
     status: 'SCHEDULED',
@@ -557,16 +606,9 @@ function createSourceCheck(call: Call): void {
 }
 
 function getSourceCheck(call: Call): void {
-  const items: DetailItem[] = [];
-  const id = pathId(call, 'source_id', items);
-  if (items.length > 0) {
-    sendValidation(call.res, items);
-    return;
-  }
-  if (!call.ws.sources.has(id)) {
-    sendDetail(call.res, 404, 'Source not found');
-    return;
-  }
+  const named = byPathId(call, 'source_id', (id) => call.ws.sources.get(id), 'Source not found');
+  if (!named) return;
+  const { id } = named;
   const check = call.ws.checks.get(id);
   if (!check) {
     sendDetail(call.res, 404, 'No connection check found');
@@ -574,80 +616,6 @@ function getSourceCheck(call: Call): void {
   }
   settleCheck(call.ctx, call.ws, check);
   call.res.json(checkView(check));
-}
-
-// ---------------------------------------------------------------------------------------------------------------
-// Destinations
-
-function listDestinations(call: Call): void {
-  const type = queryParams(call.req).get('destination_type');
-  if (type !== null && !(DESTINATION_TYPES as readonly string[]).includes(type)) {
-    sendValidation(call.res, [enumError(['query', 'destination_type'], DESTINATION_TYPES)]);
-    return;
-  }
-  call.res.json([...call.ws.destinations.values()].filter((d) => type === null || d.type === type).map(destinationView));
-}
-
-function createDestination(call: Call): void {
-  const items: DetailItem[] = [];
-  const body = modelBody(call.body, CreateDestinationSchema, items);
-  if (!body) {
-    sendValidation(call.res, items);
-    return;
-  }
-  if ([...call.ws.destinations.values()].some((d) => d.name === body.name)) {
-    sendDetail(call.res, 409, `A destination connector named ${body.name} already exists`);
-    return;
-  }
-  const destination: StoredDestination = {
-    id: newId(call),
-    name: body.name,
-    type: body.type,
-    config: structuredClone(body.config),
-    created_at: call.now,
-    updated_at: null,
-  };
-  call.ws.destinations.set(destination.id, destination);
-  call.res.json(destinationView(destination));
-}
-
-function getDestination(call: Call): void {
-  getById(call, 'destination_id', (id) => {
-    const destination = call.ws.destinations.get(id);
-    return destination && destinationView(destination);
-  }, 'Destination not found');
-}
-
-function updateDestination(call: Call): void {
-  const items: DetailItem[] = [];
-  const id = pathId(call, 'destination_id', items);
-  const body = modelBody(call.body, UpdateSourceSchema, items);
-  if (items.length > 0 || !body) {
-    sendValidation(call.res, items);
-    return;
-  }
-  const destination = call.ws.destinations.get(id);
-  if (!destination) {
-    sendDetail(call.res, 404, 'Destination not found');
-    return;
-  }
-  destination.config = structuredClone(body.config);
-  destination.updated_at = call.now;
-  call.res.json(destinationView(destination));
-}
-
-function deleteDestination(call: Call): void {
-  const items: DetailItem[] = [];
-  const id = pathId(call, 'destination_id', items);
-  if (items.length > 0) {
-    sendValidation(call.res, items);
-    return;
-  }
-  if (!call.ws.destinations.delete(id)) {
-    sendDetail(call.res, 404, 'Destination not found');
-    return;
-  }
-  call.res.json({ detail: `Destination with id ${id} successfully deleted.` });
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -660,17 +628,9 @@ function jobView(call: Call, job: StoredJob): Record<string, unknown> {
 }
 
 function runWorkflow(call: Call): void {
-  const items: DetailItem[] = [];
-  const id = pathId(call, 'workflow_id', items);
-  if (items.length > 0) {
-    sendValidation(call.res, items);
-    return;
-  }
-  const workflow = call.ws.workflows.get(id);
-  if (!workflow) {
-    sendDetail(call.res, 404, 'Workflow not found');
-    return;
-  }
+  const named = byPathId(call, 'workflow_id', (id) => call.ws.workflows.get(id), 'Workflow not found');
+  if (!named) return;
+  const { id, resource: workflow } = named;
   const running = [...call.ws.jobs.values()].some((j) => {
     settleJob(call.ctx, call.ws, j);
     return j.workflow_id === id && (j.status === 'SCHEDULED' || j.status === 'IN_PROGRESS');
@@ -726,17 +686,9 @@ function getJob(call: Call): void {
 }
 
 function cancelJob(call: Call): void {
-  const items: DetailItem[] = [];
-  const id = pathId(call, 'job_id', items);
-  if (items.length > 0) {
-    sendValidation(call.res, items);
-    return;
-  }
-  const job = call.ws.jobs.get(id);
-  if (!job) {
-    sendDetail(call.res, 404, 'Job not found');
-    return;
-  }
+  const named = byPathId(call, 'job_id', (id) => call.ws.jobs.get(id), 'Job not found');
+  if (!named) return;
+  const job = named.resource;
   settleJob(call.ctx, call.ws, job);
   if (job.status === 'SCHEDULED' || job.status === 'IN_PROGRESS') {
     job.status = 'STOPPED';

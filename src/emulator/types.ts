@@ -91,7 +91,8 @@ export interface ResolvedEmulatorOptions {
   random: (size: number) => Buffer;
 }
 
-export interface StoredSource {
+/** A source or destination connector as the service stores it; the two have the same shape. */
+export interface StoredConnector {
   id: string;
   name: string;
   type: string;
@@ -100,14 +101,9 @@ export interface StoredSource {
   updated_at: string | null;
 }
 
-export interface StoredDestination {
-  id: string;
-  name: string;
-  type: string;
-  config: Record<string, unknown>;
-  created_at: string;
-  updated_at: string | null;
-}
+export type StoredSource = StoredConnector;
+
+export type StoredDestination = StoredConnector;
 
 /** A connection check as the service reports it (DagNodeConnectionCheck), and when it reports. */
 export interface StoredCheck {

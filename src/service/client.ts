@@ -107,6 +107,40 @@ export interface WaitForCheckOptions {
 
 const SourceListSchema = z.array(SourceConnectorInformationSchema);
 const DestinationListSchema = z.array(DestinationConnectorInformationSchema);
+
+/** What names a connector collection in requests; sources and destinations are read and deleted alike. */
+interface ConnectorRoutes<T> {
+  kind: 'source' | 'destination';
+  /** The path parameter and field name of an id: `source_id` / `destination_id`. */
+  param: string;
+  /** The collection path, `/api/v1/sources/` / `/api/v1/destinations/`. */
+  collection: string;
+  /** The list filter's query parameter, `source_type` / `destination_type`. */
+  typeQuery: string;
+  typeSchema: z.ZodType<string>;
+  schema: z.ZodType<T>;
+  listSchema: z.ZodType<T[]>;
+}
+
+const SOURCE_ROUTES: ConnectorRoutes<SourceConnectorInformation> = {
+  kind: 'source',
+  param: 'source_id',
+  collection: '/api/v1/sources/',
+  typeQuery: 'source_type',
+  typeSchema: SourceTypeSchema,
+  schema: SourceConnectorInformationSchema,
+  listSchema: SourceListSchema,
+};
+
+const DESTINATION_ROUTES: ConnectorRoutes<DestinationConnectorInformation> = {
+  kind: 'destination',
+  param: 'destination_id',
+  collection: '/api/v1/destinations/',
+  typeQuery: 'destination_type',
+  typeSchema: DestinationTypeSchema,
+  schema: DestinationConnectorInformationSchema,
+  listSchema: DestinationListSchema,
+};
 const JobListSchema = z.array(JobInformationSchema);
 /** A run answered with `{"detail": …}` instead of a job: one is already running (unstructured-python-client#286). */
 const RunRefusedSchema = z.looseObject({ detail: z.string() });
@@ -183,26 +217,11 @@ export class ServiceClient {
   }
 
   async getSource(id: string): Promise<SourceConnectorInformation> {
-    checkIds([['source_id', id]]);
-    const op = this.#operation('GET', '/api/v1/sources/{source_id}', `/api/v1/sources/${id}`, {
-      action: `get source connector ${id}`,
-      resource: { kind: 'source', id },
-    });
-    return this.#parse(op, await this.#send(op), SourceConnectorInformationSchema);
+    return this.#getConnector(SOURCE_ROUTES, id);
   }
 
   async listSources(filter: { sourceType?: string } = {}): Promise<SourceConnectorInformation[]> {
-    const query: Record<string, string> = {};
-    if (filter.sourceType !== undefined) {
-      const type = SourceTypeSchema.safeParse(filter.sourceType);
-      if (!type.success) throw new ValidationError(zodIssues(type.error, 'source_type'));
-      query.source_type = type.data;
-    }
-    const op = this.#operation('GET', '/api/v1/sources/', '/api/v1/sources/', {
-      action: 'list source connectors',
-      query,
-    });
-    return this.#parse(op, await this.#send(op), SourceListSchema);
+    return this.#listConnectors(SOURCE_ROUTES, filter.sourceType);
   }
 
   /**
@@ -235,21 +254,7 @@ export class ServiceClient {
   }
 
   async deleteSource(id: string): Promise<void> {
-    checkIds([['source_id', id]]);
-    const op = this.#operation('DELETE', '/api/v1/sources/{source_id}', `/api/v1/sources/${id}`, {
-      action: `delete source connector ${id}`,
-      resource: { kind: 'source', id },
-    });
-    let mayHaveDeleted = false;
-    try {
-      await this.#send(op, (failure) => {
-        if (outcomeUnknown(failure)) mayHaveDeleted = true;
-      });
-    } catch (err) {
-      // An earlier attempt whose answer was lost deleted it; the retry's 404 is that success, seen late.
-      if (mayHaveDeleted && err instanceof ServiceError && err.code === 'SERVICE_NOT_FOUND' && !err.unsupported) return;
-      throw err;
-    }
+    await this.#deleteConnector(SOURCE_ROUTES, id);
   }
 
   // ---- connection checks ----
@@ -497,43 +502,15 @@ export class ServiceClient {
   }
 
   async getDestination(id: string): Promise<DestinationConnectorInformation> {
-    checkIds([['destination_id', id]]);
-    const op = this.#operation('GET', '/api/v1/destinations/{destination_id}', `/api/v1/destinations/${id}`, {
-      action: `get destination connector ${id}`,
-      resource: { kind: 'destination', id },
-    });
-    return this.#parse(op, await this.#send(op), DestinationConnectorInformationSchema);
+    return this.#getConnector(DESTINATION_ROUTES, id);
   }
 
   async listDestinations(filter: { destinationType?: string } = {}): Promise<DestinationConnectorInformation[]> {
-    const query: Record<string, string> = {};
-    if (filter.destinationType !== undefined) {
-      const type = DestinationTypeSchema.safeParse(filter.destinationType);
-      if (!type.success) throw new ValidationError(zodIssues(type.error, 'destination_type'));
-      query.destination_type = type.data;
-    }
-    const op = this.#operation('GET', '/api/v1/destinations/', '/api/v1/destinations/', {
-      action: 'list destination connectors',
-      query,
-    });
-    return this.#parse(op, await this.#send(op), DestinationListSchema);
+    return this.#listConnectors(DESTINATION_ROUTES, filter.destinationType);
   }
 
   async deleteDestination(id: string): Promise<void> {
-    checkIds([['destination_id', id]]);
-    const op = this.#operation('DELETE', '/api/v1/destinations/{destination_id}', `/api/v1/destinations/${id}`, {
-      action: `delete destination connector ${id}`,
-      resource: { kind: 'destination', id },
-    });
-    let mayHaveDeleted = false;
-    try {
-      await this.#send(op, (failure) => {
-        if (outcomeUnknown(failure)) mayHaveDeleted = true;
-      });
-    } catch (err) {
-      if (mayHaveDeleted && err instanceof ServiceError && err.code === 'SERVICE_NOT_FOUND' && !err.unsupported) return;
-      throw err;
-    }
+    await this.#deleteConnector(DESTINATION_ROUTES, id);
   }
 
   /** Closes the connection pool this client opened; a dispatcher passed in stays open for its owner. */
@@ -547,6 +524,49 @@ export class ServiceClient {
    */
   cancel(): void {
     this.#transport.cancel();
+  }
+
+  // ---- connector plumbing ----
+
+  async #getConnector<T>(routes: ConnectorRoutes<T>, id: string): Promise<T> {
+    checkIds([[routes.param, id]]);
+    const op = this.#operation('GET', `${routes.collection}{${routes.param}}`, `${routes.collection}${id}`, {
+      action: `get ${routes.kind} connector ${id}`,
+      resource: { kind: routes.kind, id },
+    });
+    return this.#parse(op, await this.#send(op), routes.schema);
+  }
+
+  async #listConnectors<T>(routes: ConnectorRoutes<T>, typeFilter: string | undefined): Promise<T[]> {
+    const query: Record<string, string> = {};
+    if (typeFilter !== undefined) {
+      const type = routes.typeSchema.safeParse(typeFilter);
+      if (!type.success) throw new ValidationError(zodIssues(type.error, routes.typeQuery));
+      query[routes.typeQuery] = type.data;
+    }
+    const op = this.#operation('GET', routes.collection, routes.collection, {
+      action: `list ${routes.kind} connectors`,
+      query,
+    });
+    return this.#parse(op, await this.#send(op), routes.listSchema);
+  }
+
+  async #deleteConnector<T>(routes: ConnectorRoutes<T>, id: string): Promise<void> {
+    checkIds([[routes.param, id]]);
+    const op = this.#operation('DELETE', `${routes.collection}{${routes.param}}`, `${routes.collection}${id}`, {
+      action: `delete ${routes.kind} connector ${id}`,
+      resource: { kind: routes.kind, id },
+    });
+    let mayHaveDeleted = false;
+    try {
+      await this.#send(op, (failure) => {
+        if (outcomeUnknown(failure)) mayHaveDeleted = true;
+      });
+    } catch (err) {
+      // An earlier attempt whose answer was lost deleted it; the retry's 404 is that success, seen late.
+      if (mayHaveDeleted && err instanceof ServiceError && err.code === 'SERVICE_NOT_FOUND' && !err.unsupported) return;
+      throw err;
+    }
   }
 
   // ---- plumbing ----

@@ -58,7 +58,8 @@ export type WorkflowCreate = z.infer<typeof WorkflowCreateSchema>;
 
 const DateTime = z.string();
 
-export const SourceConnectorInformationSchema = z.looseObject({
+/** The service answers with the same shape for source and destination connectors. */
+const ConnectorInformationSchema = z.looseObject({
   id: z.string(),
   name: z.string(),
   type: z.string(),
@@ -66,6 +67,8 @@ export const SourceConnectorInformationSchema = z.looseObject({
   created_at: DateTime,
   updated_at: DateTime.nullish(),
 });
+
+export const SourceConnectorInformationSchema = ConnectorInformationSchema;
 export type SourceConnectorInformation = z.infer<typeof SourceConnectorInformationSchema>;
 
 export const WorkflowInformationSchema = z.looseObject({
@@ -83,14 +86,7 @@ export const WorkflowInformationSchema = z.looseObject({
 });
 export type WorkflowInformation = z.infer<typeof WorkflowInformationSchema>;
 
-export const DestinationConnectorInformationSchema = z.looseObject({
-  id: z.string(),
-  name: z.string(),
-  type: z.string(),
-  config: z.record(z.string(), z.unknown()),
-  created_at: DateTime,
-  updated_at: DateTime.nullish(),
-});
+export const DestinationConnectorInformationSchema = ConnectorInformationSchema;
 export type DestinationConnectorInformation = z.infer<typeof DestinationConnectorInformationSchema>;
 
 // Status fields are plain strings here: a state a newer service adds must not make its answers unreadable.
