@@ -60,16 +60,21 @@ interface Handover {
   socket?: { path: string; mode?: number; gid?: number };
 }
 
+/** A ValidationError's issues join `issues`, so that every bad setting is named at once; any other error is thrown. */
+function absorbIssues(issues: FieldIssue[], error: unknown): undefined {
+  if (!(error instanceof ValidationError)) throw error;
+  issues.push(...error.issues);
+  return undefined;
+}
+
 async function checkHandover(context: CommandContext, options: DaemonCommandOptions, names: string[]): Promise<Handover> {
   const v = context.settings.values;
   const issues: FieldIssue[] = [];
-  const attempt = async <T>(fn: () => T | Promise<T>): Promise<T | undefined> => {
+  const attempt = async <T>(check: () => T | Promise<T>): Promise<T | undefined> => {
     try {
-      return await fn();
+      return await check();
     } catch (error) {
-      if (error instanceof ValidationError) issues.push(...error.issues);
-      else throw error;
-      return undefined;
+      return absorbIssues(issues, error);
     }
   };
   const fileMode = v.tokenFileMode === undefined ? undefined : await attempt(() => parseMode(v.tokenFileMode as string, label(context, 'tokenFileMode')));
@@ -115,12 +120,11 @@ function label(context: CommandContext, name: SettingName): string {
 function checkSettings(context: CommandContext, options: DaemonCommandOptions): DaemonSettings {
   const v = context.settings.values;
   const issues: FieldIssue[] = [];
-  const attempt = (fn: () => void): void => {
+  const attempt = (check: () => void): void => {
     try {
-      fn();
+      check();
     } catch (error) {
-      if (error instanceof ValidationError) issues.push(...error.issues);
-      else throw error;
+      absorbIssues(issues, error);
     }
   };
   attempt(() => checkSchedule(v.sweep, label(context, 'sweep')));
