@@ -3,7 +3,7 @@
 // healthy profile, a revoked one and one whose connector cannot be updated is scraped, its samples become
 // promtool's input series, and exactly the alerts that should fire do.
 import { spawn } from 'node:child_process';
-import { accessSync, constants, copyFileSync, readFileSync, writeFileSync } from 'node:fs';
+import { copyFileSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { parse, stringify } from 'yaml';
@@ -13,23 +13,11 @@ import { ROOT, tempDir } from '../helpers/cli.js';
 import { isCI } from '../helpers/secret-service.js';
 import { captureLog, emulator, fakeClock, obtainGrant, profileOf, seededRandom } from '../daemon/helpers.js';
 import { openProfileStore } from '../../src/profile/index.js';
+import { findExecutable } from '../helpers/executables.js';
 
 const RULES_DIR = path.join(ROOT, 'deploy/prometheus');
 const RULES = path.join(RULES_DIR, 'syncauth-rules.yml');
 const RULES_TESTS = path.join(RULES_DIR, 'syncauth-rules.test.yml');
-
-function findExecutable(name: string): string | null {
-  for (const dir of [...(process.env.PATH ?? '').split(path.delimiter), '/usr/bin']) {
-    if (!dir) continue;
-    try {
-      accessSync(path.join(dir, name), constants.X_OK);
-      return path.join(dir, name);
-    } catch {
-      // not here
-    }
-  }
-  return null;
-}
 
 const promtool = findExecutable('promtool');
 const MISSING = 'promtool not found: install the Debian package (apt-get install -y prometheus)';

@@ -3,7 +3,7 @@
 // environment run the real daemon, which tells a notify socket READY=1 only once its token is published and
 // STOPPING=1 when it stops.
 import { spawn } from 'node:child_process';
-import { accessSync, chmodSync, constants, copyFileSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { CLI, ROOT, tempDir } from '../helpers/cli.js';
@@ -14,25 +14,13 @@ import { containerEnv, spawnDaemon } from '../daemon/process.js';
 import { freePort } from '../helpers/onboarding.js';
 import { startNotifyReceiver, type NotifyReceiver } from './notify-socket.js';
 import { environmentOf, expandSpecifiers, readUnit, splitCommand, valueOf, type Unit } from './unit-file.js';
+import { findExecutable } from '../helpers/executables.js';
 
 const UNITS = path.join(ROOT, 'deploy/systemd');
 const SERVICE = path.join(UNITS, 'syncauth.service');
 const ONCE = path.join(UNITS, 'syncauth-once.service');
 const TIMER = path.join(UNITS, 'syncauth-once.timer');
 const INSTALLED_BINARY = '/usr/local/bin/syncauth';
-
-function findExecutable(name: string): string | null {
-  for (const dir of [...(process.env.PATH ?? '').split(path.delimiter), '/usr/bin', '/bin']) {
-    if (!dir) continue;
-    try {
-      accessSync(path.join(dir, name), constants.X_OK);
-      return path.join(dir, name);
-    } catch {
-      // not here
-    }
-  }
-  return null;
-}
 
 const analyze = findExecutable('systemd-analyze');
 const notifier = findExecutable('systemd-notify');
