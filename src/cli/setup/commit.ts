@@ -1,0 +1,121 @@
+// The one step of `setup` that writes: the grant and the profile's state, then the connector and the workflow.
+// Up to here nothing is written; from here on a stop leaves a profile `refresh` can finish.
+import { SyncauthError } from '../../errors.js';
+import { newSecretsVersion, type ProfileState } from '../../profile/index.js';
+import type { TokenSet } from '../../oauth/index.js';
+import type { Schedule } from '../../service/models.js';
+import { ServiceClient } from '../../service/client.js';
+import { reconcileConnector, type ReconcileResult } from '../../sync/reconcile.js';
+import { InterruptedError, interruptSignal, writeSection } from '../interrupt.js';
+import type { ProfileSession } from '../session.js';
+
+/** What setup gathered and checked before the browser step. */
+export interface Gathered {
+  baseUrl: string;
+  apiKey: string;
+  appKey: string;
+  appSecret: string;
+  refreshToken?: string;
+  remoteUrl: string;
+  connectorName: string;
+  workflowId?: string;
+  schedule?: Schedule;
+  /** A connector of the configured name that is not provably this profile's, which the user chose to take over. */
+  adoptConnectorId?: string;
+}
+
+export async function commit(session: ProfileSession, gathered: Gathered, tokens: TokenSet): Promise<{ result: ReconcileResult }> {
+  const v = session.values;
+  const profileFields = {
+    baseUrl: gathered.baseUrl,
+    apiKeyHeader: v.apiKeyHeader,
+    remoteUrl: gathered.remoteUrl,
+    recursive: v.recursive,
+    access: v.access,
+    connectorName: gathered.connectorName,
+    ...(gathered.workflowId ? { workflowId: gathered.workflowId } : {}),
+    ...(gathered.schedule ? { schedule: gathered.schedule } : {}),
+    authorizeUrl: v.authorizeUrl,
+    tokenUrl: v.tokenUrl,
+    dropboxApiUrl: v.dropboxApiUrl,
+    redirectUri: v.redirectUri,
+    accessTokenExpiresAt: new Date(tokens.expiresAt).toISOString(),
+    lastRenewalAt: new Date().toISOString(),
+    needsReauthorization: false,
+    secretsVersion: newSecretsVersion(),
+  };
+  // A connector of another name is not this one; reconcile is not given its id either.
+  // One the user chose to take over counts as known: reconcile updates it instead of refusing its name.
+  const knownConnector = (current: ProfileState | undefined) =>
+    (gathered.adoptConnectorId
+      ? { connectorId: gathered.adoptConnectorId }
+      : current?.connectorId && current.connectorName === gathered.connectorName ? { connectorId: current.connectorId } : {});
+  const failure = (code: string, message: string) => ({ code, message, at: new Date().toISOString(), terminal: false });
+  const finishHint = `the grant is stored; run \`syncauth refresh --profile ${session.name}\` to finish`;
+
+  // Up to here nothing is written, and Ctrl-C leaves nothing.
+  interruptSignal.throwIfAborted();
+  // The grant is kept from here on (a code cannot be used twice), with the state that names it; that state
+  // says setup is unfinished until the connector is in place, so a stop (an error, Ctrl-C, a crash) leaves
+  // a profile `refresh` can finish.
+  await writeSection(async () => {
+    if (session.secrets.writable) {
+      await session.secrets.set(session.name, {
+        app_key: gathered.appKey,
+        app_secret: gathered.appSecret,
+        refresh_token: tokens.refreshToken,
+        api_key: gathered.apiKey,
+      });
+    }
+    await session.profiles.update(session.name, (current) => ({
+      ...profileFields,
+      ...knownConnector(current),
+      lastError: failure('SYNCAUTH_SETUP_UNFINISHED', `setup stopped before the source connector was created or updated; \`syncauth refresh --profile ${session.name}\` finishes it`),
+    }), { resetCorrupt: true });
+  });
+
+  const client = new ServiceClient({ baseUrl: gathered.baseUrl, apiKey: gathered.apiKey, apiKeyHeader: v.apiKeyHeader });
+  // Ctrl-C gives up on the service at once: the state above already says where setup stopped.
+  const cancel = () => client.cancel();
+  interruptSignal.addEventListener('abort', cancel, { once: true });
+  if (interruptSignal.aborted) cancel();
+  try {
+    const result = await reconcileConnector({
+      client,
+      connector: {
+        name: gathered.connectorName,
+        remoteUrl: gathered.remoteUrl,
+        recursive: v.recursive,
+        appKey: gathered.appKey,
+        appSecret: gathered.appSecret,
+        refreshToken: tokens.refreshToken,
+        accessToken: tokens.accessToken,
+      },
+      ...knownConnector(session.state),
+      ...(gathered.workflowId ? { workflow: { id: gathered.workflowId, ...(gathered.schedule ? { schedule: gathered.schedule } : {}) } } : {}),
+    });
+    await writeSection(() => session.profiles.update(session.name, () => ({
+      ...profileFields,
+      connectorId: result.connector.id,
+      // The configured name, not a replacement's time-stamped one, so later runs find the whole family.
+      connectorName: gathered.connectorName,
+    }), { resetCorrupt: true }));
+    return { result };
+  } catch (error) {
+    if (interruptSignal.aborted) throw new InterruptedError('setup was interrupted before the source connector was ready', { hint: finishHint });
+    const message = error instanceof Error ? error.message : String(error);
+    const code = error instanceof SyncauthError ? error.code : 'UNKNOWN';
+    await writeSection(() => session.profiles.update(session.name, (current) => ({
+      ...profileFields,
+      ...knownConnector(current),
+      lastError: failure(code, message),
+    }), { resetCorrupt: true }));
+    if (error instanceof SyncauthError && !error.hint) {
+      throw new SyncauthError(error.code, error.message, { exitCode: error.exitCode, hint: finishHint, cause: error });
+    }
+    throw error;
+  } finally {
+    interruptSignal.removeEventListener('abort', cancel);
+    await client.close();
+  }
+}
