@@ -66,3 +66,30 @@ export function readLine(stdin: NodeJS.ReadableStream = process.stdin, signal: A
     lines.once('close', () => settle(() => resolve(undefined)));
   });
 }
+
+/** One choice out of `choices` (arrow keys and Enter), returning the chosen value. */
+export async function askSelect<Value extends string>(
+  message: string,
+  choices: { value: Value; label: string; hint?: string }[],
+  options: { initial?: Value } = {},
+): Promise<Value> {
+  const { select, isCancel } = await import('@clack/prompts');
+  const answer = await select<Value>({
+    message,
+    output: process.stderr,
+    signal: interruptSignal,
+    // Each choice as Option<Value>: the generic Option type resolves only for a concrete Value.
+    options: choices.map((c) => ({ value: c.value, label: c.label, ...(c.hint ? { hint: c.hint } : {}) })) as Parameters<typeof select<Value>>[0]['options'],
+    ...(options.initial !== undefined ? { initialValue: options.initial } : {}),
+  });
+  if (isCancel(answer)) throw cancelled();
+  return answer;
+}
+
+/** A yes/no question; `initial` is what Enter alone answers (no, unless said otherwise). */
+export async function askConfirm(message: string, options: { initial?: boolean } = {}): Promise<boolean> {
+  const { confirm, isCancel } = await import('@clack/prompts');
+  const answer = await confirm({ message, output: process.stderr, signal: interruptSignal, initialValue: options.initial ?? false });
+  if (isCancel(answer)) throw cancelled();
+  return answer;
+}
