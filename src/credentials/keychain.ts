@@ -16,6 +16,7 @@
 import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { ensurePrivateDir } from '../profile/files.js';
 import { withFileLock } from '../profile/lock.js';
 import { assertProfileName, isProfileName } from '../profile/name.js';
@@ -38,48 +39,9 @@ type KeychainOp =
   /** Adds `profile` to the index if any of `accounts` holds a secret, removes it otherwise. */
   | { op: 'index-sync'; account: string; profile: string; accounts: string[] };
 
-// Plain CommonJS for `node -e`, so it runs the same from the TypeScript sources and from dist. The request,
-// secrets included, arrives on stdin and the answer leaves on stdout: neither is visible in `ps`.
-const CHILD_SCRIPT = `'use strict';
-const { AsyncEntry } = require(process.argv[1]);
-let input = '';
-process.stdin.setEncoding('utf8');
-process.stdin.on('data', (chunk) => { input += chunk; });
-process.stdin.on('end', () => {
-  run(JSON.parse(input)).then(
-    (results) => process.stdout.write(JSON.stringify({ ok: true, results })),
-    (error) => process.stdout.write(JSON.stringify({ ok: false, message: String((error && error.message) || error) })),
-  );
-});
-async function run(request) {
-  const entry = (account) => new AsyncEntry(request.service, account, { linux: { store: 'secret-service' } });
-  const results = [];
-  for (const op of request.ops) {
-    if (op.op === 'get') results.push(await entry(op.account).getPassword());
-    else if (op.op === 'set') results.push(await entry(op.account).setPassword(op.value) ?? null);
-    else if (op.op === 'delete') results.push(await entry(op.account).deleteCredential());
-    else if (op.op === 'index-sync') {
-      let present = false;
-      for (const account of op.accounts) if ((await entry(account).getPassword()) !== null) present = true;
-      const index = entry(op.account);
-      let names = [];
-      try {
-        const parsed = JSON.parse((await index.getPassword()) || '[]');
-        if (Array.isArray(parsed)) names = parsed.filter((name) => typeof name === 'string');
-      } catch {}
-      const listed = names.includes(op.profile);
-      if (present && !listed) await index.setPassword(JSON.stringify([...names, op.profile].sort()));
-      if (!present && listed) {
-        const rest = names.filter((name) => name !== op.profile);
-        if (rest.length > 0) await index.setPassword(JSON.stringify(rest));
-        else await index.deleteCredential();
-      }
-      results.push(present);
-    } else throw new Error('unknown keychain operation');
-  }
-  return results;
-}
-`;
+// The child runs a real file beside this one, kept in plain CommonJS so it runs the same from the sources and
+// from dist (tsconfig.build.json copies it).
+const CHILD_SCRIPT = fileURLToPath(new URL('./keychain-child.cjs', import.meta.url));
 
 export interface KeychainSecretStoreOptions {
   configDir: string;
@@ -191,7 +153,7 @@ function runInChild(ops: KeychainOp[], context: ChildContext): Promise<unknown[]
       reject(unavailable('the @napi-rs/keyring package is not installed', error));
       return;
     }
-    const child = spawn(process.execPath, ['-e', CHILD_SCRIPT, keyringModule], {
+    const child = spawn(process.execPath, [CHILD_SCRIPT, keyringModule], {
       env: childEnv(context.env),
       stdio: ['pipe', 'pipe', 'pipe'],
       windowsHide: true,
