@@ -19,7 +19,8 @@ import { RateGate, Semaphore } from './limiter.js';
 import { DaemonMetrics } from './metrics.js';
 import { ProfileRuntime, type DaemonClock, type HeldToken } from './runtime.js';
 import { startHealthServer, type HealthServer } from './server.js';
-import { healthOf, profileStatus, reauthorizeCommand } from './status.js';
+import { healthOf, profileStatus } from './status.js';
+import { reauthorizeCommand } from '../profile/name.js';
 import { TokenPublisher, checkTokenFileTemplate, readTokenFile, removeLeftovers, tokenFileFor } from './token-file.js';
 import { getCurrentAccount } from '../oauth/api.js';
 import { removeTemporaryLeftovers } from '../profile/files.js';
@@ -46,7 +47,7 @@ export { CoordinatorUnavailableError, isCoordinatorUnavailable } from './coordin
 export { createRedisCoordinator, checkRedisUrl, redisTarget } from './redis.js';
 export type { RedisCoordinator, RedisCoordinatorOptions } from './redis.js';
 export { checkSchedule } from './cron.js';
-export { reauthorizeCommand } from './status.js';
+export { reauthorizeCommand } from '../profile/name.js';
 export { checkTokenFileTemplate, tokenFileFor, PROFILE_PLACEHOLDER } from './token-file.js';
 
 export const DEFAULT_SCHEDULE = '* * * * *';

@@ -2,10 +2,7 @@
 import type { ProfileHealth } from './metrics.js';
 import type { ProfileRuntime } from './runtime.js';
 import type { ProfileStatus } from './types.js';
-
-export function reauthorizeCommand(profile: string): string {
-  return `syncauth setup --profile ${profile}`;
-}
+import { reauthorizeCommand } from '../profile/name.js';
 
 /**
  * Ready means: not parked, and a token known to be unexpired (held here, or renewed by another process or

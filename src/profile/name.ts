@@ -18,3 +18,8 @@ export function assertProfileName(name: string): void {
     ]);
   }
 }
+
+/** The command that authorizes a profile again (a revoked grant) or corrects its settings: the one fix users are told. */
+export function reauthorizeCommand(profile: string): string {
+  return `syncauth setup --profile ${profile}`;
+}

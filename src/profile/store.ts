@@ -13,6 +13,7 @@ import { withFileLock } from './lock.js';
 import { assertProfileName, isProfileName } from './name.js';
 import { ProfileStateSchema } from './state.js';
 import type { ProfileState, ProfileStateDraft } from './state.js';
+import { reauthorizeCommand } from './name.js';
 
 export interface ProfileStoreOptions {
   /** How long update() and delete() wait for another process's write to finish. Default 15 s. */
@@ -231,7 +232,7 @@ function corrupt(name: string, file: string, reason: string, cause?: unknown): P
   return new ProfileStoreError(
     'PROFILE_CORRUPT',
     `the state file of profile "${name}" is not valid (${reason}): ${file}. It holds no secrets: fix it by ` +
-      `hand, or delete it and run \`syncauth setup --profile ${name}\` again.`,
+      `hand, or delete it and run \`${reauthorizeCommand(name)}\` again.`,
     { path: file, cause },
   );
 }

@@ -15,6 +15,7 @@ import type { CommandContext } from '../context.js';
 import { describeSystemError } from '../errno.js';
 import { counted, paletteFor, printJson, type Io } from '../output.js';
 import { openSession, readSecrets, type ProfileSession, type ResolvedSecrets } from '../session.js';
+import { reauthorizeCommand } from '../../profile/name.js';
 
 export type CheckStatus = 'ok' | 'warn' | 'fail';
 
@@ -147,7 +148,7 @@ function relativeTime(iso: string, now: number): string {
 }
 
 function stateProblems(name: string, state: ProfileState): Check[] {
-  const setup = `run \`syncauth setup --profile ${name}\``;
+  const setup = `run \`${reauthorizeCommand(name)}\``;
   const refresh = `run \`syncauth refresh --profile ${name}\``;
   const checks: Check[] = [];
   if (state.needsReauthorization) {
@@ -175,7 +176,7 @@ async function checkProfile(
   try {
     session = await openSession(context, name);
   } catch (error) {
-    return [failed('profile', name, error, `run \`syncauth setup --profile ${name}\``)];
+    return [failed('profile', name, error, `run \`${reauthorizeCommand(name)}\``)];
   }
   const checks = state ? stateProblems(name, state) : [];
   const facts: string[] = [state ? 'state readable' : 'made of SYNCAUTH_* variables'];
@@ -185,7 +186,7 @@ async function checkProfile(
     try {
       secrets = await readSecrets(session, { readStore: state !== undefined });
     } catch (error) {
-      checks.push(failed('profile', name, error, `run \`syncauth setup --profile ${name}\``));
+      checks.push(failed('profile', name, error, `run \`${reauthorizeCommand(name)}\``));
     }
   } else {
     facts.push('secrets not checked (the store cannot be opened)');
@@ -197,7 +198,7 @@ async function checkProfile(
     if (grant.length > 0) {
       checks.push({
         check: 'profile', subject: name, status: 'fail', message: `has no Dropbox grant: ${grant.join(', ')} ${grant.length > 1 ? 'are' : 'is'} in neither the store nor the environment`,
-        fix: `run \`syncauth setup --profile ${name}\`, or set ${grant.join(', ')}`,
+        fix: `run \`${reauthorizeCommand(name)}\`, or set ${grant.join(', ')}`,
       });
     } else {
       facts.push('Dropbox grant present');
@@ -205,7 +206,7 @@ async function checkProfile(
     if (!secrets.apiKey) {
       checks.push({
         check: 'profile', subject: name, status: 'warn', message: 'has no service API key, so its connector cannot be kept up to date',
-        fix: `set ${SETTINGS.apiKey.env}, or run \`syncauth setup --profile ${name}\``,
+        fix: `set ${SETTINGS.apiKey.env}, or run \`${reauthorizeCommand(name)}\``,
       });
     }
   }
@@ -403,11 +404,11 @@ export async function doctor(context: CommandContext): Promise<void> {
     try {
       state = await profiles.read(name);
     } catch (error) {
-      checks.push(failed('profile', name, error, `run \`syncauth setup --profile ${name}\``));
+      checks.push(failed('profile', name, error, `run \`${reauthorizeCommand(name)}\``));
       continue;
     }
     if (!state && !environmentGrant) {
-      checks.push({ check: 'profile', subject: name, status: 'fail', message: 'has not been set up', fix: `run \`syncauth setup --profile ${name}\`` });
+      checks.push({ check: 'profile', subject: name, status: 'fail', message: 'has not been set up', fix: `run \`${reauthorizeCommand(name)}\`` });
       continue;
     }
     checks.push(...(await checkProfile(context, name, state, storeUsable, targets)));

@@ -25,6 +25,7 @@ import { counted, printJson, warn } from '../output.js';
 import { askSecret, isInteractive, readLine } from '../prompt.js';
 import { openSession, readSecrets, requireGrant, type ProfileSession } from '../session.js';
 import { sessionAccessToken } from './shared.js';
+import { reauthorizeCommand } from '../../profile/name.js';
 
 // ---- profile set ----
 
@@ -203,7 +204,7 @@ async function profileServiceClient(session: ProfileSession, field: string): Pro
     throw new SyncauthError(
       'SYNCAUTH_INCOMPLETE_PROFILE',
       `${field}: cannot check it with the service: profile "${session.name}" lacks ${[!baseUrl && 'the base URL', !secrets.apiKey && 'the API key'].filter(Boolean).join(' and ')}; nothing was saved`,
-      { exitCode: ExitCode.usage, hint: `run \`syncauth setup --profile ${session.name}\`, or set SYNCAUTH_BASE_URL and SYNCAUTH_API_KEY` },
+      { exitCode: ExitCode.usage, hint: `run \`${reauthorizeCommand(session.name)}\`, or set SYNCAUTH_BASE_URL and SYNCAUTH_API_KEY` },
     );
   }
   return new ServiceClient({ baseUrl, apiKey: secrets.apiKey, apiKeyHeader: session.values.apiKeyHeader });
@@ -305,7 +306,7 @@ async function rotateApiKey(context: CommandContext, session: ProfileSession): P
   if (!v.baseUrl) {
     throw new SyncauthError('SYNCAUTH_INCOMPLETE_PROFILE', `profile "${name}" has no service base URL to check a new API key with`, {
       exitCode: ExitCode.usage,
-      hint: `run \`syncauth setup --profile ${name}\``,
+      hint: `run \`${reauthorizeCommand(name)}\``,
     });
   }
   const value = await readNewSecret(context, 'API key');
@@ -375,7 +376,7 @@ async function rotateAppSecret(context: CommandContext, session: ProfileSession)
   if (!secrets.appKey || !secrets.refreshToken) {
     throw new SyncauthError('SYNCAUTH_NOT_AUTHORIZED', `profile "${name}" has no Dropbox grant to check a new app secret with`, {
       exitCode: ExitCode.authRequired,
-      hint: `run \`syncauth setup --profile ${name}\``,
+      hint: `run \`${reauthorizeCommand(name)}\``,
     });
   }
   const appKey = secrets.appKey;
@@ -438,7 +439,7 @@ function appSecretRefused(error: unknown, profile: string): unknown {
   if (isOAuthError(error) && error.kind === 'terminal') {
     return new SyncauthError(error.code, `the grant of profile "${profile}" is revoked, so the new app secret cannot be checked with it; nothing was stored`, {
       exitCode: ExitCode.authRequired,
-      hint: `run \`syncauth setup --profile ${profile}\` with the new app secret to authorize again`,
+      hint: `run \`${reauthorizeCommand(profile)}\` with the new app secret to authorize again`,
       cause: error,
     });
   }

@@ -10,6 +10,7 @@ import type { CommandContext } from '../context.js';
 import { printJson } from '../output.js';
 import { openSession, readSecrets, requireGrant } from '../session.js';
 import { sessionAccessToken } from './shared.js';
+import { reauthorizeCommand } from '../../profile/name.js';
 
 export async function refresh(context: CommandContext): Promise<void> {
   const session = await openSession(context);
@@ -19,7 +20,7 @@ export async function refresh(context: CommandContext): Promise<void> {
   if (!v.baseUrl || !v.remoteUrl || !secrets.apiKey) {
     throw new SyncauthError('SYNCAUTH_INCOMPLETE_PROFILE', `profile "${session.name}" lacks ${[!v.baseUrl && 'the base URL', !v.remoteUrl && 'the remote URL', !secrets.apiKey && 'the API key'].filter(Boolean).join(', ')}`, {
       exitCode: ExitCode.usage,
-      hint: `run \`syncauth setup --profile ${session.name}\`, or set SYNCAUTH_BASE_URL, SYNCAUTH_REMOTE_URL and SYNCAUTH_API_KEY`,
+      hint: `run \`${reauthorizeCommand(session.name)}\`, or set SYNCAUTH_BASE_URL, SYNCAUTH_REMOTE_URL and SYNCAUTH_API_KEY`,
     });
   }
   const tokens = await sessionAccessToken(session, grant, 'recent');

@@ -6,6 +6,7 @@ import { renewHoldingLock } from '../../sync/renew.js';
 import { accessTokenKeeper, decodeAccessToken, remainingMs } from '../../sync/token-cache.js';
 import { writeSection } from '../interrupt.js';
 import type { ProfileSession } from '../session.js';
+import { reauthorizeCommand } from '../../profile/name.js';
 
 /** Runs `work`; a terminal OAuth failure gets the exact command that fixes it, naming the profile. */
 export async function reauthorizeHint<T>(profile: string, work: () => Promise<T>): Promise<T> {
@@ -15,7 +16,7 @@ export async function reauthorizeHint<T>(profile: string, work: () => Promise<T>
     if (isOAuthError(error) && error.kind === 'terminal') {
       throw new SyncauthError(error.code, `${error.message} (profile "${profile}")`, {
         exitCode: error.exitCode,
-        hint: `run \`syncauth setup --profile ${profile}\` to authorize again`,
+        hint: `run \`${reauthorizeCommand(profile)}\` to authorize again`,
         cause: error,
       });
     }
