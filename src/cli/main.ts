@@ -81,9 +81,16 @@ the secret store, a .env file or stdin, never from flags; SYNCAUTH_STORE_KEY fro
     .description('onboard a Dropbox app folder: authorize, store the secrets, create the connector, wire the workflow')
     .option('-y, --yes', 'never prompt: take everything from flags, the environment and .env, and fail naming what is missing')
     .option('--no-check', "skip the service's connection check of the connector (run `syncauth source check ID` later)")
+    .option('--no-workflow', 'the connector alone: no workflow question, and a re-run drops the workflow the profile had')
+    .option('--adopt', 'take over an existing connector of the same name that may not be this profile\'s (asked at a terminal)')
     .addHelpText('after', `
 Secrets (SYNCAUTH_API_KEY, SYNCAUTH_APP_KEY, SYNCAUTH_APP_SECRET) come from the environment, .env or hidden
 prompts. With SYNCAUTH_REFRESH_TOKEN set, the browser step is skipped (containers, CI).
+
+Everything that can be checked is checked before the browser opens: the service and API key, the workflow, the
+store, the app key and redirect URI. In a terminal, setup asks for what is missing and for the workflow (one of the
+workspace's, a new one, or none). Run again on an existing profile, it shows what changes and asks (--yes accepts);
+a connector of the same name that is not this profile's is taken over only when you say so (--adopt).
 
 Examples:
   syncauth setup                                          # asks for what it needs, opens the browser

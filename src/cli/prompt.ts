@@ -26,13 +26,13 @@ export async function askText(message: string, options: { placeholder?: string; 
   return answer.trim();
 }
 
-export async function askSecret(message: string): Promise<string> {
+export async function askSecret(message: string, options: { validate?: (value: string) => string | undefined } = {}): Promise<string> {
   const { password, isCancel } = await import('@clack/prompts');
   const answer = await password({
     message,
     output: process.stderr,
     signal: interruptSignal,
-    validate: (v: string | undefined) => (v && v.trim() ? undefined : 'required'),
+    validate: (v: string | undefined) => (v && v.trim() ? options.validate?.(v) : 'required'),
   });
   if (isCancel(answer)) throw cancelled();
   return answer.trim();

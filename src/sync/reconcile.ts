@@ -34,7 +34,7 @@ export interface ReconcileResult {
   /** Connectors removed because a replacement took their place. */
   removed: string[];
   workflow?: WorkflowInformation;
-  workflowAction?: 'updated' | 'unchanged';
+  workflowAction?: 'created' | 'updated' | 'unchanged';
 }
 
 /** The connector name used when none is configured: `dropbox-` and the subfolder path, `/` turned to `-`. */
@@ -138,7 +138,7 @@ async function updateKnown(
  * Dropbox app reading the same folder. Anything else named like ours (another profile's, another app's, a
  * connector of another type) is never adopted, updated or removed: that would hand it our credentials.
  */
-function notOurs(source: SourceConnectorInformation, connector: DropboxConnectorSpec): string | undefined {
+export function notOurs(source: SourceConnectorInformation, connector: Pick<DropboxConnectorSpec, 'remoteUrl' | 'appKey'>): string | undefined {
   if (source.type !== 'dropbox') return `it is a ${source.type} connector`;
   const { remote_url: remoteUrl, app_key: appKey } = source.config;
   if (remoteUrl !== connector.remoteUrl) return `it reads ${typeof remoteUrl === 'string' ? remoteUrl : 'another folder'}, not ${connector.remoteUrl}`;

@@ -4,9 +4,10 @@
 // abandons every wait at once and never cuts a write in half) leaves either nothing, or a profile that says
 // setup is unfinished and that `syncauth refresh` completes; never secrets without their state.
 import { existsSync } from 'node:fs';
+import path from 'node:path';
 import { ExitCode, SyncauthError, ValidationError, type FieldIssue } from '../../errors.js';
 import { howToSet } from '../../config.js';
-import { MIN_STORE_KEY_LENGTH, type FileSecretStore } from '../../credentials/index.js';
+import { isKeychainUnavailable, MIN_STORE_KEY_LENGTH, SECRET_FILE_NAME, openSecretStore, type FileSecretStore } from '../../credentials/index.js';
 import { isServiceError } from '../../service/errors.js';
 import {
   checkAccessTokenShape, checkGrantedScopes, isOAuthError, listFolder, renewAccessToken, SCOPES_FOR_ACCESS, type TokenSet,
@@ -14,15 +15,20 @@ import {
 import { SCHEDULE_CRON, Uuid } from '../../service/models.js';
 import { dropboxApiPath, dropboxRemoteUrlProblem } from '../../service/source-configs.js';
 import { defaultConnectorName } from '../../sync/reconcile.js';
+import { baseState } from '../../sync/renew.js';
 import { ServiceClient } from '../../service/client.js';
-import type { ConnectionCheck } from '../../service/models.js';
+import type { ConnectionCheck, SourceConnectorInformation } from '../../service/models.js';
 import { checkFailure, runConnectionCheck, type CheckOutcome } from './source.js';
 import { authorizeInteractively, dropboxCredentialIssues } from '../authorization.js';
 import type { CommandContext } from '../context.js';
-import { interruptSignal } from '../interrupt.js';
+import { interruptSignal, writeSection } from '../interrupt.js';
 import { commit, type Gathered } from '../setup/commit.js';
-import { counted, printJson } from '../output.js';
-import { askSecret, askText, isInteractive } from '../prompt.js';
+import {
+  connectorDecision, formatChanges, profileChanges, unadoptable, unconfirmedAdoption, unconfirmedChanges,
+} from '../setup/changes.js';
+import { chooseWorkflow, createChosenWorkflow, type WorkflowChoice } from '../setup/workflow-choice.js';
+import { counted, printJson, warn } from '../output.js';
+import { askConfirm, askSecret, askText, isInteractive } from '../prompt.js';
 import { openSession, readSecrets, type ProfileSession } from '../session.js';
 
 export interface SetupOptions {
@@ -32,6 +38,10 @@ export interface SetupOptions {
   open?: boolean;
   yes?: boolean;
   timeout?: string;
+  /** `--no-workflow` sets this false: the connector alone, no workflow question, and a re-run drops the profile's. */
+  workflow?: boolean;
+  /** `--adopt`: take over a connector of the configured name that is not provably this profile's. */
+  adopt?: boolean;
 }
 
 function checklist(session: ProfileSession, paste: boolean): string {
@@ -51,12 +61,11 @@ function checklist(session: ProfileSession, paste: boolean): string {
   ].join('\n');
 }
 
-
 async function gather(session: ProfileSession, context: CommandContext, options: SetupOptions): Promise<Gathered> {
   const v = session.values;
   // Reading the store first also proves it works: finding out after the browser step would waste the grant.
-  const secrets = await readSecrets(session, { readStore: session.secrets.writable });
   const interactive = !options.yes && isInteractive(context.stdin);
+  const secrets = await readSecretsOrSwitch(session, context, interactive);
   const issues: FieldIssue[] = [];
   const ask = async (field: string, have: string | undefined, question: string, secret: boolean, check?: (value: string) => string | undefined): Promise<string | undefined> => {
     if (have) return have;
@@ -78,8 +87,19 @@ async function gather(session: ProfileSession, context: CommandContext, options:
     const problem = dropboxRemoteUrlProblem(remoteUrl);
     if (problem) issues.push({ field: howToSet('remoteUrl'), message: problem });
   }
-  if (v.workflowId && !Uuid.safeParse(v.workflowId).success) issues.push({ field: howToSet('workflowId'), message: `must be a UUID, got "${v.workflowId}"` });
-  if (v.schedule && !v.workflowId) issues.push({ field: howToSet('schedule'), message: `a schedule needs a workflow to apply to: set ${howToSet('workflowId')} too` });
+  // --no-workflow drops a workflow the profile remembers; one named now as well is a contradiction.
+  const sources = session.settings.sources;
+  const noWorkflow = options.workflow === false;
+  if (noWorkflow && v.workflowId && sources.workflowId !== 'profile') {
+    issues.push({ field: '--no-workflow', message: `contradicts ${howToSet('workflowId')}: give one or the other` });
+  }
+  if (noWorkflow && v.schedule && sources.schedule !== 'profile') {
+    issues.push({ field: '--no-workflow', message: `contradicts ${howToSet('schedule')}: a schedule needs a workflow` });
+  }
+  const workflowId = noWorkflow ? undefined : v.workflowId;
+  const schedule = noWorkflow ? undefined : v.schedule;
+  if (workflowId && !Uuid.safeParse(workflowId).success) issues.push({ field: howToSet('workflowId'), message: `must be a UUID, got "${workflowId}"` });
+  if (schedule && !workflowId) issues.push({ field: howToSet('schedule'), message: `a schedule needs a workflow to apply to: set ${howToSet('workflowId')} too` });
   if (baseUrl) {
     try {
       // The client refuses base URLs it cannot use (credentials, query) and API keys no header can carry;
@@ -115,9 +135,56 @@ async function gather(session: ProfileSession, context: CommandContext, options:
     ...(givenRefreshToken ? { refreshToken: givenRefreshToken } : {}),
     remoteUrl: remoteUrl as string,
     connectorName: v.connectorName ?? defaultConnectorName(remoteUrl as string),
-    ...(v.workflowId ? { workflowId: v.workflowId } : {}),
-    ...(v.schedule ? { schedule: v.schedule } : {}),
+    ...(workflowId ? { workflowId } : {}),
+    ...(schedule ? { schedule } : {}),
   };
+}
+
+/**
+ * Reads the store once before the browser step, which also proves it works. A keychain out of reach (a headless
+ * Linux host with no Secret Service) stops setup with both ways out; at a terminal setup offers the encrypted
+ * file store instead, asking for its key, so the run can go on.
+ */
+async function readSecretsOrSwitch(session: ProfileSession, context: CommandContext, interactive: boolean) {
+  try {
+    return await readSecrets(session, { readStore: session.secrets.writable });
+  } catch (error) {
+    if (!interactive || !isKeychainUnavailable(error)) throw error;
+    const { configDir } = session.values;
+    const file = path.join(configDir, SECRET_FILE_NAME);
+    context.io.stderr.write(`! ${error.message}\n`);
+    const exists = existsSync(file);
+    const switchNow = await askConfirm(
+      exists
+        ? `Use the encrypted file store already in ${configDir} for profile "${session.name}" instead?`
+        : `Keep profile "${session.name}"'s secrets in an encrypted file in ${configDir} instead?`,
+      { initial: true },
+    );
+    if (!switchNow) throw error;
+    const given = session.values.storeKey?.trim();
+    const storeKey = given || await askNewStoreKey(exists);
+    session.secrets = openSecretStore({
+      kind: 'file', configDir, env: context.inputs.env, storeKey, onWarning: (message) => warn(context.io, message),
+    });
+    session.values.store = 'file';
+    session.values.storeKey = storeKey;
+    switchedStore.add(session.name);
+    return readSecrets(session, { readStore: true });
+  }
+}
+
+/** Profiles whose store setup switched to the file store in this run: the end says how later commands find it. */
+const switchedStore = new Set<string>();
+
+async function askNewStoreKey(exists: boolean): Promise<string> {
+  if (exists) return askSecret('The key of the encrypted file store (hidden)');
+  const tooShort = (value: string) =>
+    Array.from(value.trim()).length < MIN_STORE_KEY_LENGTH ? `at least ${MIN_STORE_KEY_LENGTH} characters; a long random value is best (openssl rand -base64 32)` : undefined;
+  for (;;) {
+    const key = await askSecret(`A key for the new encrypted file store, at least ${MIN_STORE_KEY_LENGTH} characters (hidden)`, { validate: tooShort });
+    if (await askSecret('The same key again (hidden)') === key) return key;
+    process.stderr.write('The two keys differ; once more.\n');
+  }
 }
 
 /**
@@ -140,7 +207,11 @@ function newFileStoreKeyIssue(session: ProfileSession): FieldIssue | undefined {
  * a wrong URL, API key or workflow found after Allow would waste the grant. Few retries and short deadlines:
  * a person is waiting, and a service that does not answer now will not do better after the browser.
  */
-async function checkService(session: ProfileSession, gathered: Gathered): Promise<void> {
+async function checkService(
+  session: ProfileSession,
+  gathered: Gathered,
+  then: (client: ServiceClient, sources: SourceConnectorInformation[]) => Promise<void>,
+): Promise<void> {
   const host = new URL(gathered.baseUrl).host;
   const client = new ServiceClient({
     baseUrl: gathered.baseUrl,
@@ -153,46 +224,51 @@ async function checkService(session: ProfileSession, gathered: Gathered): Promis
   interruptSignal.addEventListener('abort', cancel, { once: true });
   if (interruptSignal.aborted) cancel();
   let step: 'key' | 'workflow' = 'key';
+  let sources: SourceConnectorInformation[];
   try {
-    await client.listSources({ sourceType: 'dropbox' });
-    if (gathered.workflowId) {
-      step = 'workflow';
-      await client.getWorkflow(gathered.workflowId);
+    try {
+      // Every type: the service's connector names are unique across types.
+      sources = await client.listSources();
+      if (gathered.workflowId) {
+        step = 'workflow';
+        await client.getWorkflow(gathered.workflowId);
+      }
+    } catch (error) {
+      interruptSignal.throwIfAborted();
+      if (!isServiceError(error)) throw error;
+      const header = session.values.apiKeyHeader;
+      if (error.code === 'SERVICE_UNAUTHORIZED' || error.code === 'SERVICE_FORBIDDEN') {
+        throw new SyncauthError('SYNCAUTH_API_KEY_REFUSED', `SYNCAUTH_API_KEY: the service at ${host} refused the API key (${error.status ?? error.code})`, {
+          exitCode: ExitCode.authRequired,
+          cause: error,
+          hint: `set SYNCAUTH_API_KEY to an API key of the workspace to connect (the service's UI, API keys); it is sent in the header ${header} ` +
+            `(${howToSet('apiKeyHeader')} changes that)`,
+        });
+      }
+      if (step === 'workflow' && error.code === 'SERVICE_NOT_FOUND') {
+        throw new SyncauthError('SYNCAUTH_WORKFLOW_NOT_FOUND', `${howToSet('workflowId')}: no workflow ${gathered.workflowId ?? ''} in this workspace`, {
+          exitCode: ExitCode.usage,
+          cause: error,
+          hint: 'list the workspace\'s workflows with `syncauth workflow list`, or leave the workflow out to set up the connector alone; nothing was stored',
+        });
+      }
+      if (error.code === 'SERVICE_NETWORK') {
+        throw new SyncauthError('SYNCAUTH_SERVICE_UNREACHABLE', `${howToSet('baseUrl')}: cannot reach the service at ${host}: ${error.message}`, {
+          exitCode: ExitCode.error,
+          cause: error,
+          hint: 'check the URL (the service\'s address, like https://platform.example.com), the network and any proxy (HTTPS_PROXY, NO_PROXY); nothing was stored',
+        });
+      }
+      if (step === 'key' && error.code === 'SERVICE_NOT_FOUND') {
+        throw new SyncauthError('SYNCAUTH_SERVICE_NOT_FOUND', `${howToSet('baseUrl')}: ${host} does not answer like the ingestion service (404 for its list of source connectors)`, {
+          exitCode: ExitCode.error,
+          cause: error,
+          hint: 'set it to the service\'s address, like https://platform.example.com (without a path other than /api/v1)',
+        });
+      }
+      throw error;
     }
-  } catch (error) {
-    interruptSignal.throwIfAborted();
-    if (!isServiceError(error)) throw error;
-    const header = session.values.apiKeyHeader;
-    if (error.code === 'SERVICE_UNAUTHORIZED' || error.code === 'SERVICE_FORBIDDEN') {
-      throw new SyncauthError('SYNCAUTH_API_KEY_REFUSED', `SYNCAUTH_API_KEY: the service at ${host} refused the API key (${error.status ?? error.code})`, {
-        exitCode: ExitCode.authRequired,
-        cause: error,
-        hint: `set SYNCAUTH_API_KEY to an API key of the workspace to connect (the service's UI, API keys); it is sent in the header ${header} ` +
-          `(${howToSet('apiKeyHeader')} changes that)`,
-      });
-    }
-    if (step === 'workflow' && error.code === 'SERVICE_NOT_FOUND') {
-      throw new SyncauthError('SYNCAUTH_WORKFLOW_NOT_FOUND', `${howToSet('workflowId')}: no workflow ${gathered.workflowId ?? ''} in this workspace`, {
-        exitCode: ExitCode.usage,
-        cause: error,
-        hint: 'list the workspace\'s workflows with `syncauth workflow list`, or leave the workflow out to set up the connector alone; nothing was stored',
-      });
-    }
-    if (error.code === 'SERVICE_NETWORK') {
-      throw new SyncauthError('SYNCAUTH_SERVICE_UNREACHABLE', `${howToSet('baseUrl')}: cannot reach the service at ${host}: ${error.message}`, {
-        exitCode: ExitCode.error,
-        cause: error,
-        hint: 'check the URL (the service\'s address, like https://platform.example.com), the network and any proxy (HTTPS_PROXY, NO_PROXY); nothing was stored',
-      });
-    }
-    if (step === 'key' && error.code === 'SERVICE_NOT_FOUND') {
-      throw new SyncauthError('SYNCAUTH_SERVICE_NOT_FOUND', `${howToSet('baseUrl')}: ${host} does not answer like the ingestion service (404 for its list of source connectors)`, {
-        exitCode: ExitCode.error,
-        cause: error,
-        hint: 'set it to the service\'s address, like https://platform.example.com (without a path other than /api/v1)',
-      });
-    }
-    throw error;
+    await then(client, sources);
   } finally {
     interruptSignal.removeEventListener('abort', cancel);
     await client.close();
@@ -236,6 +312,64 @@ async function verifyGrant(session: ProfileSession, tokens: TokenSet, remoteUrl:
   return notes;
 }
 
+/**
+ * A connector that already holds the configured name: this profile's is updated without a word; another's is
+ * taken over only when the user says so (a question at a terminal, --adopt otherwise), before the browser step.
+ */
+async function decideConnector(
+  session: ProfileSession,
+  gathered: Gathered,
+  sources: SourceConnectorInformation[],
+  options: SetupOptions,
+  interactive: boolean,
+  context: CommandContext,
+): Promise<void> {
+  const decision = connectorDecision(sources, gathered, session.state);
+  if (decision.kind !== 'foreign') return;
+  const refusal = unadoptable(decision, gathered.connectorName);
+  if (refusal) throw refusal;
+  if (!options.adopt) {
+    if (!interactive) throw unconfirmedAdoption(decision, gathered.connectorName);
+    context.io.stderr.write(`! a source connector named "${gathered.connectorName}" (${decision.connector.id}) already exists and may not be this profile's: ${decision.reason}\n`);
+    const take = await askConfirm('Take it over? Its folder and credentials become this profile\'s (No: choose another name with --connector-name)', { initial: false });
+    if (!take) {
+      throw new SyncauthError('SYNCAUTH_CANCELLED', 'cancelled; nothing was written', {
+        exitCode: ExitCode.error,
+        hint: 'choose another name with --connector-name, or run again with --adopt',
+      });
+    }
+  }
+  gathered.adoptConnectorId = decision.connector.id;
+}
+
+/**
+ * On an existing profile, says what this run changes and asks (--yes accepts; without a terminal the run is
+ * refused, naming the changes). A run that changes only the grant, the usual re-authorization, asks nothing.
+ */
+async function confirmChanges(session: ProfileSession, gathered: Gathered, options: SetupOptions, interactive: boolean, context: CommandContext): Promise<void> {
+  const { state } = session;
+  if (!state) return;
+  const v = session.values;
+  const next = {
+    baseUrl: gathered.baseUrl, apiKeyHeader: v.apiKeyHeader, remoteUrl: gathered.remoteUrl, recursive: v.recursive, access: v.access,
+    connectorName: gathered.connectorName, workflowId: gathered.workflowId, schedule: gathered.schedule,
+    authorizeUrl: v.authorizeUrl, tokenUrl: v.tokenUrl, dropboxApiUrl: v.dropboxApiUrl, redirectUri: v.redirectUri,
+  };
+  const stored = session.secrets.writable ? await session.secrets.get(session.name) : {};
+  const changes = profileChanges(state, next, stored, gathered);
+  const { io } = context;
+  if (changes.length === 0) {
+    io.stderr.write(`Profile "${session.name}" exists; its settings stay as they are and the new authorization replaces its grant.\n`);
+    return;
+  }
+  io.stderr.write(`${formatChanges(session.name, changes)}\n`);
+  if (options.yes) return;
+  if (!interactive) throw unconfirmedChanges(session.name, changes);
+  if (!(await askConfirm(`Apply these changes to profile "${session.name}"?`, { initial: false }))) {
+    throw new SyncauthError('SYNCAUTH_CANCELLED', 'cancelled; nothing was written', { exitCode: ExitCode.error });
+  }
+}
+
 export async function setup(context: CommandContext, options: SetupOptions): Promise<void> {
   const session = await openSession(context);
   const paste = options.browser === false;
@@ -246,8 +380,21 @@ export async function setup(context: CommandContext, options: SetupOptions): Pro
   const { io } = context;
   io.stderr.write(checklist(session, paste));
   const gathered = await gather(session, context, options);
-  // Everything that can be checked without the person, before the browser opens (or the URL is shown).
-  await checkService(session, gathered);
+  const interactive = !options.yes && isInteractive(context.stdin);
+  let workflowChoice: WorkflowChoice | undefined;
+  // Everything that can be checked without the person, before the browser opens (or the URL is shown), and
+  // every question whose answer changes what is written.
+  await checkService(session, gathered, async (client, sources) => {
+    await decideConnector(session, gathered, sources, options, interactive, context);
+    if (interactive && options.workflow !== false && !gathered.workflowId) {
+      workflowChoice = await chooseWorkflow(client, { connectorName: gathered.connectorName });
+      if (workflowChoice.kind === 'existing') {
+        gathered.workflowId = workflowChoice.id;
+        if (workflowChoice.schedule) gathered.schedule = workflowChoice.schedule;
+      }
+    }
+  });
+  await confirmChanges(session, gathered, options, interactive, context);
 
   let tokens: TokenSet;
   if (gathered.refreshToken) {
@@ -281,6 +428,16 @@ export async function setup(context: CommandContext, options: SetupOptions): Pro
   for (const note of notes) io.stderr.write(`! ${note}\n`);
 
   const { result } = await commit(session, gathered, tokens);
+  if (workflowChoice?.kind === 'create') {
+    // A workflow made for this connector, once the connector exists; the profile records it like a chosen one.
+    result.workflow = await withServiceClient(gathered, session, (client) => createChosenWorkflow(client, workflowChoice as Extract<WorkflowChoice, { kind: 'create' }>, result.connector.id));
+    result.workflowAction = 'created';
+    const { id: createdId } = result.workflow;
+    const createdSchedule = workflowChoice.schedule;
+    await writeSection(() => session.profiles.update(session.name, (current) => (current
+      ? { ...baseState(current), workflowId: createdId, ...(createdSchedule ? { schedule: createdSchedule } : {}) }
+      : current)));
+  }
   const check = options.check === false ? undefined : await connectionCheck(gathered, session, result.connector.id, context);
   const nextCommand = result.workflow ? `syncauth workflow run ${result.workflow.id}` : `syncauth status --profile ${session.name}`;
   if (context.json) {
@@ -303,14 +460,18 @@ export async function setup(context: CommandContext, options: SetupOptions): Pro
   ];
   if (result.workflow) {
     const cron = result.workflow.schedule?.crontab_entries.map((e) => e.cron_expression).join(', ');
-    const schedule = gathered.schedule ? `, schedule ${gathered.schedule} (${SCHEDULE_CRON[gathered.schedule]})` : cron ? `, schedule ${cron}` : '';
-    lines.push(`✓ workflow ${result.workflow.name} (${result.workflow.id}) reads from it${schedule}`);
+    const chosen = gathered.schedule ?? (workflowChoice?.kind === 'create' ? workflowChoice.schedule : undefined);
+    const schedule = chosen ? `, schedule ${chosen} (${SCHEDULE_CRON[chosen]})` : cron ? `, schedule ${cron}` : '';
+    lines.push(`✓ workflow ${result.workflow.name} (${result.workflow.id}) ${result.workflowAction === 'created' ? 'created; it reads' : 'reads'} from it${schedule}`);
   }
   if (check?.ok) lines.push(`✓ the service's connection check of the connector passed`);
   if (check && !check.ok) {
     lines.push(`✗ the service's connection check of the connector failed: ${check.check.reason ?? check.check.status}`);
     io.stdout.write(`${lines.join('\n')}\n`);
     throw setupCheckFailure(session, result.connector.id, check.check);
+  }
+  if (switchedStore.has(session.name)) {
+    lines.push(`! the secrets are in the encrypted file store: every later command (the daemon's too) needs SYNCAUTH_STORE=file and SYNCAUTH_STORE_KEY set to the key you typed`);
   }
   lines.push(
     '',
@@ -324,12 +485,17 @@ export async function setup(context: CommandContext, options: SetupOptions): Pro
  * grant. Ctrl-C abandons the wait; what setup made stays, complete.
  */
 async function connectionCheck(gathered: Gathered, session: ProfileSession, connectorId: string, context: CommandContext): Promise<CheckOutcome> {
+  return withServiceClient(gathered, session, (client) => runConnectionCheck(client, connectorId, context.io));
+}
+
+/** A service client for one step after the grant; Ctrl-C abandons its calls at once. */
+async function withServiceClient<T>(gathered: Gathered, session: ProfileSession, fn: (client: ServiceClient) => Promise<T>): Promise<T> {
   const client = new ServiceClient({ baseUrl: gathered.baseUrl, apiKey: gathered.apiKey, apiKeyHeader: session.values.apiKeyHeader });
   const cancel = () => client.cancel();
   interruptSignal.addEventListener('abort', cancel, { once: true });
   if (interruptSignal.aborted) cancel();
   try {
-    return await runConnectionCheck(client, connectorId, context.io);
+    return await fn(client);
   } finally {
     interruptSignal.removeEventListener('abort', cancel);
     await client.close();
