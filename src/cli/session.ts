@@ -8,8 +8,10 @@ import { warn } from './output.js';
 import { openSecretStore, type ProfileSecrets, type SecretStore } from '../credentials/index.js';
 import { ExitCode, SyncauthError } from '../errors.js';
 import { openProfileStore, type ProfileState, type ProfileStore } from '../profile/index.js';
+import { reauthorizeCommand } from '../profile/name.js';
 import { registerAppCredentials, registerSecrets } from '../redact.js';
 import type { CommandContext } from './context.js';
+import { recoverInterruptedSetup } from './setup/journal.js';
 import type { Io } from './output.js';
 
 export interface ProfileSession {
@@ -31,12 +33,14 @@ const STATE_SETTINGS = [
 export async function openSession(context: CommandContext, name = context.settings.values.profile): Promise<ProfileSession> {
   const { configDir, store, storeKey } = context.settings.values;
   const profiles = openProfileStore(configDir);
+  const secrets = openSecretStore({ kind: store, configDir, env: context.inputs.env, ...(storeKey ? { storeKey } : {}), onWarning: (message) => warn(context.io, message) });
+  // A setup killed between its writes is finished or undone before anything reads the profile.
+  await recoverInterruptedSetup(profiles, secrets, name, (line) => context.io.stderr.write(`syncauth: ${line}\n`));
   const state = await profiles.read(name);
   const profile: Record<string, unknown> = {};
   for (const key of STATE_SETTINGS) if (state?.[key] !== undefined) profile[key] = state[key];
   const settings = resolveSettings({ ...context.inputs, flags: { ...context.inputs.flags, profile: name }, profile });
   checkRecordedEndpoints(context, name, state, settings);
-  const secrets = openSecretStore({ kind: store, configDir, env: context.inputs.env, ...(storeKey ? { storeKey } : {}), onWarning: (message) => warn(context.io, message) });
   return { name, settings, values: settings.values, profiles, secrets, state, io: context.io };
 }
 
@@ -80,7 +84,7 @@ function checkRecordedEndpoints(context: CommandContext, name: string, state: Pr
       exitCode: ExitCode.usage,
       hint:
         `${fromDotenv ? 'if the .env is not yours, remove it or run elsewhere; ' : ''}to move the profile, run ` +
-        `\`syncauth setup --profile ${name}\` with the new endpoint as a flag or in the environment; to use it for this run ` +
+        `\`${reauthorizeCommand(name)}\` with the new endpoint as a flag or in the environment; to use it for this run ` +
         `only, add --endpoint-override or set ${ENDPOINT_OVERRIDE_ENV}=1 in the environment (never read from .env)`,
     },
   );
@@ -143,7 +147,7 @@ export function requireGrant(session: ProfileSession, secrets: ResolvedSecrets):
   if (missing.length > 0) {
     throw new SyncauthError('SYNCAUTH_NOT_AUTHORIZED', `profile "${session.name}" has no Dropbox grant (missing ${missing.join(', ')})`, {
       exitCode: ExitCode.authRequired,
-      hint: `run \`syncauth setup --profile ${session.name}\`, or set ${missing.join(', ')} in the environment`,
+      hint: `run \`${reauthorizeCommand(session.name)}\`, or set ${missing.join(', ')} in the environment`,
     });
   }
   return { appKey: secrets.appKey as string, appSecret: secrets.appSecret as string, refreshToken: secrets.refreshToken as string };

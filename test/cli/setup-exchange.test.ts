@@ -122,7 +122,7 @@ describe('a refused app secret at a terminal: typed again, the same code exchang
     const env: Record<string, string> = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: home.dir, TERM: 'dumb' };
     for (const [key, value] of Object.entries(onboardingEnv(ob, home, { SYNCAUTH_APP_SECRET: WRONG_SECRET }))) if (value !== undefined) env[key] = value;
     // `script` gives the CLI a terminal, as a person's shell would.
-    const child = spawn('script', ['-qfec', `${process.execPath} ${CLI} setup --no-open --connector-name typed-secret`, '/dev/null'], { cwd: home.dir, env, stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = spawn('script', ['-qfec', `${process.execPath} ${CLI} setup --no-open --no-workflow --connector-name typed-secret`, '/dev/null'], { cwd: home.dir, env, stdio: ['pipe', 'pipe', 'pipe'] });
     let out = '';
     child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
     const exited = new Promise<number | null>((resolve) => child.on('close', resolve));

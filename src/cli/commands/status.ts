@@ -1,7 +1,10 @@
 // `syncauth status`: every profile at a glance; exit 4 when any needs re-authorization, 1 when any is incomplete or
 // failed its last renewal or reconcile, so a script or a monitoring check can act on it.
 import { ExitCode, SyncauthError } from '../../errors.js';
-import { openProfileStore, type ProfileState } from '../../profile/index.js';
+import { openSecretStore } from '../../credentials/index.js';
+import { openProfileStore, type ProfileState, type ProfileStore } from '../../profile/index.js';
+import { reauthorizeCommand } from '../../profile/name.js';
+import { pendingSetups, recoverInterruptedSetup } from '../setup/journal.js';
 import type { CommandContext } from '../context.js';
 import { printJson, printRecord } from '../output.js';
 
@@ -27,7 +30,7 @@ interface Trouble {
  * token is not trouble: the next `token`, `refresh` or the daemon renews it.
  */
 function troubleOf(state: ProfileState): Trouble | undefined {
-  const setupFix = `syncauth setup --profile ${state.profile}`;
+  const setupFix = reauthorizeCommand(state.profile);
   const refreshFix = `syncauth refresh --profile ${state.profile}`;
   if (state.needsReauthorization) {
     return { state: 'needs re-authorization', summary: 'needs re-authorization', advice: `run \`${setupFix}\` to authorize again`, fix: setupFix };
@@ -72,14 +75,34 @@ function summary(state: ProfileState, trouble: Trouble | undefined, now: number)
   };
 }
 
+/**
+ * Setups killed between their writes are finished or undone first, so that the list shows what is really there.
+ * One that cannot be checked (its secret store does not open) is said, and the listing goes on.
+ */
+async function recoverSetups(context: CommandContext, store: ProfileStore, only: string | undefined): Promise<void> {
+  const pending = (await pendingSetups(store)).filter((name) => !only || name === only);
+  if (pending.length === 0) return;
+  const { configDir, store: kind, storeKey } = context.settings.values;
+  const say = (line: string) => context.io.stderr.write(`syncauth: ${line}\n`);
+  for (const name of pending) {
+    try {
+      const secrets = openSecretStore({ kind, configDir, env: context.inputs.env, ...(storeKey ? { storeKey } : {}) });
+      await recoverInterruptedSetup(store, secrets, name, say);
+    } catch (error) {
+      say(`profile "${name}": an interrupted setup could not be checked: ${(error as Error).message}`);
+    }
+  }
+}
+
 export async function status(context: CommandContext): Promise<void> {
   const { configDir, profile } = context.settings.values;
   const store = openProfileStore(configDir);
   const only = context.settings.sources.profile === 'default' ? undefined : profile;
+  await recoverSetups(context, store, only);
   const states = only ? [await store.read(only)].filter((s): s is ProfileState => s !== undefined) : await store.list();
   const now = Date.now();
   if (only && states.length === 0) {
-    throw new SyncauthError('SYNCAUTH_NO_PROFILE', `profile "${only}" has not been set up`, { exitCode: ExitCode.authRequired, hint: `run \`syncauth setup --profile ${only}\`` });
+    throw new SyncauthError('SYNCAUTH_NO_PROFILE', `profile "${only}" has not been set up`, { exitCode: ExitCode.authRequired, hint: `run \`${reauthorizeCommand(only)}\`` });
   }
   const troubles = states.map(troubleOf);
   const rows = states.map((s, i) => summary(s, troubles[i], now));

@@ -1,12 +1,16 @@
 // The one step of `setup` that writes: the grant and the profile's state, then the connector and the workflow.
 // Up to here nothing is written; from here on a stop leaves a profile `refresh` can finish.
+import { existsSync } from 'node:fs';
 import { SyncauthError } from '../../errors.js';
 import { newSecretsVersion, type ProfileState } from '../../profile/index.js';
 import type { TokenSet } from '../../oauth/index.js';
 import type { Schedule } from '../../service/models.js';
 import { ServiceClient } from '../../service/client.js';
 import { reconcileConnector, type ReconcileResult } from '../../sync/reconcile.js';
+import { encodeAccessToken } from '../../sync/token-cache.js';
+import { failpoint } from '../failpoint.js';
 import { InterruptedError, interruptSignal, writeSection } from '../interrupt.js';
+import { clearJournal, withSetupLock, writeJournal } from './journal.js';
 import type { ProfileSession } from '../session.js';
 
 /** What setup gathered and checked before the browser step. */
@@ -58,21 +62,44 @@ export async function commit(session: ProfileSession, gathered: Gathered, tokens
   // The grant is kept from here on (a code cannot be used twice), with the state that names it; that state
   // says setup is unfinished until the connector is in place, so a stop (an error, Ctrl-C, a crash) leaves
   // a profile `refresh` can finish.
+  const { profiles, name } = session;
+  const unfinished = (current: ProfileState | undefined) => ({
+    ...profileFields,
+    ...knownConnector(current),
+    lastError: failure('SYNCAUTH_SETUP_UNFINISHED', `setup stopped before the source connector was created or updated; \`syncauth refresh --profile ${name}\` finishes it`),
+  });
   await writeSection(async () => {
-    if (session.secrets.writable) {
-      await session.secrets.set(session.name, {
+    if (!session.secrets.writable) {
+      await profiles.update(name, unfinished, { resetCorrupt: true });
+      return;
+    }
+    // Two stores, two writes: the record in journal.ts lets the next command finish or undo them after a kill -9.
+    await withSetupLock(profiles, name, async () => {
+      const hadState = existsSync(profiles.fileOf(name));
+      const current = await profiles.read(name).catch(() => undefined);
+      const state = unfinished(current);
+      await writeJournal(profiles, name, { accessTokenExpiresAt: tokens.expiresAt, hadState, state });
+      await failpoint('setup.journal-written');
+      await session.secrets.set(name, {
         app_key: gathered.appKey,
         app_secret: gathered.appSecret,
         refresh_token: tokens.refreshToken,
         api_key: gathered.apiKey,
+        // Written last by every store: finding it proves the rest of the grant landed (see journal.ts).
+        access_token: encodeAccessToken(
+          { accessToken: tokens.accessToken, expiresAt: tokens.expiresAt, renewedAt: Date.now() },
+          { appKey: gathered.appKey, refreshToken: tokens.refreshToken },
+        ),
       });
-    }
-    await session.profiles.update(session.name, (current) => ({
-      ...profileFields,
-      ...knownConnector(current),
-      lastError: failure('SYNCAUTH_SETUP_UNFINISHED', `setup stopped before the source connector was created or updated; \`syncauth refresh --profile ${session.name}\` finishes it`),
-    }), { resetCorrupt: true });
+      await failpoint('setup.secrets-stored');
+      await profiles.update(name, () => state, { resetCorrupt: true });
+      await clearJournal(profiles, name);
+      // The marker has done its work. Left in place it would be a cached token that `refresh` takes as a renewal
+      // of a moment ago; a kill before this line leaves just that, which is harmless.
+      await session.secrets.set(name, { access_token: '' });
+    });
   });
+  await failpoint('setup.state-written');
 
   const client = new ServiceClient({ baseUrl: gathered.baseUrl, apiKey: gathered.apiKey, apiKeyHeader: v.apiKeyHeader });
   // Ctrl-C gives up on the service at once: the state above already says where setup stopped.

@@ -1,0 +1,54 @@
+// The record a setup leaves while it writes (src/cli/setup/journal.ts), in-process: what the next command does
+// with it when the setup is still running, finished, or left something unreadable.
+import { mkdirSync, writeFileSync, existsSync } from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { openSecretStore } from '../../src/credentials/index.js';
+import { openProfileStore } from '../../src/profile/index.js';
+import { recoverInterruptedSetup, withSetupLock, writeJournal } from '../../src/cli/setup/journal.js';
+import { tempDir } from '../helpers/cli.js';
+
+function stores() {
+  const configDir = path.join(tempDir('syncauth-recover-'), 'config');
+  const profiles = openProfileStore(configDir);
+  const secrets = openSecretStore({ kind: 'file', configDir, storeKey: 'recover-test-store-key-0123456789', env: {} });
+  return { configDir, profiles, secrets };
+}
+
+describe('recoverInterruptedSetup', () => {
+  it('no record: nothing to do, and nothing read from the secret store', async () => {
+    const { profiles } = stores();
+    const lines: string[] = [];
+    const untouchable = { get: () => Promise.reject(new Error('must not be read')) } as never;
+    expect(await recoverInterruptedSetup(profiles, untouchable, 'docs', (l) => lines.push(l))).toBe('none');
+    expect(lines).toEqual([]);
+  });
+
+  it('a setup still running (its lock held by a live process) is waited for, never undone under its feet', async () => {
+    const { profiles, secrets } = stores();
+    const lines: string[] = [];
+    let recovered: Promise<string> | undefined;
+    await withSetupLock(profiles, 'docs', async () => {
+      await writeJournal(profiles, 'docs', { accessTokenExpiresAt: Date.now() + 3_600_000, hadState: false, state: { remoteUrl: 'dropbox://data' } });
+      recovered = recoverInterruptedSetup(profiles, secrets, 'docs', (l) => lines.push(l));
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(lines).toEqual([]);
+      // The setup ends its writes: record removed before the lock is released.
+      const { rm } = await import('node:fs/promises');
+      await rm(path.join(profiles.dir, 'docs.setup-pending'));
+    });
+    expect(await recovered).toBe('none');
+    expect(lines).toEqual([]);
+  });
+
+  it('an unreadable record is removed with a line saying so; the profile is left alone', async () => {
+    const { profiles, secrets } = stores();
+    mkdirSync(profiles.dir, { recursive: true });
+    const file = path.join(profiles.dir, 'docs.setup-pending');
+    writeFileSync(file, '{"version": 9}');
+    const lines: string[] = [];
+    expect(await recoverInterruptedSetup(profiles, secrets, 'docs', (l) => lines.push(l))).toBe('none');
+    expect(existsSync(file)).toBe(false);
+    expect(lines[0]).toContain('removed an unreadable record of an interrupted setup');
+  });
+});
