@@ -7,6 +7,8 @@ import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { StoredSecrets } from '../../src/credentials/index.js';
+import type { ProfileState } from '../../src/profile/index.js';
 import { CLI } from '../helpers/cli.js';
 import {
   AUTHORIZE_URL_PATTERN, grantRefreshToken, newHome, onboardingEnv, profileFile, readProfileState, runCli, sources, spawnCli, startOnboarding,
@@ -48,8 +50,8 @@ async function stoppedAt(home: Home, profile: string, phase: Phase, signal: Sign
 
 /** What a profile holds: never secrets without its state. */
 async function holdings(home: Home, profile: string) {
-  const secrets = await storedSecrets(home, profile);
-  const state = readProfileState(home, profile);
+  const secrets: StoredSecrets = await storedSecrets(home, profile);
+  const state = readProfileState(home, profile) as (ProfileState | undefined);
   if (Object.keys(secrets).length > 0) expect(state, 'secrets stored without a profile state').toBeDefined();
   return { secrets, state, journal: existsSync(journalOf(home, profile)) };
 }
