@@ -29,7 +29,7 @@ const FAST_CONCURRENCY = 32;
 const MiB = 1024 * 1024;
 
 /** A logger as the daemon runs it (info, redacted JSON), writing nowhere: formatting is paid, the terminal not. */
-async function quietLogger() {
+export async function quietLogger() {
   const { createLogger } = await dist('log.js');
   return createLogger({ level: 'info', destination: { write() {} } });
 }
@@ -61,7 +61,7 @@ function child(role, job, { timeoutMs = 180_000 } = {}) {
 }
 
 /** The emulator in a child of its own; resolves when it listens. */
-function emulatorChild(workspaces) {
+export function emulatorChild(workspaces) {
   return new Promise((resolve, reject) => {
     const proc = fork(self, ['emulator'], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], serialization: 'advanced' });
     proc.once('exit', (code) => reject(new Error(`emulator child exited with ${code}`)));
@@ -91,7 +91,7 @@ function emulatorChild(workspaces) {
 }
 
 /** `count` offline grants of the default app, through the auto-approved authorize page and the code exchange. */
-async function makeGrants(emulator, app, count) {
+export async function makeGrants(emulator, app, count) {
   const refreshTokens = new Array(count);
   let next = 0;
   const one = async () => {

@@ -3,12 +3,13 @@
 // changes; renewals take a second, longer lock of their own (withLock) so a slow network call never blocks
 // plain state updates such as `status` recording an error.
 import { randomUUID } from 'node:crypto';
-import { readdir, rm } from 'node:fs/promises';
+import { statSync } from 'node:fs';
+import { open, readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { ValidationError, fieldName } from '../errors.js';
 import { redactDeep } from '../redact.js';
 import { ProfileStoreError } from './errors.js';
-import { ensurePrivateDir, readTextIfExists, writePrivateFile } from './files.js';
+import { ensurePrivateDir, writePrivateFile, type FileIdentity } from './files.js';
 import { withFileLock } from './lock.js';
 import { assertProfileName, isProfileName } from './name.js';
 import { ProfileStateSchema } from './state.js';
@@ -31,6 +32,12 @@ export interface UpdateOptions {
    * may replace it.
    */
   resetCorrupt?: boolean;
+  /**
+   * Flush the file to disk before it replaces the old one (default true). A record that is only a cache of
+   * what can be learnt again (a renewal's expiry and time) skips it: after a machine crash the worst it costs
+   * is one early renewal, while every fsync costs the renewal path more than the whole HTTP exchange.
+   */
+  durable?: boolean;
 }
 
 export interface ProfileStore {
@@ -74,6 +81,31 @@ export function openProfileStore(configDir: string, options: ProfileStoreOptions
   const writeLockWaitMs = options.writeLockWaitMs ?? 15_000;
   const defaultLockWaitMs = options.lockWaitMs ?? 60_000;
 
+  // What this process last read or wrote, keyed by the file's identity (inode, size, mtime): every write is a
+  // new inode through a rename, and an edit in place changes mtime, so a match means the same bytes. A hit
+  // costs one stat instead of open, read, close and a parse; the renewal path reads the state twice per renewal.
+  const known = new Map<string, { identity: FileIdentity; state: ProfileState }>();
+  // The directory is checked (created, tightened) once per store; a write that finds it gone checks again.
+  let dirReady: Promise<void> | undefined;
+  const ensureDir = (): Promise<void> => {
+    dirReady ??= ensurePrivateDir(dir, { tighten: true }).catch((error: unknown) => {
+      dirReady = undefined;
+      throw error;
+    });
+    return dirReady;
+  };
+  const retryingOnMissingDir = async <T>(fn: () => Promise<T>): Promise<T> => {
+    await ensureDir();
+    try {
+      return await fn();
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+      dirReady = undefined;
+      await ensureDir();
+      return fn();
+    }
+  };
+
   const fileOf = (name: string): string => {
     assertProfileName(name);
     return path.join(dir, `${name}.json`);
@@ -81,8 +113,40 @@ export function openProfileStore(configDir: string, options: ProfileStoreOptions
 
   async function readState(name: string): Promise<ProfileState | undefined> {
     const file = fileOf(name);
-    const text = await readTextIfExists(file);
-    if (text === undefined) return undefined;
+    const cached = known.get(name);
+    if (cached) {
+      // Synchronous: one local stat, cheaper than a thread-pool round trip.
+      const info = statSync(file, { throwIfNoEntry: false });
+      if (!info) {
+        known.delete(name);
+        return undefined;
+      }
+      if (sameIdentity(info, cached.identity)) return cached.state;
+    }
+    let text: string;
+    let identity: FileIdentity;
+    try {
+      const handle = await open(file, 'r');
+      try {
+        const info = await handle.stat();
+        identity = { ino: info.ino, size: info.size, mtimeMs: info.mtimeMs };
+        text = await handle.readFile('utf8');
+      } finally {
+        await handle.close();
+      }
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') {
+        known.delete(name);
+        return undefined;
+      }
+      throw error;
+    }
+    const state = parseState(name, file, text);
+    known.set(name, { identity, state });
+    return state;
+  }
+
+  function parseState(name: string, file: string, text: string): ProfileState {
     let data: unknown;
     try {
       data = JSON.parse(text);
@@ -96,7 +160,8 @@ export function openProfileStore(configDir: string, options: ProfileStoreOptions
       throw corrupt(name, file, `${where ? `${where}: ` : ''}${issue?.message ?? 'invalid'}`);
     }
     if (parsed.data.profile !== name) throw corrupt(name, file, `it names profile "${parsed.data.profile}"`);
-    return parsed.data;
+    // Shared with every later reader of the cache: nobody may change it in place.
+    return deepFreeze(parsed.data);
   }
 
   async function listNames(): Promise<string[]> {
@@ -152,8 +217,7 @@ export function openProfileStore(configDir: string, options: ProfileStoreOptions
 
     async update(name, mutate, updateOptions = {}) {
       const file = fileOf(name);
-      await ensurePrivateDir(dir, { tighten: true });
-      return writeLocked(name, async () => {
+      return retryingOnMissingDir(() => writeLocked(name, async () => {
         let current: ProfileState | undefined;
         try {
           current = await readState(name);
@@ -164,6 +228,7 @@ export function openProfileStore(configDir: string, options: ProfileStoreOptions
         }
         const draft = mutate(current);
         if (draft === undefined) {
+          known.delete(name);
           await rm(file, { force: true });
           return undefined;
         }
@@ -190,14 +255,21 @@ export function openProfileStore(configDir: string, options: ProfileStoreOptions
             parsed.error.issues.map((issue) => ({ field: fieldName(issue.path, 'profileState'), message: issue.message })),
           );
         }
-        await writePrivateFile(file, `${JSON.stringify(parsed.data, null, 2)}\n`);
-        return parsed.data;
-      });
+        known.delete(name);
+        const identity = await writePrivateFile(file, `${JSON.stringify(parsed.data, null, 2)}\n`, undefined, {
+          durable: updateOptions.durable ?? true,
+          followLinks: false,
+        });
+        const state = deepFreeze(parsed.data);
+        known.set(name, { identity, state });
+        return state;
+      }));
     },
 
     async delete(name) {
       const file = fileOf(name);
       try {
+        known.delete(name);
         await writeLocked(name, () => rm(file, { force: true }));
       } catch (error) {
         // No directory means no state and nowhere to put a lock: already deleted.
@@ -208,7 +280,7 @@ export function openProfileStore(configDir: string, options: ProfileStoreOptions
 
     async withLock(name, fn, lockOptions = {}) {
       assertProfileName(name);
-      await ensurePrivateDir(dir, { tighten: true });
+      await ensureDir();
       const lockPath = path.join(dir, `${name}.renewal.lock`);
       const waitMs = lockOptions.waitMs ?? defaultLockWaitMs;
       return withFileLock(lockPath, fn, {
@@ -226,6 +298,18 @@ export function openProfileStore(configDir: string, options: ProfileStoreOptions
       });
     },
   };
+}
+
+function sameIdentity(info: { ino: number; size: number; mtimeMs: number }, identity: FileIdentity): boolean {
+  return info.ino === identity.ino && info.size === identity.size && info.mtimeMs === identity.mtimeMs;
+}
+
+function deepFreeze<T>(value: T): T {
+  if (value !== null && typeof value === 'object' && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const inner of Object.values(value)) deepFreeze(inner);
+  }
+  return value;
 }
 
 function corrupt(name: string, file: string, reason: string, cause?: unknown): ProfileStoreError {

@@ -1,7 +1,6 @@
 // Files handed to a consumer that may run as another user (the usual sidecar): a mode and a group chosen by
 // the operator, and the same whole-or-nothing replacement as the private files.
-import { randomBytes } from 'node:crypto';
-import { open, readFile, realpath, rename, rm } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { ValidationError } from '../errors.js';
 import { writePrivateFile } from '../profile/files.js';
 
@@ -88,35 +87,10 @@ export async function resolveGroup(raw: string, field: string): Promise<number> 
 }
 
 /**
- * Writes `file` whole or not at all. The temporary file beside it is created 0600 and only then given its group
- * and mode, so the content is never readable by anyone the operator did not name, not even for an instant.
- * The temporary name is `<file>.<number>`, as write-file-atomic names its own, so `removeTemporaryLeftovers`
- * finds either. A symbolic link at `file` is followed, as writePrivateFile does.
+ * Writes `file` whole or not at all, with the group and mode the operator named (see `writePrivateFile`).
+ * Not flushed to disk: what is published is a short-lived token, expired by the time a crashed machine is
+ * back, and a flush would cost every renewal more than its HTTP exchange.
  */
 export async function writeSharedFile(file: string, content: string, access: FileAccess): Promise<void> {
-  if (access.gid === undefined && access.mode === PRIVATE_ACCESS.mode) {
-    await writePrivateFile(file, content);
-    return;
-  }
-  const target = await realpath(file).catch(() => file);
-  const temporary = `${target}.${randomBytes(4).readUInt32BE(0)}`;
-  let renamed = false;
-  // 'wx': never reuse a file (or follow a link) someone left at the temporary name.
-  const handle = await open(temporary, 'wx', 0o600);
-  try {
-    try {
-      await handle.writeFile(content, 'utf8');
-      await handle.sync();
-      // Unlike write-file-atomic, a refused chown fails the write: a file that silently kept the wrong group
-      // would be readable by that group instead.
-      if (access.gid !== undefined) await handle.chown(-1, access.gid);
-      await handle.chmod(access.mode);
-    } finally {
-      await handle.close();
-    }
-    await rename(temporary, target);
-    renamed = true;
-  } finally {
-    if (!renamed) await rm(temporary, { force: true });
-  }
+  await writePrivateFile(file, content, access.gid === undefined ? { mode: access.mode } : { mode: access.mode, gid: access.gid }, { durable: false });
 }

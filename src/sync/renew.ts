@@ -56,7 +56,8 @@ export async function renewHoldingLock(options: RenewOptions): Promise<TokenSet>
     lastRenewalAt: new Date(options.now?.() ?? Date.now()).toISOString(),
     lastError: undefined,
     needsReauthorization: false,
-  }));
+    // What it records is learnt again by the next renewal: no flush to disk (see UpdateOptions.durable).
+  }), { durable: false });
   return tokens;
 }
 

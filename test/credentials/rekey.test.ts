@@ -1,13 +1,13 @@
 // Re-keying the encrypted file store: in-process for the store's own guarantees (every secret carried over,
 // the old key shut out, refusals that leave the file as it was, a write that dies half-way), and through
 // `syncauth profile rekey` in real processes, one of them killed with SIGKILL while it writes.
+import type * as FsPromises from 'node:fs/promises';
 import { spawn, spawnSync } from 'node:child_process';
 import { createCipheriv, randomBytes, scryptSync } from 'node:crypto';
 import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, watch, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, beforeEach, describe, expect, test, vi } from 'vitest';
-import type writeFileAtomic from 'write-file-atomic';
 import { isSecretStoreError, openFileSecretStore, openSecretStore, type StoredSecrets } from '../../src/credentials/index.js';
 import { ExitCode, ValidationError, type SyncauthError } from '../../src/errors.js';
 import { CLI, runCli, tempDir } from '../helpers/cli.js';
@@ -24,21 +24,18 @@ import {
 const crash = vi.hoisted(() => ({ armed: false, tmpfiles: [] as string[] }));
 
 // A write that dies after its temporary file holds part of the new content, as in test/profile/atomic-write.
-vi.mock('write-file-atomic', async (importOriginal) => {
-  const real = (await importOriginal<{ default: typeof writeFileAtomic }>()).default;
-  const wrapped = (file: string, data: string | Buffer, options: writeFileAtomic.Options = {}) => {
-    if (!crash.armed) return real(file, data, options);
+// The rename is where an atomic write commits: failing it, after the temporary file was created and written,
+// is the crash to survive. The temporary file is cut to part of its content first, as a killed writer leaves it.
+vi.mock('node:fs/promises', async (importOriginal) => {
+  const real = await importOriginal<typeof FsPromises>();
+  const rename = async (from: string, to: string): Promise<void> => {
+    if (!crash.armed || !/\.\d+$/.test(String(from))) return real.rename(from, to);
     crash.armed = false;
-    return real(file, data, {
-      ...options,
-      tmpfileCreated: (tmpfile: string) => {
-        crash.tmpfiles.push(tmpfile);
-        writeFileSync(tmpfile, String(data).slice(0, 40));
-        throw new Error('simulated crash during write');
-      },
-    });
+    crash.tmpfiles.push(String(from));
+    await real.truncate(from, 40);
+    throw new Error('simulated crash during write');
   };
-  return { default: wrapped };
+  return { ...real, default: { ...real, rename }, rename };
 });
 
 const FORMAT_1_FIXTURE = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures/secrets-v1.enc');

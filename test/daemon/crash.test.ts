@@ -14,7 +14,7 @@
 // replacement and recording its id.
 //
 // A lock left by a killed process is taken over once it is 10 s stale. Rather than wait 10 s after each kill,
-// the test ages the lock directories (their mtime is what proper-lockfile reads), as if that time had passed.
+// the test ages the lock directories (their mtime is what the stale-time rule reads), as if that time had passed.
 //
 // Kill timings come from a seeded generator; the seed is printed, and SYNCAUTH_CRASH_SEED=<seed> repeats the
 // choices (not the timing of the processes, which the machine decides).

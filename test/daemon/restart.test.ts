@@ -142,7 +142,7 @@ describe('the renewal lock', () => {
     expect(waited).toBeLessThan(2_000);
   });
 
-  // A record left by a holder that died, whose lock then went stale and was taken over by proper-lockfile,
+  // A record left by a holder that died, whose lock then went stale and was taken over by the stale-time rule,
   // must not make the next, live holding look dead.
   it.each([
     ['with no record left before it', false],

@@ -1,30 +1,27 @@
 // A write that dies half-way must leave the previous file whole and no temporary file behind. The crash is
-// simulated inside write-file-atomic, after its temporary file exists and holds part of the new content.
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+// simulated at the rename that would commit it, after its temporary file exists and holds part of the new content.
+import type * as FsPromises from 'node:fs/promises';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, test, vi } from 'vitest';
-import type writeFileAtomic from 'write-file-atomic';
 import { openSecretStore } from '../../src/credentials/index.js';
 import { openProfileStore } from '../../src/profile/index.js';
 
 const crash = vi.hoisted(() => ({ armed: false, tmpfiles: [] as string[] }));
 
-vi.mock('write-file-atomic', async (importOriginal) => {
-  const real = (await importOriginal<{ default: typeof writeFileAtomic }>()).default;
-  const wrapped = (file: string, data: string | Buffer, options: writeFileAtomic.Options = {}) => {
-    if (!crash.armed) return real(file, data, options);
+// The rename is where an atomic write commits: failing it, after the temporary file was created and written,
+// is the crash to survive. The temporary file is cut to part of its content first, as a killed writer leaves it.
+vi.mock('node:fs/promises', async (importOriginal) => {
+  const real = await importOriginal<typeof FsPromises>();
+  const rename = async (from: string, to: string): Promise<void> => {
+    if (!crash.armed || !/\.\d+$/.test(String(from))) return real.rename(from, to);
     crash.armed = false;
-    return real(file, data, {
-      ...options,
-      tmpfileCreated: (tmpfile: string) => {
-        crash.tmpfiles.push(tmpfile);
-        writeFileSync(tmpfile, String(data).slice(0, 20));
-        throw new Error('simulated crash during write');
-      },
-    });
+    crash.tmpfiles.push(String(from));
+    await real.truncate(from, 20);
+    throw new Error('simulated crash during write');
   };
-  return { default: wrapped };
+  return { ...real, default: { ...real, rename }, rename };
 });
 
 let configDir: string;

@@ -1,0 +1,146 @@
+// The renewal path against its floor, for `npm run bench`: in one process, against one local token endpoint
+// (the emulator, in a child of its own so its work never shows in these numbers), the same N renewals at the
+// same concurrency are made three ways:
+//   - the floor: a bare undici keep-alive POST of the refresh form, its JSON read, nothing else;
+//   - syncauth's renew function (`renewAccessToken`), the OAuth step alone;
+//   - the daemon's sweep of N due profiles, with everything it does per renewal: the cross-process lock, the
+//     state re-read and written, the held token.
+// The floor is warmed up first. CPU is this process's user + system time (libuv's threads included), per renewal.
+// Not a test: nothing here fails on a number.
+import { fork } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { URLSearchParams, fileURLToPath, pathToFileURL } from 'node:url';
+import { emulatorChild, makeGrants, quietLogger } from './daemon.mjs';
+
+const self = fileURLToPath(import.meta.url);
+const root = path.resolve(path.dirname(self), '..');
+const dist = (file) => import(pathToFileURL(path.join(root, 'dist', file)).href);
+
+const SIZES = (process.env.BENCH_FLOOR_SIZES ?? '250,1000,4000').split(',').map(Number);
+const CONCURRENCY = 16;
+const WARMUP = 500;
+const MARGIN_MS = 900_000;
+
+/** Runs `count` jobs, `concurrency` at a time; returns wall ms and this process's CPU ms over them. */
+async function measure(count, concurrency, job) {
+  const cpu = process.cpuUsage();
+  const start = performance.now();
+  let next = 0;
+  await Promise.all(Array.from({ length: concurrency }, async () => {
+    while (next < count) await job(next++);
+  }));
+  const ms = performance.now() - start;
+  const used = process.cpuUsage(cpu);
+  return { ms, cpuMs: (used.user + used.system) / 1000 };
+}
+
+async function floorChild({ tokenUrl, grantsFile }) {
+  const { Agent, request } = await import('undici');
+  const { renewAccessToken } = await dist('oauth/index.js');
+  const { startDaemon } = await dist('daemon/index.js');
+  const { openProfileStore } = await dist('profile/index.js');
+  const grants = JSON.parse(readFileSync(grantsFile, 'utf8'));
+  const app = { appKey: grants.appKey, appSecret: grants.appSecret };
+  const agent = new Agent({ connections: CONCURRENCY });
+  const bare = async (i) => {
+    const response = await request(tokenUrl, {
+      method: 'POST',
+      dispatcher: agent,
+      headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' },
+      body: new URLSearchParams({ grant_type: 'refresh_token', refresh_token: grants.refreshTokens[i % grants.refreshTokens.length], client_id: app.appKey, client_secret: app.appSecret }).toString(),
+    });
+    const body = await response.body.json();
+    if (response.statusCode !== 200 || typeof body.access_token !== 'string') throw new Error(`the token endpoint answered ${response.statusCode}`);
+  };
+  const renew = (i) => renewAccessToken({ tokenUrl, app, refreshToken: grants.refreshTokens[i % grants.refreshTokens.length], dispatcher: agent });
+  // Warm both paths (JIT, connections) before anything is counted.
+  await measure(WARMUP, CONCURRENCY, bare);
+  await measure(WARMUP, CONCURRENCY, renew);
+  const results = [];
+  for (const n of SIZES) {
+    const floor = await measure(n, CONCURRENCY, bare);
+    const fn = await measure(n, CONCURRENCY, renew);
+    const work = mkdtempSync(path.join(tmpdir(), 'syncauth-bench-floor-'));
+    try {
+      const daemon = await startDaemon({
+        profiles: grants.refreshTokens.slice(0, n).map((refreshToken, i) => ({ name: `p${i}`, tokenUrl, grant: { ...app, refreshToken } })),
+        profileStore: openProfileStore(work),
+        renewMarginMs: MARGIN_MS,
+        schedule: false,
+        concurrency: CONCURRENCY,
+        logger: await quietLogger(),
+      });
+      let report;
+      const sweep = await measure(1, 1, async () => {
+        report = await daemon.sweep();
+      });
+      const renewed = report.profiles.filter((p) => p.renewal === 'renewed').length;
+      await daemon.close();
+      results.push({ n, floor, fn, sweep, renewed });
+    } finally {
+      rmSync(work, { recursive: true, force: true });
+    }
+  }
+  await agent.close();
+  return results;
+}
+
+function runChild(job) {
+  return new Promise((resolve, reject) => {
+    const proc = fork(self, ['floor'], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], serialization: 'advanced' });
+    let answered = false;
+    proc.once('message', (message) => {
+      answered = true;
+      if (message.error) reject(new Error(message.error));
+      else resolve(message.results);
+    });
+    proc.once('exit', (code) => {
+      if (!answered) reject(new Error(`the floor child exited with ${code} before answering`));
+    });
+    proc.send(job);
+  });
+}
+
+/** Rows of [measurement, value, unit, ratio to floor, target]. */
+export async function floorRows() {
+  const { DEFAULT_APP } = await dist('emulator/index.js');
+  const emulator = await emulatorChild([]);
+  const work = mkdtempSync(path.join(tmpdir(), 'syncauth-bench-floor-grants-'));
+  const rows = [];
+  try {
+    const refreshTokens = await makeGrants(emulator, DEFAULT_APP, Math.max(...SIZES));
+    const grantsFile = path.join(work, 'grants.json');
+    writeFileSync(grantsFile, JSON.stringify({ appKey: DEFAULT_APP.appKey, appSecret: DEFAULT_APP.appSecret, refreshTokens }));
+    const results = await runChild({ tokenUrl: emulator.tokenUrl, grantsFile });
+    for (const { n, floor, fn, sweep, renewed } of results) {
+      const per = (m) => m.cpuMs / n;
+      const note = renewed === n ? '' : ` [only ${renewed} renewed]`;
+      rows.push([`N = ${n.toLocaleString('en-US')}, concurrency ${CONCURRENCY}: bare undici POST (floor), CPU / renewal`, per(floor), 'ms', 1, '']);
+      rows.push(['  renew function (renewAccessToken), CPU / renewal', per(fn), 'ms', per(fn) / per(floor), '≤ 1.2x']);
+      rows.push([`  daemon sweep, CPU / renewal${note}`, per(sweep), 'ms', per(sweep) / per(floor), '≤ 1.5x']);
+      rows.push(['  bare undici POST (floor), wall', floor.ms, 'ms', 1, '']);
+      rows.push(['  renew function, wall', fn.ms, 'ms', fn.ms / floor.ms, '']);
+      rows.push([`  daemon sweep, wall${note}`, sweep.ms, 'ms', sweep.ms / floor.ms, '≤ 1.3x']);
+    }
+  } finally {
+    await emulator.close();
+    rmSync(work, { recursive: true, force: true });
+  }
+  return rows;
+}
+
+if (process.argv[1] === self && process.argv[2] === 'floor') {
+  process.once('message', (job) => {
+    floorChild(job).then(
+      (results) => process.send({ results }, () => process.exit(0)),
+      (error) => process.send({ error: error instanceof Error ? error.stack ?? error.message : String(error) }, () => process.exit(1)),
+    );
+  });
+} else if (process.argv[1] === self) {
+  // `node bench/floor.mjs`: this table alone.
+  const rows = await floorRows();
+  for (const [name, value, unit, ratio, target] of rows) console.log(`${name.padEnd(90)} ${value.toFixed(3).padStart(10)} ${unit.padEnd(3)} ${ratio.toFixed(2).padStart(6)}x  ${target}`);
+}
