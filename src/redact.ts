@@ -13,7 +13,11 @@ const MIN_SECRET_LENGTH = 8;
 const MIN_EXTRA_LENGTH = 4;
 
 const known = new Set<string>();
-let matcher: RegExp | undefined;
+// Every registered form, found by its first MIN_SECRET_LENGTH characters; each list longest first, so a form
+// that contains another is replaced whole. Scanning a text costs one lookup per character whatever the number
+// of secrets: a daemon serving 10,000 profiles registers some 60,000 forms, and one regular expression
+// alternating over them all cost half a millisecond per log line and seconds to build.
+const byPrefix = new Map<string, string[]>();
 
 function base64(text: string): string {
   return Buffer.from(text, 'utf8').toString('base64');
@@ -40,18 +44,33 @@ function add(forms: readonly string[]): void {
   for (const form of forms) {
     if (form.length < MIN_SECRET_LENGTH || known.has(form)) continue;
     known.add(form);
-    // Built again when next needed: a daemon loading many profiles registers many secrets before it logs.
-    matcher = undefined;
+    const prefix = form.slice(0, MIN_SECRET_LENGTH);
+    const list = byPrefix.get(prefix);
+    if (!list) byPrefix.set(prefix, [form]);
+    else {
+      list.push(form);
+      list.sort((a, b) => b.length - a.length);
+    }
   }
 }
 
-function currentMatcher(): RegExp | undefined {
-  if (matcher === undefined && known.size > 0) {
-    // Longest first, so a form that contains another is replaced whole.
-    const alternatives = [...known].sort((a, b) => b.length - a.length).map((f) => f.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'));
-    matcher = new RegExp(alternatives.join('|'), 'g');
+/** `text` with every registered form cut out, leftmost first, the longest where several start at one place. */
+function replaceKnown(text: string): string {
+  if (byPrefix.size === 0 || text.length < MIN_SECRET_LENGTH) return text;
+  let out = '';
+  let copied = 0;
+  for (let i = 0; i <= text.length - MIN_SECRET_LENGTH; ) {
+    const candidates = byPrefix.get(text.slice(i, i + MIN_SECRET_LENGTH));
+    const hit = candidates?.find((form) => text.startsWith(form, i));
+    if (hit === undefined) {
+      i += 1;
+      continue;
+    }
+    out += text.slice(copied, i) + REDACTED;
+    i += hit.length;
+    copied = i;
   }
-  return matcher;
+  return copied === 0 ? text : out + text.slice(copied);
 }
 
 /** Makes `redact` cut out these values, in every form they are sent in, for the rest of the process. */
@@ -70,8 +89,7 @@ export function registerAppCredentials(appKey: string | undefined, appSecret: st
  * worth keeping, such as an authorization code), replaced by `[redacted]` in each of its forms.
  */
 export function redact(text: string, extra: readonly (string | undefined)[] = []): string {
-  const pattern = currentMatcher();
-  let out = pattern ? text.replace(pattern, REDACTED) : text;
+  let out = replaceKnown(text);
   for (const value of extra) {
     if (!value || value.length < MIN_EXTRA_LENGTH) continue;
     for (const form of formsOf(value)) if (form.length >= MIN_EXTRA_LENGTH) out = out.split(form).join(REDACTED);

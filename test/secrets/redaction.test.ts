@@ -45,6 +45,18 @@ describe('redact', () => {
     expect(redact('a short word')).toBe('a short word');
     expect(redact('code=abc123xyz here', ['abc123xyz'])).toBe('code=[redacted] here');
   });
+
+  it('with the secrets of 10,000 profiles registered, still cuts out each, the longest where forms overlap', () => {
+    const many = Array.from({ length: 10_000 }, (_, i) => `sl.many-profile-refresh-${String(i).padStart(5, '0')}-${'x'.repeat(20)}`);
+    registerSecrets(...many);
+    // One secret that begins another: the longer is cut whole, the shorter where it stands alone.
+    registerSecrets('overlap-secret-AAAA', 'overlap-secret-AAAA-and-more');
+    const line = `a ${many[0]} b "${many[9_999]}" c refresh_token=${encodeURIComponent(many[5_000] as string)}&x ` +
+      `overlap-secret-AAAA-and-more overlap-secret-AAAA ${Buffer.from(many[42] as string).toString('base64')} end`;
+    expect(redact(line)).toBe('a [redacted] b "[redacted]" c refresh_token=[redacted]&x [redacted] [redacted] [redacted] end');
+    // And what merely looks like one stays.
+    expect(redact('sl.many-profile-refresh-10000-xxxx')).toBe('sl.many-profile-refresh-10000-xxxx');
+  });
 });
 
 describe('every way out passes through it', () => {
