@@ -1,0 +1,82 @@
+// The daemon's settings, resolved once: every option checked and every default applied in one place, into a
+// frozen object that the parts read and never change. A setting that has no sense alone (the retry cap
+// follows the margin, the safety window too) is derived here, so no part derives it differently.
+import { ValidationError } from '../errors.js';
+import type { BackoffPolicy } from './backoff.js';
+import { checkSchedule } from './cron.js';
+import type { DaemonOptions } from './types.js';
+
+export const DEFAULT_SCHEDULE = '* * * * *';
+export const DEFAULT_CONCURRENCY = 4;
+
+const DEFAULT_SERVICE_RETRY = { retries: 2, baseDelayMs: 250, maxDelayMs: 2_000 };
+/** One service exchange, whole; a reconcile makes a few, and has a deadline of its own. */
+const DEFAULT_SERVICE_CALL_MS = 20_000;
+const DEFAULT_RECONCILE_TIMEOUT_MS = 45_000;
+/**
+ * A Retry-After never makes the daemon wait past the token's expiry less this window (60 s, or half the margin
+ * when that is shorter); a token file left by an earlier run is kept only while its token has more than it.
+ */
+const SAFETY_WINDOW_MS = 60_000;
+
+export interface DaemonConfig {
+  readonly marginMs: number;
+  /** The largest share of jitter a cycle draws: renewals start up to this much before the margin. */
+  readonly jitterMs: number;
+  readonly safetyMs: number;
+  readonly concurrency: number;
+  readonly maxRenewalsPerSecond: number | undefined;
+  /** A cron expression, or false when the caller sweeps. */
+  readonly schedule: string | false;
+  readonly sweepOnStart: boolean;
+  readonly backoff: Readonly<BackoffPolicy>;
+  readonly tokenTimeoutMs: number;
+  readonly lockWaitMs: number;
+  readonly reconcileTimeoutMs: number;
+  readonly shutdownTimeoutMs: number;
+  readonly serviceCallMs: number;
+  readonly serviceRetry: NonNullable<DaemonOptions['serviceRetry']>;
+  /**
+   * A process that hands the token to consumers must hold one itself; so must every replica: each renews its
+   * own (access tokens of one grant coexist), and one of them gives the connector its token per lifetime.
+   */
+  readonly needsOwnToken: boolean;
+  /** Whether a token is written to files (the token file or templates): readiness waits for the write. */
+  readonly publishes: boolean;
+}
+
+export function resolveDaemonConfig(options: DaemonOptions): DaemonConfig {
+  const marginMs = options.renewMarginMs;
+  if (!(Number.isFinite(marginMs) && marginMs > 0)) throw new ValidationError([{ field: 'renewMarginMs', message: 'must be a positive number' }]);
+  const concurrency = options.concurrency ?? DEFAULT_CONCURRENCY;
+  if (!(Number.isInteger(concurrency) && concurrency >= 1)) throw new ValidationError([{ field: 'concurrency', message: 'must be a whole number of at least 1' }]);
+  const rate = options.maxRenewalsPerSecond;
+  if (rate !== undefined && !(Number.isFinite(rate) && rate > 0)) {
+    throw new ValidationError([{ field: 'maxRenewalsPerSecond', message: 'must be a positive number' }]);
+  }
+  const schedule = options.schedule === undefined ? DEFAULT_SCHEDULE : options.schedule;
+  if (schedule !== false) checkSchedule(schedule);
+  const templates = options.templates !== undefined && options.templates.length > 0;
+  const publishes = options.tokenFile !== undefined || templates;
+  return Object.freeze({
+    marginMs,
+    jitterMs: options.jitterMs ?? marginMs * 0.2,
+    safetyMs: Math.min(SAFETY_WINDOW_MS, marginMs / 2),
+    concurrency,
+    maxRenewalsPerSecond: rate,
+    schedule,
+    sweepOnStart: options.sweepOnStart ?? schedule !== false,
+    backoff: Object.freeze({
+      baseMs: options.backoff?.baseMs ?? 1_000,
+      maxMs: options.backoff?.maxMs ?? Math.min(60_000, marginMs / 4),
+    }),
+    tokenTimeoutMs: options.tokenTimeoutMs ?? 15_000,
+    lockWaitMs: options.lockWaitMs ?? 15_000,
+    reconcileTimeoutMs: options.reconcileTimeoutMs ?? DEFAULT_RECONCILE_TIMEOUT_MS,
+    shutdownTimeoutMs: options.shutdownTimeoutMs ?? 10_000,
+    serviceCallMs: DEFAULT_SERVICE_CALL_MS,
+    serviceRetry: Object.freeze({ ...(options.serviceRetry ?? DEFAULT_SERVICE_RETRY) }),
+    needsOwnToken: publishes || options.socket !== undefined || options.coordinator !== undefined,
+    publishes,
+  });
+}

@@ -1,0 +1,283 @@
+// The daemon as a whole: it owns the workers (one per profile), the sweep that visits them, the schedule, the
+// health server and the token socket, and a list of what to close. It knows nothing of renewals; the workers
+// do. Closing undoes the start in reverse order, each step in its own try, so one failure never leaks the rest.
+import { setTimeout as delay } from 'node:timers/promises';
+import { createLogger, type Logger } from '../log.js';
+import { startTokenSocket } from '../publish/socket.js';
+import { TemplateRenderer } from '../publish/template.js';
+import { classifyFailure } from './classify.js';
+import { resolveDaemonConfig, type DaemonConfig } from './config.js';
+import { scheduleSweeps, type ClockJump } from './cron.js';
+import { RateGate, Semaphore } from './limiter.js';
+import { DaemonMetrics } from './metrics.js';
+import type { DaemonClock } from './runtime.js';
+import { startHealthServer } from './server.js';
+import { checkTokenFileTemplate, TokenPublisher } from './token-file.js';
+import type { DaemonOptions, DaemonStatus, ProfileEntry, RunningDaemon, SweepReport } from './types.js';
+import { ProfileWorker, type WorkerContext } from './worker.js';
+
+interface Closer {
+  what: string;
+  close(): Promise<void>;
+}
+
+export class Daemon implements RunningDaemon {
+  readonly #options: DaemonOptions;
+  readonly #config: DaemonConfig;
+  readonly #log: Logger;
+  readonly #clock: DaemonClock;
+  readonly #workers = new Map<string, ProfileWorker>();
+  readonly #shutdown = new AbortController();
+  readonly #metrics: DaemonMetrics;
+  readonly #ctx: WorkerContext;
+  /** What start() opened, in order; close() closes it in reverse. */
+  readonly #closers: Closer[] = [];
+  #url: string | undefined;
+  #closing: Promise<void> | undefined;
+  #coordinatorDownSince: number | undefined;
+
+  /** Checks every option; nothing is started until `start()`. */
+  constructor(options: DaemonOptions) {
+    this.#options = options;
+    this.#config = resolveDaemonConfig(options);
+    this.#log = options.logger ?? createLogger();
+    const now = options.now ?? Date.now;
+    // A test that moves the wall clock by hand moves this one with it, unless it gives both.
+    const mono = options.monotonicNow ?? options.now ?? (() => performance.now());
+    this.#clock = { wall: now, mono };
+    const sleep = options.sleep ?? ((ms: number, signal?: AbortSignal) => delay(ms, undefined, signal ? { signal } : {}));
+    const templates = options.templates ?? [];
+    const files = new TokenPublisher({
+      template: options.tokenFile,
+      ...(options.tokenFileAccess ? { access: options.tokenFileAccess } : {}),
+      ...(templates.length > 0
+        ? { templates: new TemplateRenderer(templates, this.#log), accountId: (name: string, accessToken: string) => this.#workers.get(name)?.accountId(accessToken) ?? Promise.resolve(undefined) }
+        : {}),
+      now,
+      log: this.#log,
+    });
+    this.#metrics = new DaemonMetrics({
+      now,
+      marginMs: this.#config.marginMs,
+      ...(options.coordinator ? { coordinatorUp: () => (options.coordinator as NonNullable<typeof options.coordinator>).isAvailable() } : {}),
+      profiles: () => {
+        const at = now();
+        return [...this.#workers.values()].map((worker) => ({ name: worker.name, ...worker.health(at) }));
+      },
+    });
+    const rate = this.#config.maxRenewalsPerSecond;
+    this.#ctx = Object.freeze({
+      config: this.#config,
+      clock: this.#clock,
+      log: this.#log,
+      store: options.profileStore,
+      coordinator: options.coordinator,
+      files,
+      metrics: this.#metrics,
+      limiter: new Semaphore(this.#config.concurrency),
+      rateGate: rate === undefined ? undefined : new RateGate(rate, now, sleep),
+      shutdown: this.#shutdown.signal,
+      random: options.random ?? Math.random,
+      loadProfile: options.loadProfile,
+      templates,
+      serviceClient: options.serviceClient,
+      coordinatorHealth: { down: (error: unknown) => this.#coordinatorDown(error), up: () => this.#coordinatorUp() },
+    });
+  }
+
+  get url(): string | undefined {
+    return this.#url;
+  }
+
+  get registry(): DaemonMetrics['registry'] {
+    return this.#metrics.registry;
+  }
+
+  /** Loads the profiles, opens the server and the socket, schedules the sweeps. */
+  async start(): Promise<this> {
+    const options = this.#options;
+    this.#closers.push({ what: 'profiles', close: () => this.#disposeWorkers() });
+    try {
+      const initial = await this.#loadEntries();
+      this.#checkTemplate(initial);
+      for (const entry of initial) {
+        if (this.#workers.has(entry.name)) continue;
+        this.#workers.set(entry.name, await ProfileWorker.start(entry, this.#ctx));
+      }
+      if (options.listen) {
+        const server = await startHealthServer(options.listen, { status: () => this.status(), registry: this.#metrics.registry });
+        this.#url = server.url;
+        this.#closers.push({ what: 'health server', close: () => server.close() });
+      }
+      if (options.socket) {
+        const socket = await startTokenSocket(
+          options.socket.path,
+          { profiles: () => [...this.#workers.keys()], token: (name) => this.#workers.get(name)?.liveToken(this.#clock.wall()) },
+          { ...(options.socket.mode !== undefined ? { mode: options.socket.mode } : {}), ...(options.socket.gid !== undefined ? { gid: options.socket.gid } : {}), log: this.#log, now: this.#clock.wall },
+        );
+        this.#closers.push({ what: 'token socket', close: () => socket.close() });
+      }
+    } catch (error) {
+      // Nothing half started stays behind: what this start opened is closed. The coordinator was the caller's
+      // to open, and stays the caller's to close.
+      await this.#closeAll();
+      throw error;
+    }
+    // Closed last, once everything that uses it is.
+    if (options.coordinator) {
+      const coordinator = options.coordinator;
+      this.#closers.unshift({ what: 'coordinator', close: () => coordinator.close() });
+    }
+    const schedule = this.#config.schedule;
+    if (schedule !== false) {
+      const sweeps = scheduleSweeps(schedule, () => this.sweep(), this.#log, { clock: this.#clock, onJump: (jump) => this.#clockJumped(jump) });
+      this.#closers.push({ what: 'schedule', close: () => sweeps.stop() });
+    }
+    if (this.#config.sweepOnStart) {
+      void this.sweep().catch((error: unknown) => this.#log.error({ event: 'sweep.failed', op: 'sweep', err: error }, 'the first sweep failed'));
+    }
+    return this;
+  }
+
+  /** Expired tokens leave the file before anything else happens, even for a profile whose renewal is running. */
+  async sweep(): Promise<SweepReport> {
+    const at = this.#clock.wall();
+    if (this.#closing) return { at: new Date(at).toISOString(), profiles: [] };
+    this.#metrics.swept(at);
+    const workers = [...this.#workers.values()];
+    await Promise.all(workers.map((worker) => worker.expire(at)));
+    const entries = await Promise.all(workers.map((worker) => worker.visit()));
+    return { at: new Date(at).toISOString(), profiles: entries };
+  }
+
+  status(): DaemonStatus {
+    const at = this.#clock.wall();
+    const profiles = [...this.#workers.values()].map((worker) => worker.view(at));
+    const coordinator = this.#options.coordinator;
+    return {
+      // Without the coordinator only reconciles wait: every consumer here still gets a fresh token.
+      ready: profiles.length > 0 && profiles.every((p) => p.ready),
+      ...(coordinator ? { coordinator: { available: coordinator.isAvailable() } } : {}),
+      profiles,
+    };
+  }
+
+  async reload(): Promise<void> {
+    if (this.#closing) return;
+    let entries: readonly ProfileEntry[];
+    try {
+      entries = await this.#loadEntries();
+      this.#checkTemplate(entries);
+    } catch (error) {
+      const failure = classifyFailure(error);
+      this.#log.error({ event: 'daemon.reload_failed', op: 'load', errorCode: failure.code }, `could not reload the profiles: ${failure.message}; keeping the current ones`);
+      return;
+    }
+    const wanted = new Map(entries.map((e) => [e.name, e]));
+    for (const worker of [...this.#workers.values()]) {
+      if (wanted.has(worker.name)) continue;
+      this.#workers.delete(worker.name);
+      await worker.dispose({ keepPublished: false });
+    }
+    for (const entry of wanted.values()) {
+      const worker = this.#workers.get(entry.name);
+      if (worker) await worker.apply(entry);
+      else this.#workers.set(entry.name, await ProfileWorker.start(entry, this.#ctx));
+    }
+    this.#log.info({ event: 'daemon.reloaded', op: 'load', profiles: [...this.#workers.keys()] }, 'profiles reloaded');
+  }
+
+  /** Stops the schedule, lets work in flight finish (or cancels it after the shutdown timeout), then closes the rest. */
+  close(): Promise<void> {
+    this.#closing ??= this.#closeAll();
+    return this.#closing;
+  }
+
+  // ---- inside ----
+
+  async #closeAll(): Promise<void> {
+    // The schedule first, then the work in flight, then the rest in reverse order of opening.
+    const schedule = this.#closers.findIndex((c) => c.what === 'schedule');
+    if (schedule >= 0) await this.#closeOne(this.#closers.splice(schedule, 1)[0]);
+    await this.#settleWork();
+    while (this.#closers.length > 0) await this.#closeOne(this.#closers.pop());
+  }
+
+  async #closeOne(closer: Closer | undefined): Promise<void> {
+    if (!closer) return;
+    try {
+      await closer.close();
+    } catch (error) {
+      this.#log.warn({ event: 'daemon.close_failed', op: 'stop', part: closer.what, error: (error as Error).message }, `could not close the ${closer.what} cleanly`);
+    }
+  }
+
+  async #settleWork(): Promise<void> {
+    const pending = [...this.#workers.values()].flatMap((worker) => (worker.inFlight ? [worker.inFlight] : []));
+    if (pending.length === 0) return;
+    const timeoutMs = this.#config.shutdownTimeoutMs;
+    if (await settleWithin(pending, timeoutMs)) return;
+    this.#log.warn({ event: 'daemon.cancelled_work', op: 'stop' }, `in-flight work did not finish within ${Math.round(timeoutMs / 1000)} s; cancelling it`);
+    this.#shutdown.abort();
+    for (const worker of this.#workers.values()) worker.abandon();
+    await settleWithin(pending, 2_000);
+  }
+
+  async #disposeWorkers(): Promise<void> {
+    for (const worker of this.#workers.values()) {
+      try {
+        await worker.dispose({ keepPublished: true });
+      } catch (error) {
+        this.#log.warn({ profile: worker.name, event: 'daemon.close_failed', op: 'stop', error: (error as Error).message }, `could not stop profile "${worker.name}" cleanly`);
+      }
+    }
+  }
+
+  #loadEntries(): Promise<readonly ProfileEntry[]> | readonly ProfileEntry[] {
+    const profiles = this.#options.profiles;
+    return typeof profiles === 'function' ? profiles() : profiles;
+  }
+
+  #checkTemplate(entries: readonly ProfileEntry[]): void {
+    if (this.#options.tokenFile !== undefined) checkTokenFileTemplate(this.#options.tokenFile, new Set(entries.map((e) => e.name)).size);
+  }
+
+  #coordinatorDown(error: unknown): void {
+    if (this.#coordinatorDownSince !== undefined) return;
+    this.#coordinatorDownSince = this.#clock.wall();
+    this.#log.warn(
+      { event: 'coordinator.down', op: 'reconcile', errorCode: 'COORDINATOR_UNAVAILABLE', error: classifyFailure(error).message },
+      'the coordinator is unreachable: connector reconciles wait until it is back; every token this replica publishes is still renewed',
+    );
+  }
+
+  #coordinatorUp(): void {
+    if (this.#coordinatorDownSince === undefined) return;
+    this.#coordinatorDownSince = undefined;
+    this.#log.info({ event: 'coordinator.up', op: 'reconcile' }, 'the coordinator is reachable again; held reconciles go ahead');
+  }
+
+  /** Once per jump of either clock: expired tokens leave the file first, then what is due is renewed. */
+  #clockJumped(jump: ClockJump): void {
+    const log = this.#log;
+    const seconds = (ms: number): number => Math.round(Math.abs(ms) / 1000);
+    if (jump.pausedMs > 0) log.warn({ event: 'clock.paused', op: 'sweep', pausedMs: jump.pausedMs }, `this process was paused for ${seconds(jump.pausedMs)} s; renewing what is due now`);
+    if (jump.wallStepMs > 0) {
+      log.warn({ event: 'clock.stepped', op: 'sweep', wallStepMs: jump.wallStepMs }, `the wall clock moved ${seconds(jump.wallStepMs)} s ahead of the process's timers (a host resumed from suspend, or the clock was set forward); renewing what is due now`);
+    } else if (jump.wallStepMs < 0) {
+      log.warn({ event: 'clock.stepped', op: 'sweep', wallStepMs: jump.wallStepMs }, `the wall clock stepped back ${seconds(jump.wallStepMs)} s; token lifetimes are judged by the monotonic clock too`);
+    }
+    void this.sweep().catch((error: unknown) => log.error({ event: 'sweep.failed', op: 'sweep', err: error }, 'the sweep after a clock jump failed'));
+  }
+}
+
+async function settleWithin(pending: Promise<unknown>[], ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<false>((resolve) => {
+    timer = setTimeout(() => resolve(false), ms);
+  });
+  const done = Promise.allSettled(pending).then(() => true as const);
+  const finished = await Promise.race([done, timeout]);
+  clearTimeout(timer);
+  return finished;
+}

@@ -1,0 +1,760 @@
+// One profile's renewals, as a part of its own: the worker owns what the daemon knows about the profile (its
+// token, its backoff, why it is parked) privately, and the daemon talks to it through a handful of methods:
+// visit (one sweep's work, single flight), expire (drop a token whose time is up), view (status and health),
+// apply (a reloaded entry), dispose. Everything it needs from outside comes through a narrow context.
+import { SyncauthError } from '../errors.js';
+import type { Logger } from '../log.js';
+import { getCurrentAccount } from '../oauth/api.js';
+import { isOAuthError, type TokenSet } from '../oauth/index.js';
+import { removeTemporaryLeftovers } from '../profile/files.js';
+import { isProfileStoreError, type ProfileState, type ProfileStore } from '../profile/index.js';
+import { reauthorizeCommand } from '../profile/name.js';
+import { ACCOUNT_ID_TIMEOUT_MS, templatesUse, type TemplateSpec } from '../publish/template.js';
+import { ServiceClient } from '../service/index.js';
+import { reconcileConnector } from '../sync/reconcile.js';
+import { baseState, renewHoldingLock } from '../sync/renew.js';
+import { retryDelay } from './backoff.js';
+import { classifyFailure, type Failure } from './classify.js';
+import type { DaemonConfig } from './config.js';
+import type { Coordinator, Lease, SharedReconcile } from './coordinator.js';
+import type { RateGate, Semaphore } from './limiter.js';
+import type { DaemonMetrics, ProfileHealth } from './metrics.js';
+import { ProfileRuntime, type DaemonClock, type HeldToken } from './runtime.js';
+import { healthOf, profileStatus } from './status.js';
+import { readTokenFile, removeLeftovers, tokenFileFor, type TokenPublisher } from './token-file.js';
+import type {
+  DaemonGrant,
+  DaemonOptions,
+  DaemonProfile,
+  ParkReason,
+  ProfileEntry,
+  ProfileLoadFailure,
+  ProfileStatus,
+  ReconcileOutcome,
+  RenewalOutcome,
+  SweepEntry,
+} from './types.js';
+
+export function isLoadFailure(entry: ProfileEntry): entry is ProfileLoadFailure {
+  return 'error' in entry;
+}
+
+/** What a worker may use of the daemon: its settings and shared parts, nothing of other profiles. */
+export interface WorkerContext {
+  readonly config: DaemonConfig;
+  readonly clock: DaemonClock;
+  readonly log: Logger;
+  readonly store: ProfileStore;
+  readonly coordinator: Coordinator | undefined;
+  readonly files: TokenPublisher;
+  readonly metrics: DaemonMetrics;
+  readonly limiter: Semaphore;
+  readonly rateGate: RateGate | undefined;
+  /** Aborted when the daemon gives up on work in flight at shutdown. */
+  readonly shutdown: AbortSignal;
+  readonly random: () => number;
+  readonly loadProfile: DaemonOptions['loadProfile'];
+  readonly templates: readonly TemplateSpec[];
+  readonly serviceClient: DaemonOptions['serviceClient'];
+  /** The coordinator's reachability is the daemon's, told once however many workers notice. */
+  readonly coordinatorHealth: { down(error: unknown): void; up(): void };
+}
+
+export class ProfileWorker {
+  readonly #ctx: WorkerContext;
+  readonly #rt: ProfileRuntime;
+
+  private constructor(name: string, ctx: WorkerContext) {
+    this.#ctx = ctx;
+    this.#rt = new ProfileRuntime(name, ctx.clock);
+  }
+
+  /** A worker for `entry`: its recorded state read, a token file left by an earlier run adopted or removed. */
+  static async start(entry: ProfileEntry, ctx: WorkerContext): Promise<ProfileWorker> {
+    const worker = new ProfileWorker(entry.name, ctx);
+    worker.#applyEntry(entry);
+    if (!worker.#rt.parked) await worker.#observeInitialState();
+    await worker.#adoptPublished();
+    return worker;
+  }
+
+  get name(): string {
+    return this.#rt.name;
+  }
+
+  /** The work in flight, if any: shutdown waits for it. */
+  get inFlight(): Promise<SweepEntry> | undefined {
+    return this.#rt.busy;
+  }
+
+  // ---- what the daemon calls ----
+
+  /**
+   * One sweep's visit. Single flight, and never waiting: a profile whose previous cycle still runs (a slow
+   * service, a hung endpoint, each within its deadline) is skipped and counted, and the sweep goes on.
+   */
+  visit(): Promise<SweepEntry> {
+    const rt = this.#rt;
+    if (rt.busy) {
+      this.#ctx.metrics.skipped(rt.name);
+      return Promise.resolve({ profile: rt.name, action: 'in_flight' });
+    }
+    const running = this.#work().catch((error: unknown) => {
+      this.#ctx.log.error({ profile: rt.name, event: 'sweep.failed', op: 'sweep', err: error }, 'unexpected failure in the sweep');
+      return { profile: rt.name, action: 'idle' as const };
+    });
+    rt.busy = running;
+    void running.then(() => {
+      if (rt.busy === running) rt.busy = undefined;
+    });
+    return running;
+  }
+
+  /** Drops the token held when its time is up at `at`; the token file goes with it. */
+  expire(at: number): Promise<void> {
+    const rt = this.#rt;
+    if (!rt.token || rt.holdsToken(at)) return Promise.resolve();
+    // With replicas, the token this one holds may simply be older than the one another replica renewed.
+    if ((rt.knownExpiresAt ?? 0) > rt.token.expiresAt) this.#ctx.log.debug({ profile: rt.name, event: 'token.expired', op: 'publish', older: true }, 'an older access token expired; another process holds the current one');
+    else this.#ctx.log.warn({ profile: rt.name, event: 'token.expired', op: 'publish' }, `the access token of profile "${rt.name}" expired before a renewal succeeded`);
+    return this.#dropToken();
+  }
+
+  /** How the profile looks at `at`, for status() and /readyz. */
+  view(at: number): ProfileStatus {
+    return profileStatus(this.#rt, at, this.#ctx.config);
+  }
+
+  /** Its health and the expiry known, for the metrics: cheaper than the whole view. */
+  health(at: number): { health: ProfileHealth; expiresAt: number | undefined } {
+    return { health: healthOf(this.#rt, at, this.#ctx.config).health, expiresAt: this.#rt.expiry(at) };
+  }
+
+  /** The token for the socket's readers: only while it is unexpired. */
+  liveToken(at: number): { value: string; expiresAt: number } | undefined {
+    const rt = this.#rt;
+    const expiresAt = rt.tokenExpiry(at);
+    return rt.token && expiresAt !== undefined && at < expiresAt ? { value: rt.token.value, expiresAt } : undefined;
+  }
+
+  /** A reloaded entry: new settings or secrets; a profile that could not be loaded before starts now. */
+  async apply(entry: ProfileEntry): Promise<void> {
+    const rt = this.#rt;
+    const wasUnavailable = rt.parked?.reason === 'unavailable';
+    this.#applyEntry(entry);
+    if (!wasUnavailable || !rt.config) return;
+    rt.parked = undefined;
+    rt.loadFailures = 0;
+    rt.loadRetryAt = 0;
+    this.#ctx.log.info({ profile: rt.name, event: 'profile.loaded', op: 'load' }, `profile "${rt.name}" loaded`);
+    await this.#observeInitialState();
+  }
+
+  /**
+   * The Dropbox account id, for templates that use it: learnt once per profile from the account endpoint,
+   * within a short deadline, and after a failure not asked again for a minute (the render that needs it fails
+   * and keeps its previous file meanwhile; the token file and the other templates do not wait).
+   */
+  async accountId(accessToken: string): Promise<string | undefined> {
+    const rt = this.#rt;
+    const apiUrl = rt.config?.dropboxApiUrl;
+    if (rt.accountId || !apiUrl || this.#ctx.clock.mono() < rt.accountRetryAt || !(await templatesUse(this.#ctx.templates, 'account_id'))) return rt.accountId;
+    try {
+      rt.accountId = (await getCurrentAccount({ apiUrl, accessToken, timeoutMs: ACCOUNT_ID_TIMEOUT_MS, signal: this.#ctx.shutdown })).accountId;
+    } catch (error) {
+      rt.accountRetryAt = this.#ctx.clock.mono() + 60_000;
+      this.#ctx.log.warn({ profile: rt.name, event: 'account.unknown', op: 'publish', error: classifyFailure(error).message }, `could not learn the Dropbox account id of profile "${rt.name}" for its templates`);
+    }
+    return rt.accountId;
+  }
+
+  /** Gives up on the profile's service calls in flight; the next reconcile opens a new client. */
+  abandon(): void {
+    const held = this.#rt.client;
+    if (!held) return;
+    this.#rt.client = undefined;
+    held.client.cancel();
+    void held.client.close().catch(() => undefined);
+  }
+
+  /**
+   * Stops the worker. Removed from the configuration: its token file goes. At shutdown (`keepPublished`): a
+   * token with life left stays for the consumers through a restart (its expiry is beside it); one about to
+   * expire goes, since nobody will remove it once this process is gone.
+   */
+  async dispose(options: { keepPublished: boolean }): Promise<void> {
+    const rt = this.#rt;
+    rt.removed = true;
+    if (!options.keepPublished) await rt.busy;
+    clearTimeout(rt.expiryTimer);
+    const at = this.#now();
+    const keep = options.keepPublished && (rt.tokenExpiry(at) ?? at) - at > this.#ctx.config.safetyMs && rt.publishedToken === rt.token?.value;
+    if (keep) await rt.fileChain;
+    else await this.#ctx.files.unpublish(rt);
+    await rt.client?.client.close().catch(() => undefined);
+    if (!options.keepPublished) this.#ctx.metrics.forget(rt.name);
+  }
+
+  // ---- the token held ----
+
+  #now(): number {
+    return this.#ctx.clock.wall();
+  }
+
+  #drawJitter(): number {
+    return this.#ctx.random() * this.#ctx.config.jitterMs;
+  }
+
+  #dropToken(): Promise<void> {
+    const rt = this.#rt;
+    rt.token = undefined;
+    clearTimeout(rt.expiryTimer);
+    rt.expiryTimer = undefined;
+    return this.#ctx.files.unpublish(rt);
+  }
+
+  #holdToken(token: HeldToken): void {
+    const rt = this.#rt;
+    clearTimeout(rt.expiryTimer);
+    rt.token = token;
+    rt.learnExpiry(token.expiresAt, this.#drawJitter(), token.monoExpiresAt);
+    // Between sweeps too: a token must leave the file the moment it expires, not at the next tick. Timers run
+    // on the monotonic clock; a wall clock that jumps past the expiry is caught by the schedule's heartbeat.
+    const at = this.#now();
+    rt.expiryTimer = setTimeout(() => void this.expire(this.#now()), Math.max(0, (rt.tokenExpiry(at) ?? at) - at));
+    rt.expiryTimer.unref();
+  }
+
+  /**
+   * A token file left by an earlier run stays while its token has more than the safety window to live, so
+   * consumers keep working through a restart; this process takes it as the token it holds. Anything else
+   * there (an expired token, one of unknown age, a leftover temporary file) goes.
+   */
+  async #adoptPublished(): Promise<void> {
+    const rt = this.#rt;
+    const { files, clock, log } = this.#ctx;
+    await removeTemporaryLeftovers(this.#ctx.templates.map((spec) => tokenFileFor(spec.dest, rt.name)), 0);
+    const file = files.pathOf(rt.name);
+    if (file === undefined) return;
+    await removeLeftovers(file);
+    const left = rt.parked ? undefined : await readTokenFile(file).catch(() => undefined);
+    const at = this.#now();
+    if (!left || left.expiresAt - at <= this.#ctx.config.safetyMs) {
+      await files.unpublish(rt);
+      return;
+    }
+    this.#holdToken({ value: left.value, expiresAt: left.expiresAt, monoExpiresAt: clock.mono() + (left.expiresAt - at) });
+    // Templates are rendered again from it: one added since the last run gets its file now.
+    if (this.#ctx.templates.length > 0) await files.publish(rt);
+    else rt.publishedToken = left.value;
+    log.info({ profile: rt.name, event: 'token.adopted', op: 'publish', expiresAt: new Date(left.expiresAt).toISOString() }, `kept the published access token of profile "${rt.name}"; it is still valid`);
+  }
+
+  // ---- parking ----
+
+  #park(reason: ParkReason, failure: Failure, until: 'secrets' | 'readable' | 'reload', secretsVersion: string | undefined): void {
+    const rt = this.#rt;
+    const already = rt.parked?.reason === reason && rt.parked.code === failure.code;
+    rt.parked = { reason, code: failure.code, message: failure.message, until, secretsVersion };
+    if (reason === 'reauthorization_needed') void this.#dropToken();
+    if (already) return;
+    if (reason === 'reauthorization_needed') {
+      this.#ctx.log.error(
+        { profile: rt.name, event: 'profile.reauthorization_needed', op: 'renew', errorCode: failure.code },
+        `profile "${rt.name}" needs re-authorization: ${failure.message}. Run \`${reauthorizeCommand(rt.name)}\` to authorize again; ` +
+          'the daemon stops renewing this profile until its secrets change.',
+      );
+    } else {
+      this.#ctx.log.error(
+        { profile: rt.name, event: 'profile.parked', op: 'renew', errorCode: failure.code },
+        `profile "${rt.name}" cannot be renewed: ${failure.message}${failure.hint ? ` (${failure.hint})` : ''}. ` +
+          `Fix it (e.g. \`${reauthorizeCommand(rt.name)}\`); the daemon stops renewing this profile until its secrets change or it reloads (SIGHUP).`,
+      );
+    }
+  }
+
+  #unpark(why: string): void {
+    const rt = this.#rt;
+    if (!rt.parked) return;
+    rt.parked = undefined;
+    rt.failures = 0;
+    rt.retryAt = 0;
+    this.#ctx.log.info({ profile: rt.name, event: 'profile.resumed', op: 'load' }, `profile "${rt.name}": ${why}; renewing it again`);
+  }
+
+  async #maybeUnpark(): Promise<void> {
+    const rt = this.#rt;
+    const parked = rt.parked;
+    if (!parked || parked.until === 'reload' || !rt.config) return;
+    let state: ProfileState | undefined;
+    try {
+      state = await this.#readState();
+    } catch {
+      return;
+    }
+    if (parked.until === 'secrets' && state?.secretsVersion === parked.secretsVersion) return;
+    if (rt.config.readGrant) {
+      try {
+        rt.grant = await rt.config.readGrant();
+      } catch (error) {
+        this.#ctx.log.warn({ profile: rt.name, event: 'profile.secrets_unreadable', op: 'load', error: classifyFailure(error).message }, `profile "${rt.name}": could not read its new secrets`);
+        return;
+      }
+    }
+    rt.secretsVersion = state?.secretsVersion;
+    if (state?.accessTokenExpiresAt) rt.learnExpiry(Date.parse(state.accessTokenExpiresAt), this.#drawJitter());
+    this.#unpark(parked.until === 'readable' ? 'its state file is readable again' : 'new secrets were stored');
+  }
+
+  // ---- loading ----
+
+  #readState(): Promise<ProfileState | undefined> {
+    return this.#ctx.store.read(this.#rt.name);
+  }
+
+  /** At start and when a profile is added: what the state file says about expiry, connector and secrets. */
+  async #observeInitialState(): Promise<void> {
+    const rt = this.#rt;
+    try {
+      const state = await this.#readState();
+      rt.secretsVersion = state?.secretsVersion;
+      rt.connectorId = state?.connectorId;
+      if (state?.accessTokenExpiresAt) rt.learnExpiry(Date.parse(state.accessTokenExpiresAt), this.#drawJitter());
+      if (state?.needsReauthorization) {
+        // Flagged by an earlier run or by another command: known now, not at the next renewal hours from now.
+        const failure: Failure = {
+          kind: 'terminal',
+          code: state.lastError?.code ?? 'OAUTH_INVALID_GRANT',
+          message: state.lastError?.message ?? 'the grant was revoked or has expired',
+        };
+        this.#park('reauthorization_needed', failure, 'secrets', state.secretsVersion);
+      }
+    } catch (error) {
+      this.#park('configuration_error', classifyFailure(error), 'readable', undefined);
+    }
+  }
+
+  #applyEntry(entry: ProfileEntry): void {
+    const rt = this.#rt;
+    const { log } = this.#ctx;
+    if (isLoadFailure(entry)) {
+      if (rt.config) {
+        // A profile that ran before keeps its last good settings: a keychain locked during a reload must not
+        // stop renewals that were working.
+        log.warn({ profile: rt.name, event: 'profile.reload_failed', op: 'load', error: entry.error.message }, `profile "${rt.name}" could not be reloaded; keeping its previous settings`);
+        return;
+      }
+      rt.loadError = entry.error;
+      const failure = classifyFailure(entry.error);
+      if (!rt.parked || rt.parked.reason !== 'unavailable') {
+        log.error({ profile: rt.name, event: 'profile.load_failed', op: 'load', errorCode: failure.code }, `profile "${rt.name}" could not be loaded: ${failure.message}${failure.hint ? ` (${failure.hint})` : ''}`);
+      }
+      rt.parked = { reason: 'unavailable', code: failure.code, message: failure.message, until: 'reload', secretsVersion: undefined };
+      return;
+    }
+    const grantChanged = rt.grant !== undefined && rt.grantDiffers(entry.grant);
+    const targetKey = entry.reconcile ? JSON.stringify(entry.reconcile) : '';
+    if (rt.client && rt.client.key !== targetKey) {
+      void rt.client.client.close();
+      rt.client = undefined;
+    }
+    rt.config = entry;
+    rt.grant = entry.grant;
+    rt.loadError = undefined;
+    if (rt.parked && grantChanged) this.#unpark('its secrets changed');
+  }
+
+  /** A profile that could not be loaded is loaded again, with backoff, so fixing its files is enough. */
+  async #retryLoad(): Promise<void> {
+    const rt = this.#rt;
+    const { loadProfile, clock, config, random } = this.#ctx;
+    if (!loadProfile || clock.mono() < rt.loadRetryAt) return;
+    const entry = await loadProfile(rt.name).catch((error: unknown) => ({ name: rt.name, error: error instanceof Error ? error : new Error(String(error)) }));
+    if (isLoadFailure(entry)) {
+      rt.loadRetryAt = clock.mono() + retryDelay(config.backoff, rt.loadFailures, random, undefined);
+      rt.loadFailures += 1;
+      return;
+    }
+    await this.apply(entry);
+  }
+
+  // ---- one visit ----
+
+  async #work(): Promise<SweepEntry> {
+    const rt = this.#rt;
+    if (rt.parked?.reason === 'unavailable') await this.#retryLoad();
+    const profile = rt.config;
+    if (!profile) return { profile: rt.name, action: 'parked' };
+    if (rt.parked) await this.#maybeUnpark();
+    if (rt.parked) return { profile: rt.name, action: 'parked' };
+    const at = this.#now();
+    if (at >= rt.retryAt && rt.renewalDue(at, this.#ctx.config.marginMs, this.#ctx.config.needsOwnToken)) {
+      const result = await this.#ctx.limiter.run(() => this.#renew(profile));
+      return { profile: rt.name, action: 'renewal', ...result };
+    }
+    if (rt.reconcileDue(at) && profile.reconcile) {
+      const reconcile = await this.#ctx.limiter.run(() => this.#retryReconcile(profile));
+      return { profile: rt.name, action: 'reconcile', reconcile };
+    }
+    return { profile: rt.name, action: 'idle' };
+  }
+
+  // ---- renewal ----
+
+  #settle(outcome: RenewalOutcome): RenewalOutcome {
+    this.#rt.lastRenewal = { at: this.#now(), outcome };
+    this.#ctx.metrics.renewal(this.#rt.name, outcome);
+    return outcome;
+  }
+
+  async #renew(profile: DaemonProfile): Promise<{ renewal: RenewalOutcome; reconcile?: ReconcileOutcome }> {
+    const rt = this.#rt;
+    const renewal = await this.#renewUnderLock(profile);
+    if (renewal.renewal !== 'renewed' || !profile.reconcile || rt.removed) return renewal;
+    rt.reconcile = { pending: true, failures: 0, retryAt: 0, lastOutcome: rt.reconcile.lastOutcome };
+    const coordinator = this.#ctx.coordinator;
+    return { ...renewal, reconcile: coordinator ? await this.#reconcileShared(profile, coordinator) : await this.#reconcileNow(profile) };
+  }
+
+  async #renewUnderLock(profile: DaemonProfile): Promise<{ renewal: RenewalOutcome }> {
+    const rt = this.#rt;
+    const { store, config, rateGate, clock, shutdown } = this.#ctx;
+    try {
+      return await store.withLock(
+        rt.name,
+        async (lockSignal) => {
+          const signal = AbortSignal.any([lockSignal, shutdown]);
+          // Another process may have renewed while this one waited for the lock.
+          const state = await this.#readState();
+          if (state?.accessTokenExpiresAt) rt.learnExpiry(Date.parse(state.accessTokenExpiresAt), this.#drawJitter());
+          if (!rt.renewalDue(this.#now(), config.marginMs, config.needsOwnToken)) {
+            rt.failures = 0;
+            rt.retryAt = 0;
+            return { renewal: this.#settle('fresh') };
+          }
+          if (profile.readGrant && state?.secretsVersion !== rt.secretsVersion) {
+            rt.grant = await profile.readGrant();
+            rt.secretsVersion = state?.secretsVersion;
+          }
+          const grant = rt.grant as NonNullable<typeof rt.grant>;
+          if (rateGate) await rateGate.wait(signal);
+          const sentMono = clock.mono();
+          const tokens = await renewHoldingLock({
+            profiles: store,
+            name: rt.name,
+            app: { appKey: grant.appKey, appSecret: grant.appSecret },
+            refreshToken: grant.refreshToken,
+            tokenUrl: profile.tokenUrl,
+            now: clock.wall,
+            signal,
+            timeoutMs: config.tokenTimeoutMs,
+            onNewRefreshToken: (refreshToken) => this.#keepRefreshToken(profile, refreshToken),
+            ...(profile.storeAccessToken ? { onNewAccessToken: (fresh: TokenSet) => this.#shareAccessToken(profile, fresh, grant) } : {}),
+          });
+          this.#settle('renewed');
+          await this.#renewed(tokens, sentMono);
+          return { renewal: 'renewed' as const };
+        },
+        { waitMs: config.lockWaitMs },
+      );
+    } catch (error) {
+      return { renewal: await this.#renewalFailed(profile, error) };
+    }
+  }
+
+  async #keepRefreshToken(profile: DaemonProfile, refreshToken: string): Promise<void> {
+    const rt = this.#rt;
+    // In memory first: whatever happens to the store, this process keeps the grant alive.
+    if (rt.grant) rt.grant = { ...rt.grant, refreshToken };
+    if (profile.storeRefreshToken) {
+      try {
+        await profile.storeRefreshToken(refreshToken);
+      } catch (error) {
+        // Not used before it is stored: the renewal counts as failed and is retried (with the token in memory),
+        // storing again each time, however the store classifies its own failure.
+        throw new SyncauthError('REFRESH_TOKEN_NOT_STORED', `Dropbox rotated the refresh token of profile "${rt.name}" and storing the new one failed: ${classifyFailure(error).message}`, {
+          cause: error,
+        });
+      }
+      this.#ctx.log.info({ profile: rt.name, event: 'grant.rotated', op: 'renew' }, `Dropbox rotated the refresh token of profile "${rt.name}"; the new one is stored`);
+    } else {
+      this.#ctx.log.warn(
+        { profile: rt.name, event: 'grant.rotated', op: 'renew', stored: false },
+        `Dropbox rotated the refresh token of profile "${rt.name}", and its secrets are read-only here: the new one is kept in memory only. ` +
+          `Store it where the grant comes from (run \`${reauthorizeCommand(rt.name)}\`) before this process stops.`,
+      );
+    }
+  }
+
+  /** A failure to share the token with other processes costs them a renewal of their own, not this one. */
+  async #shareAccessToken(profile: DaemonProfile, tokens: TokenSet, grant: DaemonGrant): Promise<void> {
+    try {
+      await profile.storeAccessToken?.(tokens, grant);
+    } catch (error) {
+      this.#ctx.log.warn({ profile: this.#rt.name, event: 'token.unshared', op: 'renew', error: classifyFailure(error).message }, `could not keep the access token of profile "${this.#rt.name}" in its secret store; other commands will renew their own`);
+    }
+  }
+
+  /** Holds and publishes the fresh token and records the renewal; the reconcile comes after the lock is released. */
+  async #renewed(tokens: TokenSet, sentMono: number): Promise<void> {
+    const rt = this.#rt;
+    this.#holdToken({ value: tokens.accessToken, expiresAt: tokens.expiresAt, monoExpiresAt: sentMono + tokens.expiresIn * 1000 });
+    // Published before anything else awaits: holding the token makes the profile ready, and /readyz must never
+    // say ready while the file consumers read still holds the old token or none.
+    await this.#ctx.files.publish(rt);
+    rt.failures = 0;
+    rt.retryAt = 0;
+    rt.lastSuccessAt = this.#now();
+    this.#ctx.metrics.success(rt.name, rt.lastSuccessAt);
+    try {
+      // Storing a rotated refresh token bumps the stored secretsVersion; that change is ours, not news.
+      rt.secretsVersion = (await this.#readState())?.secretsVersion ?? rt.secretsVersion;
+    } catch {
+      // The next sweep's read reports a broken state file.
+    }
+    this.#ctx.log.info({ profile: rt.name, event: 'renewal.succeeded', op: 'renew', expiresAt: new Date(tokens.expiresAt).toISOString() }, `renewed the access token of profile "${rt.name}"`);
+  }
+
+  async #renewalFailed(profile: DaemonProfile, error: unknown): Promise<RenewalOutcome> {
+    const rt = this.#rt;
+    const { config, random, log } = this.#ctx;
+    const failure = classifyFailure(error);
+    if (failure.kind === 'terminal' || failure.kind === 'configuration') {
+      // Another process may have stored a new grant since this one was read: try it before giving up.
+      if (isOAuthError(error, 'OAUTH_INVALID_GRANT') && profile.readGrant) {
+        try {
+          const stored = await profile.readGrant();
+          if (rt.grantDiffers(stored)) {
+            rt.grant = stored;
+            rt.retryAt = 0;
+            log.info({ profile: rt.name, event: 'grant.changed', op: 'renew' }, `profile "${rt.name}": the stored grant changed; trying it`);
+            return this.#settle('failed');
+          }
+        } catch {
+          // Parked below; new secrets un-park it.
+        }
+      }
+      let secretsVersion = rt.secretsVersion;
+      try {
+        secretsVersion = (await this.#readState())?.secretsVersion;
+      } catch {
+        // Keep the version the grant was read under.
+      }
+      const reason: ParkReason = failure.kind === 'terminal' ? 'reauthorization_needed' : 'configuration_error';
+      // A state file that does not parse is fixed by hand, not by new secrets.
+      this.#park(reason, failure, isProfileStoreError(error, 'PROFILE_CORRUPT') ? 'readable' : 'secrets', secretsVersion);
+      return this.#settle(reason);
+    }
+    const wait = this.#boundedByExpiry(retryDelay(config.backoff, rt.failures, random, failure.retryAfterMs), failure.retryAfterMs);
+    rt.failures += 1;
+    rt.retryAt = this.#now() + wait;
+    log.warn(
+      { profile: rt.name, event: 'renewal.failed', op: 'renew', errorCode: failure.code, attempt: rt.failures, retryInMs: wait },
+      `could not renew the access token of profile "${rt.name}": ${failure.message}; trying again in ${Math.ceil(wait / 1000)} s`,
+    );
+    return this.#settle(failure.kind === 'rate_limited' ? 'rate_limited' : 'failed');
+  }
+
+  /**
+   * A Retry-After is honoured, but never past the token's expiry less a safety window: a token that dies
+   * waiting politely is worse than one more request the server asked us not to send yet.
+   */
+  #boundedByExpiry(waitMs: number, retryAfterMs: number | undefined): number {
+    const rt = this.#rt;
+    const { config } = this.#ctx;
+    const at = this.#now();
+    const expiry = rt.expiry(at);
+    if (retryAfterMs === undefined || expiry === undefined) return waitMs;
+    const latest = Math.max(config.backoff.baseMs, expiry - config.safetyMs - at);
+    if (waitMs <= latest) return waitMs;
+    this.#ctx.log.warn(
+      { profile: rt.name, event: 'renewal.retry_after_capped', op: 'renew', retryAfterMs, retryInMs: latest },
+      `the token endpoint asked to wait ${Math.ceil(retryAfterMs / 1000)} s, past the expiry of the access token of profile "${rt.name}"; trying again in ${Math.ceil(latest / 1000)} s instead`,
+    );
+    return latest;
+  }
+
+  // ---- the connector ----
+
+  #clientFor(profile: DaemonProfile): ServiceClient | undefined {
+    const rt = this.#rt;
+    const target = profile.reconcile;
+    if (!target) return undefined;
+    const key = JSON.stringify(target);
+    if (rt.client?.key === key) return rt.client.client;
+    const { config, serviceClient } = this.#ctx;
+    const client = new ServiceClient({
+      baseUrl: target.baseUrl,
+      apiKey: target.apiKey,
+      ...(target.apiKeyHeader ? { apiKeyHeader: target.apiKeyHeader } : {}),
+      retry: config.serviceRetry,
+      ...serviceClient,
+      timeouts: { totalMs: config.serviceCallMs, ...serviceClient?.timeouts },
+    });
+    rt.client = { key, client };
+    return client;
+  }
+
+  /** Outside the renewal lock, like the reconcile after a renewal: a hung service never blocks renewals. */
+  async #retryReconcile(profile: DaemonProfile): Promise<ReconcileOutcome> {
+    const rt = this.#rt;
+    const coordinator = this.#ctx.coordinator;
+    if (coordinator) return this.#reconcileShared(profile, coordinator);
+    try {
+      const ours = rt.token?.expiresAt ?? 0;
+      const state = await this.#readState();
+      const newest = state?.accessTokenExpiresAt ? Date.parse(state.accessTokenExpiresAt) : 0;
+      if (newest > ours) {
+        // Someone renewed after this process did, and reconciled with that newer token: leave it be.
+        rt.reconcile.pending = false;
+        return 'skipped';
+      }
+      return await this.#reconcileNow(profile);
+    } catch (error) {
+      const failure = classifyFailure(error);
+      const wait = retryDelay(this.#ctx.config.backoff, rt.reconcile.failures, this.#ctx.random, failure.retryAfterMs);
+      rt.reconcile.failures += 1;
+      rt.reconcile.retryAt = this.#now() + wait;
+      this.#ctx.log.warn({ profile: rt.name, event: 'reconcile.failed', op: 'reconcile', errorCode: failure.code }, `could not reconcile the connector of profile "${rt.name}": ${failure.message}`);
+      return 'failed';
+    }
+  }
+
+  /**
+   * One reconcile, outside the renewal lock (a slow service must not keep other processes from renewing) and
+   * within its own deadline; a failure schedules a retry and never touches the renewal.
+   */
+  async #reconcileNow(profile: DaemonProfile, sharedConnectorId?: string): Promise<ReconcileOutcome> {
+    const rt = this.#rt;
+    const { config, log, metrics, store } = this.#ctx;
+    const target = profile.reconcile;
+    const token = rt.token;
+    const grant = rt.grant;
+    if (!target || !grant || !token || !rt.holdsToken(this.#now())) {
+      // Never hand the service an expired token; the next renewal reconciles with a fresh one.
+      rt.reconcile.pending = false;
+      return 'skipped';
+    }
+    const client = this.#clientFor(profile) as ServiceClient;
+    let timedOut = false;
+    const deadline = setTimeout(() => {
+      timedOut = true;
+      this.abandon();
+    }, config.reconcileTimeoutMs);
+    try {
+      const state = await this.#readState();
+      const result = await reconcileConnector({
+        client,
+        connector: {
+          name: target.connectorName,
+          remoteUrl: target.remoteUrl,
+          recursive: target.recursive,
+          appKey: grant.appKey,
+          appSecret: grant.appSecret,
+          refreshToken: grant.refreshToken,
+          accessToken: token.value,
+        },
+        ...(state?.connectorId || sharedConnectorId ? { connectorId: (state?.connectorId ?? sharedConnectorId) as string } : {}),
+        ...(target.workflow ? { workflow: target.workflow } : {}),
+        now: () => new Date(this.#now()),
+      });
+      // The configured name, not the connector's: a replacement's time stamp must not become the next base name.
+      await store.update(rt.name, (current) => ({ ...baseState(current), connectorId: result.connector.id, connectorName: target.connectorName }));
+      rt.connectorId = result.connector.id;
+      rt.reconcile = { pending: false, failures: 0, retryAt: 0, lastOutcome: result.action };
+      metrics.reconcile(rt.name, result.action, this.#now());
+      const detail = { profile: rt.name, event: `reconcile.${result.action}`, op: 'reconcile', connectorId: result.connector.id, action: result.action, removed: result.removed, workflow: result.workflowAction };
+      if (result.action === 'updated' && result.workflowAction !== 'updated') log.debug(detail, 'connector reconciled');
+      else log.info(detail, `connector of profile "${rt.name}" ${result.action}`);
+      return result.action;
+    } catch (caught) {
+      const error = timedOut
+        ? new SyncauthError('RECONCILE_TIMEOUT', `the service did not finish the reconcile within ${Math.round(config.reconcileTimeoutMs / 1000)} s`, { cause: caught })
+        : caught;
+      const failure = classifyFailure(error);
+      metrics.reconcile(rt.name, 'failed', this.#now());
+      rt.reconcile.lastOutcome = 'failed';
+      if (failure.kind === 'configuration' || failure.kind === 'terminal') {
+        // Retrying a request the service refuses is noise; the next renewal tries again with fresh values.
+        rt.reconcile.pending = false;
+        log.error(
+          { profile: rt.name, event: 'reconcile.failed', op: 'reconcile', errorCode: failure.code, retry: 'next_renewal' },
+          `could not reconcile the connector of profile "${rt.name}": ${failure.message}${failure.hint ? ` (${failure.hint})` : ''}; trying again after the next renewal`,
+        );
+      } else {
+        const wait = retryDelay(config.backoff, rt.reconcile.failures, this.#ctx.random, failure.retryAfterMs);
+        rt.reconcile.failures += 1;
+        rt.reconcile.pending = true;
+        rt.reconcile.retryAt = this.#now() + wait;
+        log.warn(
+          { profile: rt.name, event: 'reconcile.failed', op: 'reconcile', errorCode: failure.code, retryInMs: wait },
+          `could not reconcile the connector of profile "${rt.name}": ${failure.message}; trying again in ${Math.ceil(wait / 1000)} s`,
+        );
+      }
+      return 'failed';
+    } finally {
+      clearTimeout(deadline);
+    }
+  }
+
+  /**
+   * With replicas, one reconciles per lifetime: the replica that takes the profile's lease while the token the
+   * connector holds (the shared record) is inside the renewal window; the others find the record fresh and
+   * skip. A replica that finds the lease taken, or cannot reach the coordinator, keeps its reconcile pending
+   * and looks again, so a replica that died holding the lease is covered by the next one.
+   */
+  async #reconcileShared(profile: DaemonProfile, shared: Coordinator): Promise<ReconcileOutcome> {
+    const rt = this.#rt;
+    const { config, random, coordinatorHealth, log } = this.#ctx;
+    const token = rt.token;
+    if (!token || !rt.holdsToken(this.#now())) {
+      rt.reconcile.pending = false;
+      return 'skipped';
+    }
+    // The connector's token is due when it would be renewed now: inside the margin plus the largest jitter.
+    const due = (record: SharedReconcile | undefined): boolean => !record || record.expiresAt - this.#now() <= config.marginMs + config.jitterMs;
+    let lease: Lease | undefined;
+    try {
+      if (!due(await shared.lastReconcile(rt.name))) return this.#reconciledElsewhere();
+      lease = await shared.acquire(rt.name);
+      coordinatorHealth.up();
+      if (!lease) return this.#deferReconcile(config.backoff.baseMs * (1 + random()));
+      const record = await shared.lastReconcile(rt.name);
+      if (!due(record)) return this.#reconciledElsewhere();
+      const outcome = await this.#reconcileNow(profile, record?.connectorId);
+      if (outcome === 'failed' || outcome === 'skipped') return outcome;
+      const connectorId = rt.connectorId;
+      await shared
+        .recordReconcile(rt.name, { expiresAt: token.expiresAt, reconciledAt: this.#now(), replica: shared.replicaId, ...(connectorId ? { connectorId } : {}) })
+        .catch((error: unknown) =>
+          log.warn({ profile: rt.name, event: 'reconcile.unshared', op: 'reconcile', error: classifyFailure(error).message }, 'could not tell the other replicas about the reconcile'),
+        );
+      return outcome;
+    } catch (error) {
+      coordinatorHealth.down(error);
+      const wait = retryDelay(config.backoff, rt.reconcile.failures, random, undefined);
+      rt.reconcile.failures += 1;
+      return this.#deferReconcile(wait);
+    } finally {
+      await lease?.release();
+    }
+  }
+
+  #reconciledElsewhere(): ReconcileOutcome {
+    const rt = this.#rt;
+    rt.reconcile.pending = false;
+    rt.reconcile.failures = 0;
+    this.#ctx.metrics.reconcile(rt.name, 'skipped');
+    this.#ctx.log.debug({ profile: rt.name, event: 'reconcile.skipped', op: 'reconcile' }, 'another replica gave the connector a token of this lifetime');
+    return 'skipped';
+  }
+
+  /** The reconcile waits: another replica holds the lease, or the coordinator is away. */
+  #deferReconcile(waitMs: number): ReconcileOutcome {
+    const rt = this.#rt;
+    rt.reconcile.pending = true;
+    rt.reconcile.retryAt = this.#now() + waitMs;
+    this.#ctx.metrics.reconcile(rt.name, 'deferred');
+    return 'deferred';
+  }
+}
