@@ -2,7 +2,7 @@
 // frozen object that the parts read and never change. A setting that has no sense alone (the retry cap
 // follows the margin, the safety window too) is derived here, so no part derives it differently.
 import { ValidationError } from '../errors.js';
-import type { BackoffPolicy } from './backoff.js';
+import type { BackoffPolicy } from '../backoff.js';
 import { checkSchedule } from './cron.js';
 import type { DaemonOptions } from './types.js';
 

@@ -1,5 +1,6 @@
 // What the daemon knows about one profile between sweeps: the token it holds, the newest expiry anyone
 // reported, when it may try again, and why it stopped trying.
+import { Backoff } from '../backoff.js';
 import type { ServiceClient } from '../service/index.js';
 import type { DaemonGrant, DaemonProfile, ParkReason, ReconcileOutcome, RenewalOutcome, SweepEntry } from './types.js';
 
@@ -37,8 +38,7 @@ export class ProfileRuntime {
   config: DaemonProfile | undefined;
   loadError: Error | undefined;
   /** Failed loads in a row, and when (monotonic) to try loading again. */
-  loadFailures = 0;
-  loadRetryAt = 0;
+  loadBackoff = Backoff.none;
   grant: DaemonGrant | undefined;
   /** The access token this process holds. */
   token: HeldToken | undefined;
@@ -48,8 +48,8 @@ export class ProfileRuntime {
   #knownMonoExpiresAt: number | undefined;
   /** This cycle's share of the jitter: the renewal starts this much before the margin. */
   jitterMs = 0;
-  failures = 0;
-  retryAt = 0;
+  /** Failed renewals in a row, and when (wall clock) to try again. */
+  backoff = Backoff.none;
   parked: Parked | undefined;
   /** The stored secretsVersion the grant in memory was read under. */
   secretsVersion: string | undefined;
@@ -60,10 +60,9 @@ export class ProfileRuntime {
   accountRetryAt = 0;
   lastRenewal: { at: number; outcome: RenewalOutcome } | undefined;
   lastSuccessAt: number | undefined;
-  reconcile: { pending: boolean; failures: number; retryAt: number; lastOutcome: ReconcileOutcome | undefined } = {
+  reconcile: { pending: boolean; backoff: Backoff; lastOutcome: ReconcileOutcome | undefined } = {
     pending: false,
-    failures: 0,
-    retryAt: 0,
+    backoff: Backoff.none,
     lastOutcome: undefined,
   };
   /** The work a sweep started for this profile; later sweeps join it instead of starting more. */
@@ -134,7 +133,7 @@ export class ProfileRuntime {
   }
 
   reconcileDue(at: number): boolean {
-    return this.reconcile.pending && at >= this.reconcile.retryAt;
+    return this.reconcile.pending && this.reconcile.backoff.ready(at);
   }
 
   /** Whether `grant` differs from the one in memory (compared in memory only, never logged). */

@@ -13,7 +13,7 @@ import { ACCOUNT_ID_TIMEOUT_MS, templatesUse, type TemplateSpec } from '../publi
 import { ServiceClient } from '../service/index.js';
 import { reconcileConnector } from '../sync/reconcile.js';
 import { baseState, renewHoldingLock } from '../sync/renew.js';
-import { retryDelay } from './backoff.js';
+import { Backoff } from '../backoff.js';
 import { classifyFailure, type Failure } from './classify.js';
 import type { DaemonConfig } from './config.js';
 import type { Coordinator, Lease, SharedReconcile } from './coordinator.js';
@@ -144,8 +144,7 @@ export class ProfileWorker {
     this.#applyEntry(entry);
     if (!wasUnavailable || !rt.config) return;
     rt.parked = undefined;
-    rt.loadFailures = 0;
-    rt.loadRetryAt = 0;
+    rt.loadBackoff = Backoff.none;
     this.#ctx.log.info({ profile: rt.name, event: 'profile.loaded', op: 'load' }, `profile "${rt.name}" loaded`);
     await this.#observeInitialState();
   }
@@ -277,8 +276,7 @@ export class ProfileWorker {
     const rt = this.#rt;
     if (!rt.parked) return;
     rt.parked = undefined;
-    rt.failures = 0;
-    rt.retryAt = 0;
+    rt.backoff = Backoff.none;
     this.#ctx.log.info({ profile: rt.name, event: 'profile.resumed', op: 'load' }, `profile "${rt.name}": ${why}; renewing it again`);
   }
 
@@ -368,11 +366,10 @@ export class ProfileWorker {
   async #retryLoad(): Promise<void> {
     const rt = this.#rt;
     const { loadProfile, clock, config, random } = this.#ctx;
-    if (!loadProfile || clock.mono() < rt.loadRetryAt) return;
+    if (!loadProfile || !rt.loadBackoff.ready(clock.mono())) return;
     const entry = await loadProfile(rt.name).catch((error: unknown) => ({ name: rt.name, error: error instanceof Error ? error : new Error(String(error)) }));
     if (isLoadFailure(entry)) {
-      rt.loadRetryAt = clock.mono() + retryDelay(config.backoff, rt.loadFailures, random, undefined);
-      rt.loadFailures += 1;
+      rt.loadBackoff = rt.loadBackoff.failed(clock.mono(), rt.loadBackoff.nextDelay(config.backoff, random));
       return;
     }
     await this.apply(entry);
@@ -388,7 +385,7 @@ export class ProfileWorker {
     if (rt.parked) await this.#maybeUnpark();
     if (rt.parked) return { profile: rt.name, action: 'parked' };
     const at = this.#now();
-    if (at >= rt.retryAt && rt.renewalDue(at, this.#ctx.config.marginMs, this.#ctx.config.needsOwnToken)) {
+    if (rt.backoff.ready(at) && rt.renewalDue(at, this.#ctx.config.marginMs, this.#ctx.config.needsOwnToken)) {
       const result = await this.#ctx.limiter.run(() => this.#renew(profile));
       return { profile: rt.name, action: 'renewal', ...result };
     }
@@ -411,7 +408,7 @@ export class ProfileWorker {
     const rt = this.#rt;
     const renewal = await this.#renewUnderLock(profile);
     if (renewal.renewal !== 'renewed' || !profile.reconcile || rt.removed) return renewal;
-    rt.reconcile = { pending: true, failures: 0, retryAt: 0, lastOutcome: rt.reconcile.lastOutcome };
+    rt.reconcile = { pending: true, backoff: Backoff.none, lastOutcome: rt.reconcile.lastOutcome };
     const coordinator = this.#ctx.coordinator;
     return { ...renewal, reconcile: coordinator ? await this.#reconcileShared(profile, coordinator) : await this.#reconcileNow(profile) };
   }
@@ -428,8 +425,7 @@ export class ProfileWorker {
           const state = await this.#readState();
           if (state?.accessTokenExpiresAt) rt.learnExpiry(Date.parse(state.accessTokenExpiresAt), this.#drawJitter());
           if (!rt.renewalDue(this.#now(), config.marginMs, config.needsOwnToken)) {
-            rt.failures = 0;
-            rt.retryAt = 0;
+            rt.backoff = Backoff.none;
             return { renewal: this.#settle('fresh') };
           }
           if (profile.readGrant && state?.secretsVersion !== rt.secretsVersion) {
@@ -502,8 +498,7 @@ export class ProfileWorker {
     // Published before anything else awaits: holding the token makes the profile ready, and /readyz must never
     // say ready while the file consumers read still holds the old token or none.
     await this.#ctx.files.publish(rt);
-    rt.failures = 0;
-    rt.retryAt = 0;
+    rt.backoff = Backoff.none;
     rt.lastSuccessAt = this.#now();
     this.#ctx.metrics.success(rt.name, rt.lastSuccessAt);
     try {
@@ -526,7 +521,7 @@ export class ProfileWorker {
           const stored = await profile.readGrant();
           if (rt.grantDiffers(stored)) {
             rt.grant = stored;
-            rt.retryAt = 0;
+            rt.backoff = rt.backoff.waitUntil(0);
             log.info({ profile: rt.name, event: 'grant.changed', op: 'renew' }, `profile "${rt.name}": the stored grant changed; trying it`);
             return this.#settle('failed');
           }
@@ -545,11 +540,10 @@ export class ProfileWorker {
       this.#park(reason, failure, isProfileStoreError(error, 'PROFILE_CORRUPT') ? 'readable' : 'secrets', secretsVersion);
       return this.#settle(reason);
     }
-    const wait = this.#boundedByExpiry(retryDelay(config.backoff, rt.failures, random, failure.retryAfterMs), failure.retryAfterMs);
-    rt.failures += 1;
-    rt.retryAt = this.#now() + wait;
+    const wait = this.#boundedByExpiry(rt.backoff.nextDelay(config.backoff, random, failure.retryAfterMs), failure.retryAfterMs);
+    rt.backoff = rt.backoff.failed(this.#now(), wait);
     log.warn(
-      { profile: rt.name, event: 'renewal.failed', op: 'renew', errorCode: failure.code, attempt: rt.failures, retryInMs: wait },
+      { profile: rt.name, event: 'renewal.failed', op: 'renew', errorCode: failure.code, attempt: rt.backoff.failures, retryInMs: wait },
       `could not renew the access token of profile "${rt.name}": ${failure.message}; trying again in ${Math.ceil(wait / 1000)} s`,
     );
     return this.#settle(failure.kind === 'rate_limited' ? 'rate_limited' : 'failed');
@@ -612,9 +606,8 @@ export class ProfileWorker {
       return await this.#reconcileNow(profile);
     } catch (error) {
       const failure = classifyFailure(error);
-      const wait = retryDelay(this.#ctx.config.backoff, rt.reconcile.failures, this.#ctx.random, failure.retryAfterMs);
-      rt.reconcile.failures += 1;
-      rt.reconcile.retryAt = this.#now() + wait;
+      const wait = rt.reconcile.backoff.nextDelay(this.#ctx.config.backoff, this.#ctx.random, failure.retryAfterMs);
+      rt.reconcile.backoff = rt.reconcile.backoff.failed(this.#now(), wait);
       this.#ctx.log.warn({ profile: rt.name, event: 'reconcile.failed', op: 'reconcile', errorCode: failure.code }, `could not reconcile the connector of profile "${rt.name}": ${failure.message}`);
       return 'failed';
     }
@@ -661,7 +654,7 @@ export class ProfileWorker {
       // The configured name, not the connector's: a replacement's time stamp must not become the next base name.
       await store.update(rt.name, (current) => ({ ...baseState(current), connectorId: result.connector.id, connectorName: target.connectorName }));
       rt.connectorId = result.connector.id;
-      rt.reconcile = { pending: false, failures: 0, retryAt: 0, lastOutcome: result.action };
+      rt.reconcile = { pending: false, backoff: Backoff.none, lastOutcome: result.action };
       metrics.reconcile(rt.name, result.action, this.#now());
       const detail = { profile: rt.name, event: `reconcile.${result.action}`, op: 'reconcile', connectorId: result.connector.id, action: result.action, removed: result.removed, workflow: result.workflowAction };
       if (result.action === 'updated' && result.workflowAction !== 'updated') log.debug(detail, 'connector reconciled');
@@ -682,10 +675,9 @@ export class ProfileWorker {
           `could not reconcile the connector of profile "${rt.name}": ${failure.message}${failure.hint ? ` (${failure.hint})` : ''}; trying again after the next renewal`,
         );
       } else {
-        const wait = retryDelay(config.backoff, rt.reconcile.failures, this.#ctx.random, failure.retryAfterMs);
-        rt.reconcile.failures += 1;
+        const wait = rt.reconcile.backoff.nextDelay(config.backoff, this.#ctx.random, failure.retryAfterMs);
+        rt.reconcile.backoff = rt.reconcile.backoff.failed(this.#now(), wait);
         rt.reconcile.pending = true;
-        rt.reconcile.retryAt = this.#now() + wait;
         log.warn(
           { profile: rt.name, event: 'reconcile.failed', op: 'reconcile', errorCode: failure.code, retryInMs: wait },
           `could not reconcile the connector of profile "${rt.name}": ${failure.message}; trying again in ${Math.ceil(wait / 1000)} s`,
@@ -732,8 +724,8 @@ export class ProfileWorker {
       return outcome;
     } catch (error) {
       coordinatorHealth.down(error);
-      const wait = retryDelay(config.backoff, rt.reconcile.failures, random, undefined);
-      rt.reconcile.failures += 1;
+      const wait = rt.reconcile.backoff.nextDelay(config.backoff, random);
+      rt.reconcile.backoff = rt.reconcile.backoff.failed(this.#now(), 0);
       return this.#deferReconcile(wait);
     } finally {
       await lease?.release();
@@ -743,7 +735,7 @@ export class ProfileWorker {
   #reconciledElsewhere(): ReconcileOutcome {
     const rt = this.#rt;
     rt.reconcile.pending = false;
-    rt.reconcile.failures = 0;
+    rt.reconcile.backoff = Backoff.none;
     this.#ctx.metrics.reconcile(rt.name, 'skipped');
     this.#ctx.log.debug({ profile: rt.name, event: 'reconcile.skipped', op: 'reconcile' }, 'another replica gave the connector a token of this lifetime');
     return 'skipped';
@@ -753,7 +745,7 @@ export class ProfileWorker {
   #deferReconcile(waitMs: number): ReconcileOutcome {
     const rt = this.#rt;
     rt.reconcile.pending = true;
-    rt.reconcile.retryAt = this.#now() + waitMs;
+    rt.reconcile.backoff = rt.reconcile.backoff.waitUntil(this.#now() + waitMs);
     this.#ctx.metrics.reconcile(rt.name, 'deferred');
     return 'deferred';
   }

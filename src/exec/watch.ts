@@ -1,6 +1,7 @@
 // `syncauth exec --watch`: keeps the child's token fresh. The wall clock is compared with the renewal time on
 // a short period rather than one long timer being trusted: a laptop that slept through the renewal time
 // catches up on its first check after waking, where a timer set hours earlier would fire late.
+import { backoffDelay } from '../backoff.js';
 import { ExitCode, SyncauthError } from '../errors.js';
 import { rfc3339, type ChildToken } from './env.js';
 
@@ -78,7 +79,7 @@ export function watchToken(options: WatchOptions): TokenWatch {
         return;
       }
       failures += 1;
-      const delayMs = Math.min(FIRST_RETRY_MS * 2 ** (failures - 1), retryCapMs);
+      const delayMs = backoffDelay({ baseMs: FIRST_RETRY_MS, maxMs: retryCapMs, jitter: 'none' }, failures);
       options.say('warn', `token renewal failed: ${message}; the child keeps its current token; retrying in ${Math.round(delayMs / 100) / 10} s`);
       nextAttempt = now() + delayMs;
       return;

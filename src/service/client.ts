@@ -1,5 +1,6 @@
 // The typed client of the ingestion service (SPEC §1). Every input is checked before anything is sent, every
 // answer is checked against the response models, and every failure is a ServiceError with a stable code.
+import { retryDelay } from '../backoff.js';
 import { setTimeout as delay } from 'node:timers/promises';
 import { z } from 'zod';
 import type { Dispatcher } from 'undici';
@@ -706,9 +707,8 @@ export class ServiceClient {
 
   /** Capped exponential backoff with full jitter; a Retry-After from the service wins, within the same cap. */
   #backoff(attempt: number, retryAfterMs: number | undefined): number {
-    if (retryAfterMs !== undefined) return Math.min(retryAfterMs, this.#maxDelayMs);
-    const ceiling = Math.min(this.#maxDelayMs, this.#baseDelayMs * 2 ** attempt);
-    return Math.floor(Math.random() * ceiling);
+    const policy = { baseMs: this.#baseDelayMs, maxMs: this.#maxDelayMs, jitter: 'full', retryAfter: 'cap' } as const;
+    return retryDelay(policy, attempt + 1, Math.random, retryAfterMs);
   }
 }
 
