@@ -52,34 +52,6 @@ function envelope(): Record<string, unknown> & { kdf: Record<string, unknown>; c
 }
 
 describe('encrypted file store', () => {
-  test('round-trips secrets per profile, merging on set', async () => {
-    const store = open();
-    expect(store.kind).toBe('file');
-    expect(store.writable).toBe(true);
-    expect(await store.get('docs')).toEqual({});
-    expect(await store.listProfiles()).toEqual([]);
-
-    await store.set('docs', { app_key: 'ak', app_secret: 'as', refresh_token: CANARY, api_key: 'api' });
-    await store.set('photos', { app_key: 'ak2' });
-    expect(await store.get('docs')).toEqual({ app_key: 'ak', app_secret: 'as', refresh_token: CANARY, api_key: 'api' });
-
-    await store.set('docs', { app_key: undefined, refresh_token: 'rt-2', api_key: '' });
-    expect(await store.get('docs')).toEqual({ app_key: 'ak', app_secret: 'as', refresh_token: 'rt-2' });
-    expect(await store.listProfiles()).toEqual(['docs', 'photos']);
-
-    // A second store on the same file (another process, say) reads the same.
-    expect(await open().get('photos')).toEqual({ app_key: 'ak2' });
-
-    await store.delete('docs');
-    await store.delete('never-stored');
-    expect(await store.get('docs')).toEqual({});
-    expect(await store.listProfiles()).toEqual(['photos']);
-
-    // Removing the last secret removes the profile.
-    await store.set('photos', { app_key: '' });
-    expect(await store.listProfiles()).toEqual([]);
-  });
-
   test('creates a 0700 config dir and a 0600 file, and keeps 0600 on rewrite', async () => {
     const dir = path.join(configDir, 'fresh', 'config');
     const store = open(KEY, dir);

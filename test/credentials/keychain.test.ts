@@ -1,5 +1,7 @@
 // The keychain store against a real Secret Service (gnome-keyring on a private D-Bus session), and against
 // the ways a keychain is out of reach: no bus, a bus without a Secret Service, a bus that never answers.
+// What every store promises (merging, deleting, listing, concurrency) is in contract.test.ts; here, what only
+// the keychain does: where the entries live, and how an unreachable keychain fails.
 import { mkdtempSync, rmSync, unlinkSync } from 'node:fs';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
@@ -64,25 +66,6 @@ describe.skipIf(skip)(
       if (started.ok) process.env.DBUS_SESSION_BUS_ADDRESS = started.bus.address;
     });
 
-    test('stores, merges, removes and reads back the secrets of a profile', async () => {
-      const store = openSecretStore({ kind: 'keychain', configDir, timeoutMs: FUNCTIONAL_TIMEOUT_MS });
-      expect(store.kind).toBe('keychain');
-      expect(store.writable).toBe(true);
-      expect(await store.get('kc-round')).toEqual({});
-
-      await store.set('kc-round', { app_key: 'ak-1', app_secret: 'as-1', refresh_token: CANARY, api_key: 'api-1' });
-      expect(await store.get('kc-round')).toEqual({
-        app_key: 'ak-1',
-        app_secret: 'as-1',
-        refresh_token: CANARY,
-        api_key: 'api-1',
-      });
-
-      // undefined leaves a name alone, a new value replaces, an empty string removes.
-      await store.set('kc-round', { app_key: undefined, refresh_token: 'rt-2', api_key: '' });
-      expect(await store.get('kc-round')).toEqual({ app_key: 'ak-1', app_secret: 'as-1', refresh_token: 'rt-2' });
-    });
-
     test('keeps each secret in the Secret Service under service "syncauth", account "<profile>:<name>"', async () => {
       const store = openSecretStore({ kind: 'keychain', configDir, timeoutMs: FUNCTIONAL_TIMEOUT_MS });
       await store.set('kc-where', { refresh_token: 'rt-where' });
@@ -105,38 +88,6 @@ describe.skipIf(skip)(
       expect(await entry.getPassword()).toBeNull();
       expect(await store.get('kc-cache')).toEqual({});
       expect(await store.listProfiles()).not.toContain('kc-cache');
-    });
-
-    test('lists the profiles that have secrets and forgets deleted ones', async () => {
-      const store = openSecretStore({ kind: 'keychain', configDir, timeoutMs: FUNCTIONAL_TIMEOUT_MS });
-      await store.set('kc-list-a', { app_key: 'a' });
-      await store.set('kc-list-b', { app_key: 'b', app_secret: 'b2' });
-      expect(await store.listProfiles()).toEqual(expect.arrayContaining(['kc-list-a', 'kc-list-b']));
-
-      await store.delete('kc-list-a');
-      expect(await store.get('kc-list-a')).toEqual({});
-      expect(await store.get('kc-list-b')).toEqual({ app_key: 'b', app_secret: 'b2' });
-      let names = await store.listProfiles();
-      expect(names).toContain('kc-list-b');
-      expect(names).not.toContain('kc-list-a');
-
-      // Removing the last secret one by one also takes the profile off the list.
-      await store.set('kc-list-b', { app_key: '', app_secret: '' });
-      names = await store.listProfiles();
-      expect(names).not.toContain('kc-list-b');
-
-      // Deleting a profile that has nothing is not an error.
-      await store.delete('kc-never-stored');
-    });
-
-    test('profiles stored at the same time all reach the index', async () => {
-      const store = openSecretStore({ kind: 'keychain', configDir, timeoutMs: FUNCTIONAL_TIMEOUT_MS });
-      const names = ['kc-race-1', 'kc-race-2', 'kc-race-3', 'kc-race-4'];
-      await Promise.all(names.map((name) => store.set(name, { app_key: name })));
-      expect(await store.listProfiles()).toEqual(expect.arrayContaining(names));
-      await Promise.all(names.map((name) => store.delete(name)));
-      const left = await store.listProfiles();
-      for (const name of names) expect(left).not.toContain(name);
     });
 
     test('a bus without a Secret Service fails with KEYCHAIN_UNAVAILABLE naming the alternatives', async () => {
