@@ -9,6 +9,7 @@ import { classifyFailure } from './classify.js';
 import { resolveDaemonConfig, type DaemonConfig } from './config.js';
 import { scheduleSweeps, type ClockJump } from './cron.js';
 import { RateGate, Semaphore } from './limiter.js';
+import { renewalLock, replicaLease, SingleFlight } from './exclusion.js';
 import { DaemonMetrics } from './metrics.js';
 import type { DaemonClock } from './runtime.js';
 import { startHealthServer } from './server.js';
@@ -71,6 +72,11 @@ export class Daemon implements RunningDaemon {
       clock: this.#clock,
       log: this.#log,
       store: options.profileStore,
+      locks: Object.freeze({
+        flight: new SingleFlight(),
+        renewal: renewalLock(options.profileStore, this.#config.lockWaitMs),
+        replicas: options.coordinator ? replicaLease(options.coordinator) : undefined,
+      }),
       coordinator: options.coordinator,
       files,
       metrics: this.#metrics,

@@ -2,7 +2,7 @@
 // reported, when it may try again, and why it stopped trying.
 import { Backoff } from '../backoff.js';
 import type { ServiceClient } from '../service/index.js';
-import type { DaemonGrant, DaemonProfile, ParkReason, ReconcileOutcome, RenewalOutcome, SweepEntry } from './types.js';
+import type { DaemonGrant, DaemonProfile, ParkReason, ReconcileOutcome, RenewalOutcome } from './types.js';
 
 export interface Parked {
   reason: ParkReason;
@@ -65,8 +65,6 @@ export class ProfileRuntime {
     backoff: Backoff.none,
     lastOutcome: undefined,
   };
-  /** The work a sweep started for this profile; later sweeps join it instead of starting more. */
-  busy: Promise<SweepEntry> | undefined;
   expiryTimer: NodeJS.Timeout | undefined;
   /** Token-file writes and removals, one after another. */
   fileChain: Promise<void> = Promise.resolve();

@@ -16,7 +16,8 @@ import { baseState, renewHoldingLock } from '../sync/renew.js';
 import { Backoff } from '../backoff.js';
 import { classifyFailure, type Failure } from './classify.js';
 import type { DaemonConfig } from './config.js';
-import type { Coordinator, Lease, SharedReconcile } from './coordinator.js';
+import type { Coordinator, SharedReconcile } from './coordinator.js';
+import { HELD_ELSEWHERE, type Exclusion, type SingleFlight } from './exclusion.js';
 import type { RateGate, Semaphore } from './limiter.js';
 import type { DaemonMetrics, ProfileHealth } from './metrics.js';
 import { ProfileRuntime, type DaemonClock, type HeldToken } from './runtime.js';
@@ -45,6 +46,8 @@ export interface WorkerContext {
   readonly clock: DaemonClock;
   readonly log: Logger;
   readonly store: ProfileStore;
+  /** Who may work on a profile at once: this process's visits, processes on the host, replicas. */
+  readonly locks: { readonly flight: SingleFlight; readonly renewal: Exclusion; readonly replicas: Exclusion | undefined };
   readonly coordinator: Coordinator | undefined;
   readonly files: TokenPublisher;
   readonly metrics: DaemonMetrics;
@@ -83,8 +86,8 @@ export class ProfileWorker {
   }
 
   /** The work in flight, if any: shutdown waits for it. */
-  get inFlight(): Promise<SweepEntry> | undefined {
-    return this.#rt.busy;
+  get inFlight(): Promise<unknown> | undefined {
+    return this.#ctx.locks.flight.inFlight(this.#rt.name);
   }
 
   // ---- what the daemon calls ----
@@ -93,21 +96,17 @@ export class ProfileWorker {
    * One sweep's visit. Single flight, and never waiting: a profile whose previous cycle still runs (a slow
    * service, a hung endpoint, each within its deadline) is skipped and counted, and the sweep goes on.
    */
-  visit(): Promise<SweepEntry> {
-    const rt = this.#rt;
-    if (rt.busy) {
-      this.#ctx.metrics.skipped(rt.name);
-      return Promise.resolve({ profile: rt.name, action: 'in_flight' });
-    }
-    const running = this.#work().catch((error: unknown) => {
-      this.#ctx.log.error({ profile: rt.name, event: 'sweep.failed', op: 'sweep', err: error }, 'unexpected failure in the sweep');
-      return { profile: rt.name, action: 'idle' as const };
-    });
-    rt.busy = running;
-    void running.then(() => {
-      if (rt.busy === running) rt.busy = undefined;
-    });
-    return running;
+  async visit(): Promise<SweepEntry> {
+    const name = this.#rt.name;
+    const entry = await this.#ctx.locks.flight.run(name, () =>
+      this.#work().catch((error: unknown): SweepEntry => {
+        this.#ctx.log.error({ profile: name, event: 'sweep.failed', op: 'sweep', err: error }, 'unexpected failure in the sweep');
+        return { profile: name, action: 'idle' };
+      }),
+    );
+    if (entry !== HELD_ELSEWHERE) return entry;
+    this.#ctx.metrics.skipped(name);
+    return { profile: name, action: 'in_flight' };
   }
 
   /** Drops the token held when its time is up at `at`; the token file goes with it. */
@@ -184,7 +183,7 @@ export class ProfileWorker {
   async dispose(options: { keepPublished: boolean }): Promise<void> {
     const rt = this.#rt;
     rt.removed = true;
-    if (!options.keepPublished) await rt.busy;
+    if (!options.keepPublished) await this.inFlight;
     clearTimeout(rt.expiryTimer);
     const at = this.#now();
     const keep = options.keepPublished && (rt.tokenExpiry(at) ?? at) - at > this.#ctx.config.safetyMs && rt.publishedToken === rt.token?.value;
@@ -415,9 +414,9 @@ export class ProfileWorker {
 
   async #renewUnderLock(profile: DaemonProfile): Promise<{ renewal: RenewalOutcome }> {
     const rt = this.#rt;
-    const { store, config, rateGate, clock, shutdown } = this.#ctx;
+    const { store, config, rateGate, clock, shutdown, locks } = this.#ctx;
     try {
-      return await store.withLock(
+      const outcome = await locks.renewal.run(
         rt.name,
         async (lockSignal) => {
           const signal = AbortSignal.any([lockSignal, shutdown]);
@@ -451,8 +450,9 @@ export class ProfileWorker {
           await this.#renewed(tokens, sentMono);
           return { renewal: 'renewed' as const };
         },
-        { waitMs: config.lockWaitMs },
       );
+      // Another holder is renewing it now; the next visit reads what it recorded.
+      return outcome === HELD_ELSEWHERE ? { renewal: this.#settle('fresh') } : outcome;
     } catch (error) {
       return { renewal: await this.#renewalFailed(profile, error) };
     }
@@ -697,7 +697,7 @@ export class ProfileWorker {
    */
   async #reconcileShared(profile: DaemonProfile, shared: Coordinator): Promise<ReconcileOutcome> {
     const rt = this.#rt;
-    const { config, random, coordinatorHealth, log } = this.#ctx;
+    const { config, random, coordinatorHealth, log, locks } = this.#ctx;
     const token = rt.token;
     if (!token || !rt.holdsToken(this.#now())) {
       rt.reconcile.pending = false;
@@ -705,30 +705,31 @@ export class ProfileWorker {
     }
     // The connector's token is due when it would be renewed now: inside the margin plus the largest jitter.
     const due = (record: SharedReconcile | undefined): boolean => !record || record.expiresAt - this.#now() <= config.marginMs + config.jitterMs;
-    let lease: Lease | undefined;
     try {
       if (!due(await shared.lastReconcile(rt.name))) return this.#reconciledElsewhere();
-      lease = await shared.acquire(rt.name);
+      const outcome = await (locks.replicas as Exclusion).run(rt.name, async () => {
+        coordinatorHealth.up();
+        const record = await shared.lastReconcile(rt.name);
+        if (!due(record)) return this.#reconciledElsewhere();
+        const reconciled = await this.#reconcileNow(profile, record?.connectorId);
+        if (reconciled === 'failed' || reconciled === 'skipped') return reconciled;
+        const connectorId = rt.connectorId;
+        await shared
+          .recordReconcile(rt.name, { expiresAt: token.expiresAt, reconciledAt: this.#now(), replica: shared.replicaId, ...(connectorId ? { connectorId } : {}) })
+          .catch((error: unknown) =>
+            log.warn({ profile: rt.name, event: 'reconcile.unshared', op: 'reconcile', error: classifyFailure(error).message }, 'could not tell the other replicas about the reconcile'),
+          );
+        return reconciled;
+      });
+      if (outcome !== HELD_ELSEWHERE) return outcome;
+      // Another replica holds the lease: it is reconciling now, or died holding it and the lease will expire.
       coordinatorHealth.up();
-      if (!lease) return this.#deferReconcile(config.backoff.baseMs * (1 + random()));
-      const record = await shared.lastReconcile(rt.name);
-      if (!due(record)) return this.#reconciledElsewhere();
-      const outcome = await this.#reconcileNow(profile, record?.connectorId);
-      if (outcome === 'failed' || outcome === 'skipped') return outcome;
-      const connectorId = rt.connectorId;
-      await shared
-        .recordReconcile(rt.name, { expiresAt: token.expiresAt, reconciledAt: this.#now(), replica: shared.replicaId, ...(connectorId ? { connectorId } : {}) })
-        .catch((error: unknown) =>
-          log.warn({ profile: rt.name, event: 'reconcile.unshared', op: 'reconcile', error: classifyFailure(error).message }, 'could not tell the other replicas about the reconcile'),
-        );
-      return outcome;
+      return this.#deferReconcile(config.backoff.baseMs * (1 + random()));
     } catch (error) {
       coordinatorHealth.down(error);
       const wait = rt.reconcile.backoff.nextDelay(config.backoff, random);
       rt.reconcile.backoff = rt.reconcile.backoff.failed(this.#now(), 0);
       return this.#deferReconcile(wait);
-    } finally {
-      await lease?.release();
     }
   }
 
