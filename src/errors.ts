@@ -9,36 +9,97 @@ export const ExitCode = {
 } as const;
 export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode];
 
+/**
+ * What the daemon does about a failure: `terminal` and `configuration` park the profile until a person acts,
+ * `rate_limited` and `transient` retry it later (after `retryAfterMs` when known), `coordinator` keeps renewing
+ * and holds the work shared between replicas until the coordinator is back.
+ */
+export type FailureKind = 'rate_limited' | 'transient' | 'terminal' | 'configuration' | 'coordinator';
+
+/**
+ * What each {@link ErrorKind} leads to: the CLI's exit code and the daemon's decision. The one place either is
+ * decided; an error family sets a kind, never an exit code of its own (the few exceptions are marked where
+ * they are made).
+ */
+export const ERROR_KIND_OUTCOMES = {
+  terminal: { exitCode: ExitCode.authRequired, daemon: 'terminal' },
+  configuration: { exitCode: ExitCode.error, daemon: 'configuration' },
+  bad_input: { exitCode: ExitCode.usage, daemon: 'configuration' },
+  rate_limited: { exitCode: ExitCode.error, daemon: 'rate_limited' },
+  transient: { exitCode: ExitCode.error, daemon: 'transient' },
+  coordinator: { exitCode: ExitCode.error, daemon: 'coordinator' },
+  denied: { exitCode: ExitCode.error, daemon: 'transient' },
+  protocol: { exitCode: ExitCode.error, daemon: 'transient' },
+  interrupted: { exitCode: ExitCode.error, daemon: 'transient' },
+  unclassified: { exitCode: ExitCode.error, daemon: 'transient' },
+} as const satisfies Record<string, { exitCode: ExitCode; daemon: FailureKind }>;
+
+/**
+ * What a caller must decide about a {@link SyncauthError}, read from its `kind`:
+ * - `terminal`: the Dropbox grant is gone; the user must authorize again (exit 4).
+ * - `configuration`: a setting or a stored file is wrong (app key, API key, URL, permissions, a corrupt state
+ *   file); a person must fix it, retrying will not help (exit 1).
+ * - `bad_input`: input refused before anything was sent or written (exit 2).
+ * - `rate_limited`: wait `retryAfterMs` (when known), then retry (exit 1).
+ * - `transient`: network, timeout, a server error or a busy lock; retry with backoff (exit 1).
+ * - `coordinator`: the coordinator (Redis) of the daemon's replicas is out of reach; renewals go on, the work
+ *   the replicas share waits for it (exit 1).
+ * - `denied`: the user refused (clicked Deny) or the flow was stopped; do not retry on your own (exit 1).
+ * - `protocol`: an answer was not what the protocol promises (bad JSON, wrong state, missing field) (exit 1).
+ * - `interrupted`: SIGINT or SIGTERM stopped the command; the CLI exits 130 or 143 as a shell would.
+ * - `unclassified`: no family has said more than that it failed (exit 1); the daemon retries it later, as it
+ *   does any error it does not know.
+ *
+ * {@link ERROR_KIND_OUTCOMES} gives each kind's exit code and the daemon's decision.
+ */
+export type ErrorKind = keyof typeof ERROR_KIND_OUTCOMES;
+
 export interface FieldIssue {
   /** Dotted path of the offending field, e.g. `config.remote_url`; empty for the value as a whole. */
   field: string;
   message: string;
 }
 
+export interface SyncauthErrorOptions {
+  /** What a caller must decide; each family sets it from its code or status. */
+  kind?: ErrorKind;
+  /** Only where an exit code older than kinds differs from the kind's; otherwise the kind decides. */
+  exitCode?: ExitCode;
+  /** How long the other side asked to wait before a retry (Retry-After), when it said. */
+  retryAfterMs?: number;
+  hint?: string;
+  cause?: unknown;
+}
+
 /**
- * Base of every error syncauth raises on purpose: a stable `code`, an exit code, and a next step. Message and
- * hint pass the redaction step here, once for every error family: either may quote what a provider echoed.
+ * Base of every error syncauth raises on purpose: a stable `code`, a {@link ErrorKind} saying what to do about
+ * it, the exit code that kind gives, and a next step. Message and hint pass the redaction step here, once for
+ * every error family: either may quote what a provider echoed.
  */
 export class SyncauthError extends Error {
   readonly code: string;
+  readonly kind: ErrorKind;
   readonly exitCode: ExitCode;
+  readonly retryAfterMs: number | undefined;
   readonly hint: string | undefined;
 
-  constructor(code: string, message: string, options: { exitCode?: ExitCode; hint?: string; cause?: unknown } = {}) {
+  constructor(code: string, message: string, options: SyncauthErrorOptions = {}) {
     super(redact(message), options.cause === undefined ? undefined : { cause: options.cause });
     this.name = new.target.name;
     this.code = code;
-    this.exitCode = options.exitCode ?? ExitCode.error;
+    this.kind = options.kind ?? 'unclassified';
+    this.exitCode = options.exitCode ?? ERROR_KIND_OUTCOMES[this.kind].exitCode;
+    this.retryAfterMs = options.retryAfterMs;
     this.hint = options.hint === undefined ? undefined : redact(options.hint);
   }
 }
 
-/** Input refused before anything was sent or written. Always exit 2. */
+/** Input refused before anything was sent or written: kind `bad_input`, exit 2. */
 export class ValidationError extends SyncauthError {
   readonly issues: FieldIssue[];
 
   constructor(issues: FieldIssue[], options: { hint?: string } = {}) {
-    super('SYNCAUTH_INVALID_INPUT', formatIssues(issues), { exitCode: ExitCode.usage, ...options });
+    super('SYNCAUTH_INVALID_INPUT', formatIssues(issues), { kind: 'bad_input', hint: options.hint });
     this.issues = issues;
   }
 }

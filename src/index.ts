@@ -3,13 +3,14 @@
 // - the Dropbox OAuth steps (authorize URL, code exchange, renewal, revocation);
 // - `getAccessToken`, a profile's fresh token as `syncauth token` gets it (cached, single-flight, safe across
 //   processes), and `startDaemon`, the sidecar in-process;
-// - the errors, each with a stable `code` (and for OAuth a `kind` saying what to do next).
+// - the errors, each with a stable `code` and a `kind` saying what to do next (ERROR_KIND_OUTCOMES gives the
+//   exit code and the daemon's decision of each kind).
 // The daemon is loaded only when started: importing the client costs neither prom-client nor the sweep.
 import type { DaemonOptions, RunningDaemon } from './daemon/types.js';
 
 export * from './service/index.js';
-export { ExitCode, SyncauthError, ValidationError } from './errors.js';
-export type { FieldIssue } from './errors.js';
+export { ERROR_KIND_OUTCOMES, ExitCode, SyncauthError, ValidationError } from './errors.js';
+export type { ErrorKind, FailureKind, FieldIssue, SyncauthErrorOptions } from './errors.js';
 
 export {
   OAuthError,

@@ -29,7 +29,7 @@ const GRACE_MS = 4_000;
 /** A command's own account of what an interruption left behind; printed where other errors of an interrupted command are not. */
 export class InterruptedError extends SyncauthError {
   constructor(message: string, options: { hint?: string } = {}) {
-    super('SYNCAUTH_INTERRUPTED', message, options);
+    super('SYNCAUTH_INTERRUPTED', message, { kind: 'interrupted', ...options });
   }
 }
 

@@ -1,6 +1,6 @@
 // Every message here says what to do next and carries no secret: the values the stores handle never reach a
 // message, a property or a cause, so an error can be logged or printed whole.
-import { ExitCode, SyncauthError } from '../errors.js';
+import { ExitCode, SyncauthError, type ErrorKind } from '../errors.js';
 
 export const SECRET_STORE_ERROR_CODES = [
   'KEYCHAIN_UNAVAILABLE',
@@ -19,7 +19,7 @@ export class SecretStoreError extends SyncauthError {
   readonly path: string | undefined;
 
   constructor(code: SecretStoreErrorCode, message: string, options: { path?: string; cause?: unknown } = {}) {
-    super(code, message, { exitCode: exitCodeFor(code), cause: options.cause });
+    super(code, message, { kind: kindFor(code), exitCode: exitCodeFor(code), cause: options.cause });
     this.path = options.path;
   }
 }
@@ -33,7 +33,22 @@ export function isKeychainUnavailable(error: unknown): error is SecretStoreError
   return isSecretStoreError(error, 'KEYCHAIN_UNAVAILABLE') || isSecretStoreError(error, 'KEYCHAIN_TIMEOUT');
 }
 
-// A missing key or a write to the read-only environment is a matter of how syncauth was invoked.
-function exitCodeFor(code: SecretStoreErrorCode): ExitCode {
-  return code === 'STORE_KEY_MISSING' || code === 'STORE_READ_ONLY' ? ExitCode.usage : ExitCode.error;
+// A store that is read-only, locked, corrupt or lacks its key stays so until a person acts; a keychain out of
+// reach or a busy store lock may come back by itself.
+function kindFor(code: SecretStoreErrorCode): ErrorKind {
+  switch (code) {
+    case 'STORE_READ_ONLY':
+    case 'STORE_KEY_MISSING':
+    case 'STORE_LOCKED':
+    case 'STORE_CORRUPT':
+      return 'configuration';
+    default:
+      return 'transient';
+  }
+}
+
+// An exit code that predates kinds: a missing key or a write to the read-only environment is a matter of how
+// syncauth was invoked (2), where the kind alone would give 1.
+function exitCodeFor(code: SecretStoreErrorCode): ExitCode | undefined {
+  return code === 'STORE_KEY_MISSING' || code === 'STORE_READ_ONLY' ? ExitCode.usage : undefined;
 }

@@ -39,6 +39,7 @@ export interface Coordinator {
 export class CoordinatorUnavailableError extends SyncauthError {
   constructor(message: string, options: { cause?: unknown } = {}) {
     super('COORDINATOR_UNAVAILABLE', message, {
+      kind: 'coordinator',
       hint: 'check that Redis is running and reachable at --redis-url; reconciles resume by themselves once it is (renewals never stopped)',
       cause: options.cause,
     });

@@ -1,11 +1,11 @@
 // The one error class of the OAuth module. Callers branch on `kind` (what to do next) or on `code` (a stable
 // string); the message and hint are for people. Nothing secret ever reaches an enumerable property: provider
 // texts are scrubbed of the values sent with the request, and the raw body is kept non-enumerable.
-import { ExitCode, SyncauthError } from '../errors.js';
+import { SyncauthError, type ErrorKind } from '../errors.js';
 import { redact } from '../redact.js';
 
 /**
- * What a caller should do about a failure:
+ * The {@link ErrorKind}s an OAuth failure can have:
  * - `terminal`: the grant is gone; the user must authorize again (exit 4).
  * - `configuration`: a setting is wrong (app key or secret, URL, port, permissions); retrying will not help.
  * - `rate_limited`: wait `retryAfterMs` (when known), then retry.
@@ -14,7 +14,7 @@ import { redact } from '../redact.js';
  * - `denied`: the user refused (clicked Deny) or the flow was stopped; do not retry on your own.
  * - `protocol`: the answer was not what the protocol promises (bad JSON, wrong state, missing field).
  */
-export type OAuthErrorKind = 'terminal' | 'configuration' | 'rate_limited' | 'transient' | 'denied' | 'protocol';
+export type OAuthErrorKind = Extract<ErrorKind, 'terminal' | 'configuration' | 'rate_limited' | 'transient' | 'denied' | 'protocol'>;
 
 /** Every `code` an {@link OAuthError} can carry, with the kind it has unless a throw site says otherwise. */
 export const OAUTH_ERROR_KINDS = {
@@ -64,26 +64,23 @@ export interface OAuthErrorOptions {
 /** A failure of the Dropbox OAuth flow or of one of the few v2 API calls syncauth makes. */
 export class OAuthError extends SyncauthError {
   declare readonly code: OAuthErrorCode;
-  readonly kind: OAuthErrorKind;
+  declare readonly kind: OAuthErrorKind;
   readonly error: string | undefined;
   readonly errorDescription: string | undefined;
   readonly status: number | undefined;
-  readonly retryAfterMs: number | undefined;
   readonly requiredScope: string | undefined;
   declare readonly body: unknown;
 
   constructor(code: OAuthErrorCode, message: string, options: OAuthErrorOptions = {}) {
-    const kind = options.kind ?? OAUTH_ERROR_KINDS[code];
     super(code, message, {
-      exitCode: kind === 'terminal' ? ExitCode.authRequired : ExitCode.error,
+      kind: options.kind ?? OAUTH_ERROR_KINDS[code],
+      retryAfterMs: options.retryAfterMs,
       hint: options.hint,
       cause: options.cause,
     });
-    this.kind = kind;
     this.error = options.error === undefined ? undefined : redact(options.error);
     this.errorDescription = options.errorDescription === undefined ? undefined : redact(options.errorDescription);
     this.status = options.status;
-    this.retryAfterMs = options.retryAfterMs;
     this.requiredScope = options.requiredScope;
     Object.defineProperty(this, 'body', { value: options.body, enumerable: false, writable: false });
   }

@@ -9,7 +9,8 @@ export class ProfileStoreError extends SyncauthError {
   readonly path: string;
 
   constructor(code: ProfileStoreErrorCode, message: string, options: { path: string; cause?: unknown }) {
-    super(code, message, { cause: options.cause });
+    // A busy lock frees itself; a state file that does not parse or belongs to another profile needs a person.
+    super(code, message, { kind: code === 'PROFILE_LOCK_TIMEOUT' ? 'transient' : 'configuration', cause: options.cause });
     this.path = options.path;
   }
 }

@@ -1,7 +1,8 @@
-// The one error class of the service client. Callers branch on `code` (stable strings) and `status`; the
-// message is for people: it names the resource, says what to do next and never carries a secret.
+// The one error class of the service client. Callers branch on `kind` (what to do next), `code` (stable
+// strings) and `status`; the message is for people: it names the resource, says what to do next and never
+// carries a secret.
 import { ExitCode, SyncauthError, fieldName } from '../errors.js';
-import type { FieldIssue } from '../errors.js';
+import type { ErrorKind, FieldIssue } from '../errors.js';
 import { redact as redactSecrets } from '../redact.js';
 
 export const SERVICE_ERROR_CODES = [
@@ -41,18 +42,22 @@ export class ServiceError extends SyncauthError {
   readonly status: number | undefined;
   readonly detail: string | undefined;
   readonly issues: FieldIssue[] | undefined;
-  readonly retryAfterMs: number | undefined;
   readonly unsupported: boolean;
   readonly method: string | undefined;
   readonly path: string | undefined;
   declare readonly body: unknown;
 
   constructor(code: ServiceErrorCode, message: string, options: ServiceErrorOptions = {}) {
-    super(code, message, { exitCode: exitCodeFor(code), hint: options.hint, cause: options.cause });
+    super(code, message, {
+      kind: kindFor(code, options.status),
+      exitCode: exitCodeFor(code),
+      retryAfterMs: options.retryAfterMs,
+      hint: options.hint,
+      cause: options.cause,
+    });
     this.status = options.status;
     this.detail = options.detail === undefined ? undefined : redactSecrets(options.detail);
     this.issues = options.issues;
-    this.retryAfterMs = options.retryAfterMs;
     this.unsupported = options.unsupported ?? false;
     this.method = options.method;
     this.path = options.path;
@@ -60,9 +65,17 @@ export class ServiceError extends SyncauthError {
   }
 }
 
-// gh's convention: 4 means "authenticate again"; input the service refused is a usage error like our own
-// validation; everything else is a plain failure.
-function exitCodeFor(code: ServiceErrorCode): ExitCode {
+// No answer, a server error, a timeout or an answer that is not the service's own may pass; any other refusal
+// (400, 401, 403, 404 of a route, 409, 412, 422) says the request or the key is wrong, and repeating it is noise.
+function kindFor(code: ServiceErrorCode, status: number | undefined): ErrorKind {
+  if (status === 429) return 'rate_limited';
+  if (status === undefined || status >= 500 || status === 408 || code === 'SERVICE_BAD_RESPONSE') return 'transient';
+  return 'configuration';
+}
+
+// Exit codes that predate kinds and differ from what the kind gives: gh's 4 for a key to authenticate again,
+// and 2 for input the service refused, like our own validation. Every other code exits as its kind says.
+function exitCodeFor(code: ServiceErrorCode): ExitCode | undefined {
   switch (code) {
     case 'SERVICE_UNAUTHORIZED':
       return ExitCode.authRequired;
@@ -71,7 +84,7 @@ function exitCodeFor(code: ServiceErrorCode): ExitCode {
     case 'SERVICE_BAD_REQUEST':
       return ExitCode.usage;
     default:
-      return ExitCode.error;
+      return undefined;
   }
 }
 

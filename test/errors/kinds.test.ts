@@ -1,16 +1,18 @@
-// What the daemon decides about each error family. The expectations were written from the class-and-code
-// matching that classifyFailure did before errors carried a kind, so that moving the decision onto the errors
-// themselves cannot change what the daemon does.
+// Every error family's kind, the exit code and daemon decision the one table gives each kind, and what the
+// daemon decides about each family. The classifyFailure expectations were written from the class-and-code
+// matching it did before errors carried a kind, and the exit codes from the CLI's before, so that moving the
+// decision onto the errors cannot change what the daemon does or how the CLI exits.
 import { describe, expect, it } from 'vitest';
-import { SecretStoreError } from '../../src/credentials/errors.js';
-import { SyncauthError, ValidationError } from '../../src/errors.js';
+import { SecretStoreError, SECRET_STORE_ERROR_CODES } from '../../src/credentials/errors.js';
+import { ERROR_KIND_OUTCOMES, ExitCode, SyncauthError, ValidationError, type ErrorKind } from '../../src/errors.js';
+import * as root from '../../src/index.js';
 import { classifyFailure, type Failure } from '../../src/daemon/classify.js';
 import { CoordinatorUnavailableError } from '../../src/daemon/coordinator.js';
 import { InterruptedError } from '../../src/cli/interrupt.js';
-import { OAuthError } from '../../src/oauth/errors.js';
+import { OAuthError, OAUTH_ERROR_KINDS, type OAuthErrorCode } from '../../src/oauth/errors.js';
 import { ProfileStoreError } from '../../src/profile/errors.js';
 import { TemplateError } from '../../src/publish/template.js';
-import { ServiceError } from '../../src/service/errors.js';
+import { errorFromResponse, ServiceError, withHint, type RequestContext } from '../../src/service/errors.js';
 
 const COORDINATOR_HINT = 'check that Redis is running and reachable at --redis-url; reconciles resume by themselves once it is (renewals never stopped)';
 
@@ -116,5 +118,164 @@ const cases: { name: string; error: unknown; failure: Failure }[] = [
 describe('classifyFailure', () => {
   it.each(cases)('$name', ({ error, failure }) => {
     expect(classifyFailure(error)).toStrictEqual(failure);
+  });
+});
+
+describe('the table of kinds', () => {
+  // gh's convention: 4 means "authorize again", 2 "your input was refused", 1 any other failure.
+  const expected: Record<ErrorKind, { exitCode: number; daemon: string }> = {
+    terminal: { exitCode: 4, daemon: 'terminal' },
+    configuration: { exitCode: 1, daemon: 'configuration' },
+    bad_input: { exitCode: 2, daemon: 'configuration' },
+    rate_limited: { exitCode: 1, daemon: 'rate_limited' },
+    transient: { exitCode: 1, daemon: 'transient' },
+    coordinator: { exitCode: 1, daemon: 'coordinator' },
+    denied: { exitCode: 1, daemon: 'transient' },
+    protocol: { exitCode: 1, daemon: 'transient' },
+    interrupted: { exitCode: 1, daemon: 'transient' },
+    unclassified: { exitCode: 1, daemon: 'transient' },
+  };
+
+  it('gives every kind its exit code and the daemon its decision', () => {
+    expect(ERROR_KIND_OUTCOMES).toStrictEqual(expected);
+  });
+
+  it.each(Object.keys(expected) as ErrorKind[])('an error of kind %s exits and is classified as the table says', (kind) => {
+    const error = new SyncauthError('SOME_CODE', 'failed', { kind, retryAfterMs: 1_500 });
+    expect(error.kind).toBe(kind);
+    expect(error.exitCode).toBe(expected[kind].exitCode);
+    const failure = classifyFailure(error);
+    expect(failure.kind).toBe(expected[kind].daemon);
+    // Only a failure the daemon retries keeps the wait the other side asked for.
+    expect(failure.retryAfterMs).toBe(['rate_limited', 'transient'].includes(expected[kind].daemon) ? 1_500 : undefined);
+  });
+
+  it('leaves an error no family classified unclassified, exit 1, unless the throw site says otherwise', () => {
+    const plain = new SyncauthError('SYNCAUTH_DOCTOR_FAILED', '2 of 9 checks failed');
+    expect([plain.kind, plain.exitCode, plain.retryAfterMs]).toStrictEqual(['unclassified', 1, undefined]);
+    const usage = new SyncauthError('SYNCAUTH_CONFIRMATION_REQUIRED', 'refusing to delete', { exitCode: ExitCode.usage });
+    expect([usage.kind, usage.exitCode]).toStrictEqual(['unclassified', 2]);
+    const chosen = new SyncauthError('SYNCAUTH_NO_CODE', 'no access code was given', { kind: 'bad_input' });
+    expect([chosen.kind, chosen.exitCode]).toStrictEqual(['bad_input', 2]);
+  });
+
+  it('is exported from the package root with the error classes', () => {
+    expect(root.ERROR_KIND_OUTCOMES).toBe(ERROR_KIND_OUTCOMES);
+    expect(root.SyncauthError).toBe(SyncauthError);
+    expect(new root.ServiceError('SERVICE_NETWORK', 'down')).toBeInstanceOf(root.SyncauthError);
+    expect(new root.OAuthError('OAUTH_INVALID_GRANT', 'gone').kind).toBe('terminal');
+  });
+});
+
+describe('each family sets its kind', () => {
+  // What the CLI exited with for each OAuth code before kinds: 4 for a grant to authorize again, else 1.
+  it.each(Object.keys(OAUTH_ERROR_KINDS) as OAuthErrorCode[])('OAuthError %s', (code) => {
+    const error = new OAuthError(code, 'failed');
+    const kind = OAUTH_ERROR_KINDS[code];
+    expect(error.kind).toBe(kind);
+    expect(error.exitCode).toBe(kind === 'terminal' ? 4 : 1);
+  });
+
+  it('OAuthError: a throw site may set the kind, and the exit code follows it', () => {
+    const revoked = new OAuthError('OAUTH_HTTP_ERROR', 'gone', { kind: 'terminal' });
+    expect([revoked.kind, revoked.exitCode]).toStrictEqual(['terminal', 4]);
+    const misconfigured = new OAuthError('OAUTH_INVALID_GRANT', 'redirect_uri mismatch', { kind: 'configuration' });
+    expect([misconfigured.kind, misconfigured.exitCode]).toStrictEqual(['configuration', 1]);
+    expect(new OAuthError('OAUTH_RATE_LIMITED', 'slow down', { retryAfterMs: 30_000 }).retryAfterMs).toBe(30_000);
+  });
+
+  const context: RequestContext = {
+    method: 'PUT', route: '/api/v1/sources/{source_id}', path: '/api/v1/sources/s-1', action: 'update source connector s-1',
+    resource: { kind: 'source', id: 's-1' }, apiKeyHeader: 'unstructured-api-key', secrets: [],
+  };
+  const answer = (status: number, json: unknown = { detail: 'no' }, retryAfterMs?: number) =>
+    errorFromResponse({ status, json, text: JSON.stringify(json), retryAfterMs, location: undefined }, context);
+
+  // Exit codes as the CLI gave them before kinds: 4 for a refused API key, 2 for input the service refused.
+  it.each([
+    { status: 302, code: 'SERVICE_BAD_RESPONSE', kind: 'transient', exitCode: 1 },
+    { status: 400, code: 'SERVICE_BAD_REQUEST', kind: 'configuration', exitCode: 2 },
+    { status: 401, code: 'SERVICE_UNAUTHORIZED', kind: 'configuration', exitCode: 4 },
+    { status: 403, code: 'SERVICE_FORBIDDEN', kind: 'configuration', exitCode: 1 },
+    { status: 404, code: 'SERVICE_NOT_FOUND', kind: 'configuration', exitCode: 1 },
+    { status: 405, code: 'SERVICE_METHOD_NOT_ALLOWED', kind: 'configuration', exitCode: 1 },
+    { status: 408, code: 'SERVICE_HTTP_ERROR', kind: 'transient', exitCode: 1 },
+    { status: 409, code: 'SERVICE_CONFLICT', kind: 'configuration', exitCode: 1 },
+    { status: 412, code: 'SERVICE_CONFIG_REFUSED', kind: 'configuration', exitCode: 2 },
+    { status: 418, code: 'SERVICE_HTTP_ERROR', kind: 'configuration', exitCode: 1 },
+    { status: 422, code: 'SERVICE_INVALID_REQUEST', kind: 'configuration', exitCode: 2 },
+    { status: 429, code: 'SERVICE_RATE_LIMITED', kind: 'rate_limited', exitCode: 1 },
+    { status: 500, code: 'SERVICE_UNAVAILABLE', kind: 'transient', exitCode: 1 },
+    { status: 503, code: 'SERVICE_UNAVAILABLE', kind: 'transient', exitCode: 1 },
+  ])('ServiceError from a $status answer: $kind, exit $exitCode', ({ status, code, kind, exitCode }) => {
+    const error = answer(status, { detail: 'no' }, 2_000);
+    expect([error.code, error.kind, error.exitCode]).toStrictEqual([code, kind, exitCode]);
+  });
+
+  it('ServiceError: kind from the status whatever the code, exit code from the code', () => {
+    // A source connector config the service refuses with a 500 is input to fix (exit 2), yet a 500 is retried.
+    const refused = errorFromResponse({ status: 500, json: { detail: 'bad config' }, text: '', retryAfterMs: undefined, location: undefined },
+      { ...context, creatingSourceType: 'dropbox' });
+    expect([refused.code, refused.kind, refused.exitCode]).toStrictEqual(['SERVICE_CONFIG_REFUSED', 'transient', 2]);
+    const network = new ServiceError('SERVICE_NETWORK', 'refused the connection');
+    expect([network.kind, network.exitCode]).toStrictEqual(['transient', 1]);
+    const noJob = new ServiceError('SERVICE_CONFLICT', 'no new job', { status: 200 });
+    expect([noJob.kind, noJob.exitCode]).toStrictEqual(['configuration', 1]);
+    const notJson = new ServiceError('SERVICE_BAD_RESPONSE', 'not JSON', { status: 200 });
+    expect([notJson.kind, notJson.exitCode]).toStrictEqual(['transient', 1]);
+  });
+
+  it('ServiceError: a new hint keeps the kind, the exit code and the wait', () => {
+    const limited = withHint(answer(429, { detail: 'slow' }, 45_000), 'look before trying again');
+    expect([limited.kind, limited.exitCode, limited.retryAfterMs, limited.hint]).toStrictEqual(['rate_limited', 1, 45_000, 'look before trying again']);
+    const unauthorized = withHint(answer(401), 'check the key');
+    expect([unauthorized.kind, unauthorized.exitCode]).toStrictEqual(['configuration', 4]);
+  });
+
+  it.each([
+    { code: 'PROFILE_LOCK_TIMEOUT', kind: 'transient' },
+    { code: 'PROFILE_CORRUPT', kind: 'configuration' },
+    { code: 'PROFILE_MISMATCH', kind: 'configuration' },
+  ] as const)('ProfileStoreError $code: $kind, exit 1', ({ code, kind }) => {
+    const error = new ProfileStoreError(code, 'failed', { path: '/config/profiles/docs.json' });
+    expect([error.kind, error.exitCode]).toStrictEqual([kind, 1]);
+  });
+
+  // Exit 2 for a missing key or a write to the read-only environment, as before kinds.
+  const storeExpectations = {
+    KEYCHAIN_UNAVAILABLE: { kind: 'transient', exitCode: 1 },
+    KEYCHAIN_TIMEOUT: { kind: 'transient', exitCode: 1 },
+    STORE_LOCKED: { kind: 'configuration', exitCode: 1 },
+    STORE_KEY_MISSING: { kind: 'configuration', exitCode: 2 },
+    STORE_READ_ONLY: { kind: 'configuration', exitCode: 2 },
+    STORE_CORRUPT: { kind: 'configuration', exitCode: 1 },
+    STORE_LOCK_TIMEOUT: { kind: 'transient', exitCode: 1 },
+  } as const;
+  it('covers every secret store code', () => {
+    expect(Object.keys(storeExpectations).sort()).toStrictEqual([...SECRET_STORE_ERROR_CODES].sort());
+  });
+  it.each(Object.entries(storeExpectations))('SecretStoreError %s', (code, { kind, exitCode }) => {
+    const error = new SecretStoreError(code as keyof typeof storeExpectations, 'failed');
+    expect([error.kind, error.exitCode]).toStrictEqual([kind, exitCode]);
+  });
+
+  it('ValidationError: bad_input, exit 2', () => {
+    const error = new ValidationError([{ field: 'remote_url', message: 'is not a dropbox:// URL' }]);
+    expect([error.kind, error.exitCode]).toStrictEqual(['bad_input', 2]);
+  });
+
+  it('CoordinatorUnavailableError: coordinator, exit 1', () => {
+    const error = new CoordinatorUnavailableError('redis is down');
+    expect([error.kind, error.exitCode]).toStrictEqual(['coordinator', 1]);
+  });
+
+  it('InterruptedError: interrupted, exit 1 (the CLI exits with the signal\'s code instead)', () => {
+    const error = new InterruptedError('stopped by SIGINT');
+    expect([error.kind, error.exitCode]).toStrictEqual(['interrupted', 1]);
+  });
+
+  it('TemplateError: unclassified, exit 1', () => {
+    const error = new TemplateError('unknown field {{ x }}');
+    expect([error.kind, error.exitCode]).toStrictEqual(['unclassified', 1]);
   });
 });
