@@ -11,8 +11,8 @@ import { isProfileStoreError, type ProfileState, type ProfileStore } from '../pr
 import { reauthorizeCommand } from '../profile/name.js';
 import { ACCOUNT_ID_TIMEOUT_MS, templatesUse, type TemplateSpec } from '../publish/template.js';
 import { ServiceClient } from '../service/index.js';
-import { reconcileConnector } from '../sync/reconcile.js';
-import { baseState, renewHoldingLock } from '../sync/renew.js';
+import { syncConnector } from '../sync/reconcile.js';
+import { renewHoldingLock } from '../sync/renew.js';
 import { Backoff } from '../backoff.js';
 import { classifyFailure, type Failure } from './classify.js';
 import type { DaemonConfig } from './config.js';
@@ -636,7 +636,7 @@ export class ProfileWorker {
     }, config.reconcileTimeoutMs);
     try {
       const state = await this.#readState();
-      const result = await reconcileConnector({
+      const result = await syncConnector({
         client,
         connector: {
           name: target.connectorName,
@@ -650,9 +650,9 @@ export class ProfileWorker {
         ...(state?.connectorId || sharedConnectorId ? { connectorId: (state?.connectorId ?? sharedConnectorId) as string } : {}),
         ...(target.workflow ? { workflow: target.workflow } : {}),
         now: () => new Date(this.#now()),
+        profiles: store,
+        profile: rt.name,
       });
-      // The configured name, not the connector's: a replacement's time stamp must not become the next base name.
-      await store.update(rt.name, (current) => ({ ...baseState(current), connectorId: result.connector.id, connectorName: target.connectorName }));
       rt.connectorId = result.connector.id;
       rt.reconcile = { pending: false, backoff: Backoff.none, lastOutcome: result.action };
       metrics.reconcile(rt.name, result.action, this.#now());

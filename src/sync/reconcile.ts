@@ -1,7 +1,9 @@
 // The step shared by `setup`, `refresh` and the daemon: make the service hold one `dropbox` connector for the
 // profile, carrying the current credentials and the freshest access token, and (when a workflow is named) make
 // that workflow read from it.
+import type { ProfileState, ProfileStateDraft, ProfileStore, UpdateOptions } from '../profile/index.js';
 import { dropboxApiPath } from '../service/source-configs.js';
+import { baseState } from './renew.js';
 import { ServiceError, isServiceError, type ServiceClient } from '../service/index.js';
 import { SCHEDULE_CRON, type Schedule, type SourceConnectorInformation, type WorkflowInformation } from '../service/models.js';
 
@@ -238,4 +240,36 @@ async function removeStaleFamily(client: ServiceClient, connector: DropboxConnec
     }
   }
   return removed;
+}
+
+export interface SyncConnectorInput extends ReconcileInput {
+  profiles: ProfileStore;
+  profile: string;
+  /** What else the state records in the same write; by default what it held. */
+  fields?: (current: ProfileState | undefined) => ProfileStateDraft;
+  update?: UpdateOptions;
+  /** Wraps the state write (the CLI's write section, which an interrupt lets finish). */
+  writing?: <T>(write: () => Promise<T>) => Promise<T>;
+}
+
+/**
+ * Syncs the connector: reconciles it with the service, then records which connector the profile has, in one
+ * state write with whatever else the caller records. `setup`, `refresh` and the daemon all take this step;
+ * what each does when it fails is its own.
+ */
+export async function syncConnector(input: SyncConnectorInput): Promise<ReconcileResult> {
+  const result = await reconcileConnector(input);
+  const write = (): Promise<unknown> =>
+    input.profiles.update(
+      input.profile,
+      (current) => ({
+        ...(input.fields ? input.fields(current) : baseState(current)),
+        connectorId: result.connector.id,
+        // The configured name, not a replacement's time-stamped one, so later runs find the whole family.
+        connectorName: input.connector.name,
+      }),
+      input.update,
+    );
+  await (input.writing ? input.writing(write) : write());
+  return result;
 }

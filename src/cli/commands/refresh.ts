@@ -4,7 +4,7 @@
 import { ExitCode, SyncauthError } from '../../errors.js';
 import { ServiceClient } from '../../service/client.js';
 import type { Schedule } from '../../service/models.js';
-import { defaultConnectorName, reconcileConnector } from '../../sync/reconcile.js';
+import { defaultConnectorName, syncConnector } from '../../sync/reconcile.js';
 import { baseState, recordFailure } from '../../sync/renew.js';
 import type { CommandContext } from '../context.js';
 import { printJson } from '../output.js';
@@ -27,7 +27,9 @@ export async function refresh(context: CommandContext): Promise<void> {
   const connectorName = v.connectorName ?? defaultConnectorName(v.remoteUrl);
   const client = new ServiceClient({ baseUrl: v.baseUrl, apiKey: secrets.apiKey, apiKeyHeader: v.apiKeyHeader });
   try {
-    const result = await reconcileConnector({
+    // The base URL is not recorded here: only setup binds endpoints to the secrets, so neither a run with
+    // --endpoint-override nor a profile made of environment variables gets one recorded by a refresh.
+    const result = await syncConnector({
       client,
       connector: {
         name: connectorName,
@@ -40,12 +42,10 @@ export async function refresh(context: CommandContext): Promise<void> {
       },
       ...(session.state?.connectorId ? { connectorId: session.state.connectorId } : {}),
       ...(v.workflowId ? { workflow: { id: v.workflowId, ...(v.schedule ? { schedule: v.schedule as Schedule } : {}) } } : {}),
+      profiles: session.profiles,
+      profile: session.name,
+      fields: (current) => ({ ...baseState(current), remoteUrl: v.remoteUrl, lastError: undefined }),
     });
-    // The base URL is not recorded here: only setup binds endpoints to the secrets, so neither a run with
-    // --endpoint-override nor a profile made of environment variables gets one recorded by a refresh.
-    await session.profiles.update(session.name, (current) => ({
-      ...baseState(current), remoteUrl: v.remoteUrl, connectorId: result.connector.id, connectorName, lastError: undefined,
-    }));
     const expiresAt = new Date(tokens.expiresAt).toISOString();
     if (context.json) {
       printJson(context.io, { profile: session.name, accessTokenExpiresAt: expiresAt, connector: { id: result.connector.id, action: result.action }, removed: result.removed, workflow: result.workflowAction ?? null });

@@ -6,7 +6,7 @@ import { newSecretsVersion, type ProfileState } from '../../profile/index.js';
 import type { TokenSet } from '../../oauth/index.js';
 import type { Schedule } from '../../service/models.js';
 import { ServiceClient } from '../../service/client.js';
-import { reconcileConnector, type ReconcileResult } from '../../sync/reconcile.js';
+import { syncConnector, type ReconcileResult } from '../../sync/reconcile.js';
 import { encodeAccessToken } from '../../sync/token-cache.js';
 import { failpoint } from '../failpoint.js';
 import { InterruptedError, interruptSignal, writeSection } from '../interrupt.js';
@@ -107,7 +107,7 @@ export async function commit(session: ProfileSession, gathered: Gathered, tokens
   interruptSignal.addEventListener('abort', cancel, { once: true });
   if (interruptSignal.aborted) cancel();
   try {
-    const result = await reconcileConnector({
+    const result = await syncConnector({
       client,
       connector: {
         name: gathered.connectorName,
@@ -120,13 +120,12 @@ export async function commit(session: ProfileSession, gathered: Gathered, tokens
       },
       ...knownConnector(session.state),
       ...(gathered.workflowId ? { workflow: { id: gathered.workflowId, ...(gathered.schedule ? { schedule: gathered.schedule } : {}) } } : {}),
+      profiles: session.profiles,
+      profile: session.name,
+      fields: () => profileFields,
+      update: { resetCorrupt: true },
+      writing: writeSection,
     });
-    await writeSection(() => session.profiles.update(session.name, () => ({
-      ...profileFields,
-      connectorId: result.connector.id,
-      // The configured name, not a replacement's time-stamped one, so later runs find the whole family.
-      connectorName: gathered.connectorName,
-    }), { resetCorrupt: true }));
     return { result };
   } catch (error) {
     if (interruptSignal.aborted) throw new InterruptedError('setup was interrupted before the source connector was ready', { hint: finishHint });
