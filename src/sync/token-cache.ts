@@ -23,7 +23,11 @@ export interface GrantIdentity {
   refreshToken: string;
 }
 
+/** The entry's format. The previous release wrote the same fields without it; a later format is not read. */
+const TOKEN_CACHE_VERSION = 1;
+
 const EntrySchema = z.strictObject({
+  v: z.literal(TOKEN_CACHE_VERSION).optional(),
   accessToken: z.string().min(1),
   expiresAt: z.number().int().positive(),
   renewedAt: z.number().int().positive(),
@@ -36,7 +40,7 @@ function grantDigest(grant: GrantIdentity): string {
 
 /** The store value for a fresh token; `grant` is the one the token belongs to (after any rotation). */
 export function encodeAccessToken(token: CachedAccessToken, grant: GrantIdentity): string {
-  return JSON.stringify({ ...token, grant: grantDigest(grant) });
+  return JSON.stringify({ v: TOKEN_CACHE_VERSION, ...token, grant: grantDigest(grant) });
 }
 
 /** The cached token, or undefined when there is none, it does not parse, or it belongs to another grant. */
