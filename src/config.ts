@@ -3,6 +3,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { ValidationError, type FieldIssue } from './errors.js';
+import { HTTP_SCHEMES, parseUrl } from './net/http.js';
 import { registerAppCredentials, registerSecrets } from './redact.js';
 import { SCHEDULES, type Schedule } from './service/constants.js';
 
@@ -51,14 +52,10 @@ function oneOf<T extends string>(values: readonly T[]) {
 
 function httpUrl(raw: string): string {
   const value = raw.trim();
-  let url: URL;
-  try {
-    url = new URL(value);
-  } catch {
-    throw new Error('must be an absolute http(s) URL, like https://platform.example.com');
-  }
-  if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new Error('must be an http(s) URL');
-  if (url.username || url.password) throw new Error('must not carry credentials in the URL');
+  const url = parseUrl(value, HTTP_SCHEMES);
+  if (url === 'not_a_url') throw new Error('must be an absolute http(s) URL, like https://platform.example.com');
+  if (url === 'wrong_scheme') throw new Error('must be an http(s) URL');
+  if (url === 'has_credentials') throw new Error('must not carry credentials in the URL');
   return value.replace(/\/+$/, '');
 }
 
@@ -96,13 +93,9 @@ function listenAddress(raw: string): { host: string; port: number } {
 
 function loopbackRedirect(raw: string): string {
   const value = raw.trim();
-  let url: URL;
-  try {
-    url = new URL(value);
-  } catch {
-    throw new Error('must be a URL like http://127.0.0.1:53682/callback');
-  }
-  if (url.protocol !== 'http:' || !['127.0.0.1', 'localhost', '[::1]'].includes(url.hostname) || !url.port) {
+  const url = parseUrl(value, ['http:'], { credentials: 'allow' });
+  if (url === 'not_a_url') throw new Error('must be a URL like http://127.0.0.1:53682/callback');
+  if (typeof url === 'string' || !['127.0.0.1', 'localhost', '[::1]'].includes(url.hostname) || !url.port) {
     throw new Error('must be an http loopback URL with an explicit port, like http://127.0.0.1:53682/callback');
   }
   return value;

@@ -7,6 +7,7 @@
 // `<prefix>:renewal:<profile>` records are not read and expire on their own.
 import { randomUUID } from 'node:crypto';
 import { ValidationError } from '../errors.js';
+import { parseUrl } from '../net/http.js';
 import type { Logger } from '../log.js';
 import { CoordinatorUnavailableError, type Coordinator, type Lease, type SharedReconcile } from './coordinator.js';
 
@@ -72,15 +73,10 @@ export function redisTarget(url: string): string {
 }
 
 export function checkRedisUrl(url: string, field = 'redisUrl'): void {
-  let parsed: URL;
-  try {
-    parsed = new URL(url);
-  } catch {
-    throw new ValidationError([{ field, message: 'must be a URL like redis://127.0.0.1:6379' }]);
-  }
-  if (parsed.protocol !== 'redis:' && parsed.protocol !== 'rediss:') {
-    throw new ValidationError([{ field, message: 'must start with redis:// or rediss://' }]);
-  }
+  // A password in a Redis URL is how Redis takes one: allowed, and never printed (see redisTarget).
+  const parsed = parseUrl(url, ['redis:', 'rediss:'], { credentials: 'allow' });
+  if (parsed === 'not_a_url') throw new ValidationError([{ field, message: 'must be a URL like redis://127.0.0.1:6379' }]);
+  if (typeof parsed === 'string') throw new ValidationError([{ field, message: 'must start with redis:// or rediss://' }]);
 }
 
 /** Async because ioredis is loaded only here: a daemon without --redis-url never pays its ~20 MiB. */

@@ -5,6 +5,9 @@ import type { Dispatcher } from 'undici';
 import { proxyDispatcher } from '../net/proxy.js';
 import { ValidationError } from '../errors.js';
 import { OAuthError } from './errors.js';
+import { HTTP_SCHEMES, parseUrl } from '../net/http.js';
+
+export { headerValue, parseRetryAfter } from '../net/http.js';
 
 /** Whole-exchange deadline (connect, headers and body) when the caller gives none. */
 export const DEFAULT_TIMEOUT_MS = 30_000;
@@ -95,15 +98,6 @@ export function formatMs(ms: number): string {
   return `${ms} ms`;
 }
 
-/** Seconds or an HTTP date, as RFC 9110 allows; undefined when absent or unreadable. */
-export function parseRetryAfter(value: string | string[] | undefined, now: number): number | undefined {
-  const raw = (Array.isArray(value) ? value[0] : value)?.trim();
-  if (!raw) return undefined;
-  if (/^\d+$/.test(raw)) return Number(raw) * 1000;
-  const at = Date.parse(raw);
-  return Number.isNaN(at) ? undefined : Math.max(0, at - now);
-}
-
 /** Parses JSON only when the text is an object; Dropbox sends plain text for some errors. */
 export function parseJsonObject(text: string): Record<string, unknown> | undefined {
   const trimmed = text.trim();
@@ -118,25 +112,12 @@ export function parseJsonObject(text: string): Record<string, unknown> | undefin
   }
 }
 
-/** The first value of a response header. */
-export function headerValue(headers: HttpAnswer['headers'], name: string): string | undefined {
-  const value = headers[name];
-  return Array.isArray(value) ? value[0] : value;
-}
-
 /** Parses an endpoint option; `field` names it in the error. */
 export function endpointUrl(value: string, field: string): URL {
-  let url: URL;
-  try {
-    url = new URL(value);
-  } catch {
-    throw new ValidationError([{ field, message: 'must be an http(s) URL' }]);
-  }
-  if (url.protocol !== 'https:' && url.protocol !== 'http:') {
-    throw new ValidationError([{ field, message: 'must be an http(s) URL' }]);
-  }
+  const url = parseUrl(value, HTTP_SCHEMES);
   // Credentials in a URL end up in logs and messages; Dropbox never needs them there.
-  if (url.username || url.password) throw new ValidationError([{ field, message: 'must not contain a user name or password' }]);
+  if (url === 'has_credentials') throw new ValidationError([{ field, message: 'must not contain a user name or password' }]);
+  if (typeof url === 'string') throw new ValidationError([{ field, message: 'must be an http(s) URL' }]);
   return url;
 }
 

@@ -2,6 +2,7 @@
 // the registered redirect URI, and accepts exactly one callback: a GET on the exact path, from a browser
 // that addressed it by the URI's own host (a DNS-rebinding page cannot), with this flow's state. Anything
 // else gets an explanatory page and leaves the flow waiting.
+import { parseUrl } from '../net/http.js';
 import { createServer } from 'node:http';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -260,13 +261,9 @@ function abortedError(reason: unknown, message = 'the authorization was cancelle
 function parseRedirectUri(redirectUri: string): CallbackTarget {
   const issue = (message: string): ValidationError =>
     new ValidationError([{ field: 'redirectUri', message }], { hint: REDIRECT_HINT });
-  let url: URL;
-  try {
-    url = new URL(redirectUri);
-  } catch {
-    throw issue('must be a URL like http://127.0.0.1:53682/callback');
-  }
-  if (url.protocol !== 'http:') throw issue('must start with http:// (the loopback server does not speak TLS)');
+  const url = parseUrl(redirectUri, ['http:'], { credentials: 'allow' });
+  if (url === 'not_a_url') throw issue('must be a URL like http://127.0.0.1:53682/callback');
+  if (url === 'wrong_scheme' || typeof url === 'string') throw issue('must start with http:// (the loopback server does not speak TLS)');
   if (url.hostname !== '127.0.0.1' && url.hostname !== 'localhost') {
     throw issue('must use the host 127.0.0.1 or localhost: the callback server only listens on this machine');
   }

@@ -97,19 +97,7 @@ export async function exchangeCode(
   const basic = Buffer.from(`${opts.app.appKey}:${opts.app.appSecret}`, 'utf8').toString('base64');
   // The app key too: a provider that echoes the request must not put it in a message; and the Basic form.
   const secrets = [opts.app.appKey, opts.app.appSecret, basic, code, opts.codeVerifier];
-  const now = opts.now ?? Date.now;
-  const sentAt = now();
-  const answer = await post({
-    url,
-    headers: { authorization: `Basic ${basic}`, 'content-type': FORM, accept: 'application/json' },
-    body: form.toString(),
-    peer: PEER,
-    dispatcher: opts.dispatcher,
-    timeoutMs: opts.timeoutMs,
-    signal: opts.signal,
-  });
-  if (answer.status < 200 || answer.status > 299) throw tokenEndpointError(answer, 'authorization_code', secrets, now());
-  const body = parseTokenResponse(answer);
+  const { answer, body, sentAt } = await tokenRequest(opts, url, 'authorization_code', form, secrets, { authorization: `Basic ${basic}` });
   if (body.refresh_token === undefined) {
     throw new OAuthError(
       'OAUTH_BAD_RESPONSE',
@@ -137,20 +125,35 @@ export async function renewAccessToken(opts: TokenEndpointOptions & { refreshTok
     client_secret: opts.app.appSecret,
   });
   const secrets = [opts.app.appKey, opts.app.appSecret, opts.refreshToken];
+  const { body, sentAt } = await tokenRequest(opts, url, 'refresh_token', form, secrets);
+  return toTokenSet(body, body.refresh_token ?? opts.refreshToken, sentAt);
+}
+
+/**
+ * One POST to the token endpoint, both grants alike: the form, the time it was sent (the token's lifetime
+ * counts from then), an error made of any answer but a 2xx, and the answer's body checked.
+ */
+async function tokenRequest(
+  opts: TokenEndpointOptions,
+  url: URL,
+  grant: Grant,
+  form: URLSearchParams,
+  secrets: (string | undefined)[],
+  headers: Record<string, string> = {},
+): Promise<{ answer: HttpAnswer; body: TokenResponse; sentAt: number }> {
   const now = opts.now ?? Date.now;
   const sentAt = now();
   const answer = await post({
     url,
-    headers: { 'content-type': FORM, accept: 'application/json' },
+    headers: { ...headers, 'content-type': FORM, accept: 'application/json' },
     body: form.toString(),
     peer: PEER,
     dispatcher: opts.dispatcher,
     timeoutMs: opts.timeoutMs,
     signal: opts.signal,
   });
-  if (answer.status < 200 || answer.status > 299) throw tokenEndpointError(answer, 'refresh_token', secrets, now());
-  const body = parseTokenResponse(answer);
-  return toTokenSet(body, body.refresh_token ?? opts.refreshToken, sentAt);
+  if (answer.status < 200 || answer.status > 299) throw tokenEndpointError(answer, grant, secrets, now());
+  return { answer, body: parseTokenResponse(answer), sentAt };
 }
 
 function checkApp(app: AppCredentials): void {

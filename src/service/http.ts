@@ -1,5 +1,6 @@
 // The transport under the service client: one undici dispatcher, the fixed headers, timeouts, JSON in and
 // out. It sends exactly one request per call; retry policy lives in client.ts, which knows the operation.
+import { HTTP_SCHEMES, parseUrl } from '../net/http.js';
 import { createRequire } from 'node:module';
 import type { IncomingHttpHeaders } from 'node:http';
 import { Pool } from 'undici';
@@ -40,17 +41,10 @@ export interface ServiceEndpoint {
  */
 export function resolveServiceEndpoint(baseUrl: string): ServiceEndpoint {
   const issue = (message: string): ValidationError => new ValidationError([{ field: 'baseUrl', message }]);
-  let url: URL;
-  try {
-    url = new URL(baseUrl);
-  } catch {
-    throw issue('must be an http(s) URL, like https://platform.example.com');
-  }
-  if (url.protocol !== 'https:' && url.protocol !== 'http:') {
-    throw issue('must be an http(s) URL, like https://platform.example.com');
-  }
+  const url = parseUrl(baseUrl, HTTP_SCHEMES);
   // Credentials in the URL would travel in logs and error messages; the API key has its own header.
-  if (url.username || url.password) throw issue('must not contain a user name or password');
+  if (url === 'has_credentials') throw issue('must not contain a user name or password');
+  if (typeof url === 'string') throw issue('must be an http(s) URL, like https://platform.example.com');
   if (url.search || url.hash) throw issue('must not contain a query or a fragment');
   let basePath = url.pathname.replace(/\/+$/, '');
   if (basePath.endsWith('/api/v1')) basePath = basePath.slice(0, -'/api/v1'.length).replace(/\/+$/, '');
@@ -282,13 +276,4 @@ function networkError(
   });
 }
 
-/** Retry-After is either delta-seconds or an HTTP date (RFC 9110 §10.2.3). */
-export function parseRetryAfter(value: string | string[] | undefined, now: number): number | undefined {
-  const raw = Array.isArray(value) ? value[0] : value;
-  if (raw === undefined) return undefined;
-  const trimmed = raw.trim();
-  if (/^\d+$/.test(trimmed)) return Number(trimmed) * 1000;
-  const date = Date.parse(trimmed);
-  if (Number.isNaN(date)) return undefined;
-  return Math.max(0, date - now);
-}
+export { parseRetryAfter } from '../net/http.js';
