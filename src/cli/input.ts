@@ -1,6 +1,8 @@
 // Reading JSON documents the user hands us (a file or stdin), with errors that say where.
 import { readFile } from 'node:fs/promises';
-import { ValidationError, type FieldIssue } from '../errors.js';
+import { createInterface } from 'node:readline/promises';
+import { ExitCode, SyncauthError, ValidationError, type FieldIssue } from '../errors.js';
+import type { CommandContext } from './context.js';
 import { Uuid } from '../service/models.js';
 import { decodeJson } from '../json-decode.js';
 
@@ -62,4 +64,24 @@ export function requireUuid(value: string, field = 'id'): void {
   const issues: FieldIssue[] = [];
   checkUuid(value, field, issues);
   if (issues.length) throw new ValidationError(issues);
+}
+
+/**
+ * Whether to delete `what` (e.g. `source connector <id>`): yes with --yes; otherwise asked on a terminal, where
+ * only a typed "yes" agrees; refused with exit 2 when there is no terminal to ask on.
+ */
+export async function confirmDeletion(context: CommandContext, what: string, yes: boolean | undefined): Promise<boolean> {
+  if (yes) return true;
+  if (!process.stdin.isTTY) {
+    throw new SyncauthError('SYNCAUTH_CONFIRMATION_REQUIRED', `refusing to delete ${what} without confirmation`, {
+      exitCode: ExitCode.usage,
+      hint: 'pass --yes to delete without a prompt',
+    });
+  }
+  const prompt = createInterface({ input: process.stdin, output: process.stderr });
+  const answer = await prompt.question(`Delete ${what}? Type "yes" to confirm: `);
+  prompt.close();
+  if (answer.trim().toLowerCase() === 'yes') return true;
+  context.io.stderr.write('not deleted\n');
+  return false;
 }

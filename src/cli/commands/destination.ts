@@ -1,12 +1,11 @@
 // `syncauth destination …`: destination connectors, where a workflow writes what it read. The service's per-type
 // shapes are its own to check; secrets are masked in everything printed, as for source connectors.
-import { createInterface } from 'node:readline/promises';
-import { ExitCode, SyncauthError, ValidationError } from '../../errors.js';
+import { ValidationError } from '../../errors.js';
 import { DESTINATION_TYPES } from '../../service/constants.js';
 import type { DestinationConnectorInformation } from '../../service/models.js';
 import { maskSourceConfig } from '../../service/source-configs.js';
 import type { CommandContext } from '../context.js';
-import { readJsonObject, requireUuid } from '../input.js';
+import { confirmDeletion, readJsonObject, requireUuid } from '../input.js';
 import { printJson, printRecord, printTable } from '../output.js';
 import { withServiceClient } from '../service.js';
 
@@ -57,21 +56,7 @@ export async function createDestination(context: CommandContext, options: { type
 
 export async function deleteDestination(context: CommandContext, id: string, options: { yes?: boolean }): Promise<void> {
   requireUuid(id);
-  if (!options.yes) {
-    if (!process.stdin.isTTY) {
-      throw new SyncauthError('SYNCAUTH_CONFIRMATION_REQUIRED', `refusing to delete destination connector ${id} without confirmation`, {
-        exitCode: ExitCode.usage,
-        hint: 'pass --yes to delete without a prompt',
-      });
-    }
-    const prompt = createInterface({ input: process.stdin, output: process.stderr });
-    const answer = await prompt.question(`Delete destination connector ${id}? Type "yes" to confirm: `);
-    prompt.close();
-    if (answer.trim().toLowerCase() !== 'yes') {
-      context.io.stderr.write('not deleted\n');
-      return;
-    }
-  }
+  if (!(await confirmDeletion(context, `destination connector ${id}`, options.yes))) return;
   await withServiceClient(context, (client) => client.deleteDestination(id));
   context.io.stderr.write(`deleted destination connector ${id}\n`);
 }

@@ -1,11 +1,10 @@
 // `syncauth source …`: connectors of any of the 21 types. Everything is validated before a request is made.
-import { createInterface } from 'node:readline/promises';
 import { SyncauthError, ValidationError, ExitCode } from '../../errors.js';
 import type { ServiceClient } from '../../service/client.js';
 import { SOURCE_TYPES, type ConnectionCheck, type SourceConnectorInformation } from '../../service/models.js';
 import { maskSourceConfig, validateSourceConfig } from '../../service/source-configs.js';
 import type { CommandContext } from '../context.js';
-import { readJsonObject, requireUuid } from '../input.js';
+import { confirmDeletion, readJsonObject, requireUuid } from '../input.js';
 import { printJson, printRecord, printTable, type Io } from '../output.js';
 import { withServiceClient } from '../service.js';
 
@@ -83,21 +82,7 @@ export async function updateSource(context: CommandContext, id: string, options:
 
 export async function deleteSource(context: CommandContext, id: string, options: { yes?: boolean }): Promise<void> {
   requireUuid(id);
-  if (!options.yes) {
-    if (!process.stdin.isTTY) {
-      throw new SyncauthError('SYNCAUTH_CONFIRMATION_REQUIRED', `refusing to delete source connector ${id} without confirmation`, {
-        exitCode: ExitCode.usage,
-        hint: 'pass --yes to delete without a prompt',
-      });
-    }
-    const prompt = createInterface({ input: process.stdin, output: process.stderr });
-    const answer = await prompt.question(`Delete source connector ${id}? Type "yes" to confirm: `);
-    prompt.close();
-    if (answer.trim().toLowerCase() !== 'yes') {
-      context.io.stderr.write('not deleted\n');
-      return;
-    }
-  }
+  if (!(await confirmDeletion(context, `source connector ${id}`, options.yes))) return;
   await withServiceClient(context, (client) => client.deleteSource(id));
   context.io.stderr.write(`deleted source connector ${id}\n`);
 }
