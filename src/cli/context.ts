@@ -6,7 +6,8 @@ import {
   type DotenvFile, type ResolvedSettings, type SettingInputs, type SettingName,
 } from '../config.js';
 import { notePathRole } from './errno.js';
-import { note, processIo, warn, type Io } from './output.js';
+import type { Factory } from './factory.js';
+import { note, warn, type Io } from './output.js';
 
 export interface CommandContext {
   settings: ResolvedSettings;
@@ -15,6 +16,8 @@ export interface CommandContext {
   json: boolean;
   io: Io;
   stdin: NodeJS.ReadableStream;
+  /** Where the command gets its service client and secret store (see factory.ts). */
+  factory: Factory;
   /**
    * The user asked, explicitly, to send a profile's secrets to endpoints other than the recorded ones: with
    * --endpoint-override or SYNCAUTH_ENDPOINT_OVERRIDE=1 in the process environment (never from `.env`).
@@ -59,35 +62,34 @@ export function addSettingOptions(command: Command, names: SettingName[]): Comma
   return command;
 }
 
-const SECRET_ENV_NAMES = SECRET_SETTINGS.map((name) => SETTINGS[name].env);
+export const SECRET_ENV_NAMES = SECRET_SETTINGS.map((name) => SETTINGS[name].env);
 
-export async function buildContext(command: Command): Promise<CommandContext> {
+export async function buildContext(command: Command, factory: Factory): Promise<CommandContext> {
   const options = command.opts<Record<string, unknown>>();
   const flags: Partial<Record<SettingName, unknown>> = {};
   for (const name of settingOptionsOf.get(command) ?? []) {
     const value = options[name];
     if (value !== undefined) flags[name] = typeof value === 'boolean' ? String(value) : value;
   }
-  // The secrets move out of process.env into the command's own copy: every child process (the browser
-  // launcher and whatever it starts, the keychain helper) inherits process.env, and none of them needs one.
-  const env: NodeJS.ProcessEnv = { ...process.env };
-  for (const name of SECRET_ENV_NAMES) delete process.env[name];
-  const dotenvFile = readDotenvFile(process.cwd());
+  const env = factory.env();
+  const io = factory.io;
+  const dotenvFile = readDotenvFile(factory.cwd());
   // Said before the settings are resolved: a bad line can be why a setting is then missing.
-  warnAboutVariables(processIo, env, dotenvFile);
+  warnAboutVariables(io, env, dotenvFile);
   const { dotenv, ignored } = screenDotenv(dotenvFile.values);
   // Loaded here rather than at start-up: `syncauth --help` never needs it.
   const { default: envPaths } = await import('env-paths');
   const inputs: SettingInputs = { flags, env, dotenv, defaultConfigDir: envPaths('syncauth', { suffix: '' }).config };
   const settings = resolveSettings(inputs);
-  noteDotenv(processIo, settings, ignored);
+  noteDotenv(io, settings, ignored);
   notePathRoles(settings);
   return {
     settings,
     inputs,
     json: options.json === true,
-    io: processIo,
-    stdin: process.stdin,
+    io,
+    stdin: factory.stdin,
+    factory,
     endpointOverride: options.endpointOverride === true || ['1', 'true'].includes(env[ENDPOINT_OVERRIDE_ENV]?.trim().toLowerCase() ?? ''),
     recordsEndpoints: COMMANDS_THAT_RECORD_ENDPOINTS.has(command.name()),
   };

@@ -2,7 +2,7 @@
 // API key), or says exactly which setting is missing.
 import { ExitCode, SyncauthError } from '../errors.js';
 import { howToSet } from '../config.js';
-import { ServiceClient } from '../service/client.js';
+import type { ServiceClient } from '../service/client.js';
 import type { CommandContext } from './context.js';
 
 export async function openServiceClient(context: CommandContext): Promise<ServiceClient> {
@@ -27,7 +27,7 @@ export async function openServiceClient(context: CommandContext): Promise<Servic
       hint: 'set SYNCAUTH_API_KEY in the environment or a .env file (generate a key under API Keys in the service web interface), or run `syncauth setup`',
     });
   }
-  return new ServiceClient({ baseUrl, apiKey, apiKeyHeader });
+  return context.factory.serviceClient({ baseUrl, apiKey, apiKeyHeader });
 }
 
 /** Runs `work` with a client and always closes its connection pool, so the process can exit promptly. */

@@ -5,7 +5,7 @@ import {
   ENDPOINT_OVERRIDE_ENV, ENDPOINT_SETTINGS, resolveSettings, SETTINGS, type ResolvedSettings, type SettingName, type Settings,
 } from '../config.js';
 import { warn } from './output.js';
-import { openSecretStore, type ProfileSecrets, type SecretStore } from '../credentials/index.js';
+import type { ProfileSecrets, SecretStore } from '../credentials/index.js';
 import { ExitCode, SyncauthError } from '../errors.js';
 import { openProfileStore, type ProfileState, type ProfileStore } from '../profile/index.js';
 import { reauthorizeCommand } from '../profile/name.js';
@@ -33,7 +33,7 @@ const STATE_SETTINGS = [
 export async function openSession(context: CommandContext, name = context.settings.values.profile): Promise<ProfileSession> {
   const { configDir, store, storeKey } = context.settings.values;
   const profiles = openProfileStore(configDir);
-  const secrets = openSecretStore({ kind: store, configDir, env: context.inputs.env, ...(storeKey ? { storeKey } : {}), onWarning: (message) => warn(context.io, message) });
+  const secrets = await context.factory.secretStore({ kind: store, configDir, env: context.inputs.env, ...(storeKey ? { storeKey } : {}), onWarning: (message) => warn(context.io, message) });
   // A setup killed between its writes is finished or undone before anything reads the profile.
   await recoverInterruptedSetup(profiles, secrets, name, (line) => context.io.stderr.write(`syncauth: ${line}\n`));
   const state = await profiles.read(name);

@@ -4,6 +4,7 @@
 // left, otherwise renewed under the profile's lock, so that callers in several processes (a daemon, `syncauth
 // token`, this) cost one renewal between them. Within one process, concurrent calls for a profile share one
 // flight.
+import { createFactory } from '../cli/factory.js';
 import { resolveSettings, type SettingInputs, type SettingName } from '../config.js';
 import type { CommandContext } from '../cli/context.js';
 import { sessionAccessToken } from '../cli/commands/shared.js';
@@ -59,5 +60,6 @@ async function libraryContext(options: GetAccessTokenOptions): Promise<CommandCo
   const { default: envPaths } = await import('env-paths');
   const inputs: SettingInputs = { flags, env: { ...(options.env ?? process.env) }, dotenv: {}, defaultConfigDir: envPaths('syncauth', { suffix: '' }).config };
   const silent = { write: () => true } as unknown as NodeJS.WritableStream;
-  return { settings: resolveSettings(inputs), inputs, json: false, io: { stdout: silent, stderr: silent }, stdin: process.stdin };
+  const io = { stdout: silent, stderr: silent };
+  return { settings: resolveSettings(inputs), inputs, json: false, io, stdin: process.stdin, factory: createFactory({ env: () => ({ ...inputs.env }), io }) };
 }

@@ -4,7 +4,8 @@ import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { DEFAULT_EMULATOR_API_KEY, startEmulator, type RunningEmulator } from '../../src/emulator/index.js';
-import { runCli, tempDir } from '../helpers/cli.js';
+import { tempDir } from '../helpers/cli.js';
+import { runInProcess } from '../helpers/in-process.js';
 
 let emulator: RunningEmulator;
 let dir: string;
@@ -93,7 +94,7 @@ describe('bad input is refused with exit 2 and nothing is sent', () => {
   });
 
   it.each(cases)('$name', async (c) => {
-    const result = await runCli(c.args(), { env: { ...env, ...c.env }, ...(c.stdin === undefined ? {} : { stdin: c.stdin }) });
+    const result = await runInProcess(c.args(), { env: { ...env, ...c.env }, ...(c.stdin === undefined ? {} : { stdin: c.stdin }) });
     expect(result.stderr).toMatch(c.message);
     expect(result.code).toBe(2);
     expect(result.stdout).toBe('');

@@ -2,14 +2,14 @@
 // `<value>`), and the example lines run as printed: no `…` standing for an id, no `<placeholder>` that a shell
 // would read as a redirection.
 import { describe, expect, it } from 'vitest';
-import { runCli } from '../helpers/cli.js';
+import { runInProcess } from '../helpers/in-process.js';
 
 /** Every command path the help lists, from the top: [], ['setup'], ['source', 'create'], … */
 async function commandPaths(): Promise<string[][]> {
   const paths: string[][] = [];
   const visit = async (path: string[]): Promise<void> => {
     paths.push(path);
-    const { stdout } = await runCli([...path, '--help']);
+    const { stdout } = await runInProcess([...path, '--help']);
     const section = stdout.split(/^Commands:$/m)[1] ?? '';
     for (const [, name] of section.matchAll(/^ {2}([a-z][\w-]*)/gm)) {
       if (name !== 'help') await visit([...path, name as string]);
@@ -29,7 +29,7 @@ describe('--help', () => {
     const paths = await commandPaths();
     expect(paths.length).toBeGreaterThan(15);
     for (const path of paths) {
-      const { stdout, code } = await runCli([...path, '--help']);
+      const { stdout, code } = await runInProcess([...path, '--help']);
       expect(code, path.join(' ')).toBe(0);
       expect(stdout, `syncauth ${path.join(' ')} --help`).not.toContain('<value>');
     }
@@ -38,7 +38,7 @@ describe('--help', () => {
   it('has examples that run as printed', async () => {
     const offenders: string[] = [];
     for (const path of await commandPaths()) {
-      const { stdout } = await runCli([...path, '--help']);
+      const { stdout } = await runInProcess([...path, '--help']);
       const then = [...stdout.matchAll(/^Then, .*: (.*)$/gm)].map((m) => m[1] as string);
       for (const line of [...exampleLines(stdout), ...then]) {
         const command = line.replace(/\s+#.*$/, '');

@@ -1,10 +1,11 @@
-// The source and workflow commands as a user runs them, against the emulator: what is sent, what is printed,
+// The source and workflow commands against the emulator, run in-process through the same command tree as the
+// binary (test/helpers/in-process.ts): what is sent, what is printed,
 // and that secrets are masked in both the text and the JSON output.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_EMULATOR_API_KEY, startEmulator, type RunningEmulator } from '../../src/emulator/index.js';
 import { SOURCE_TYPES } from '../../src/service/models.js';
 import { validConfigs } from '../fixtures/source-configs.js';
-import { runCli } from '../helpers/cli.js';
+import { runInProcess } from '../helpers/in-process.js';
 
 let emulator: RunningEmulator;
 let env: Record<string, string>;
@@ -27,7 +28,7 @@ describe('source commands', () => {
   let id: string;
 
   it('creates a dropbox connector from stdin, sends the config unchanged and masks secrets in what it prints', async () => {
-    const result = await runCli(['source', 'create', '--type', 'dropbox', '--name', 'docs', '--config', '-'], { env, stdin: JSON.stringify(dropbox) });
+    const result = await runInProcess(['source', 'create', '--type', 'dropbox', '--name', 'docs', '--config', '-'], { env, stdin: JSON.stringify(dropbox) });
     expect(result.stderr).toMatch(/created source connector docs \([0-9a-f-]{36}\)/);
     expect(result.code).toBe(0);
     const stored = sources().find((s) => s.name === 'docs');
@@ -40,7 +41,7 @@ describe('source commands', () => {
   });
 
   it('gets it as JSON with the same masking', async () => {
-    const result = await runCli(['source', 'get', id, '--json'], { env });
+    const result = await runInProcess(['source', 'get', id, '--json'], { env });
     expect(result.code).toBe(0);
     const shown = JSON.parse(result.stdout) as { id: string; type: string; config: Record<string, unknown> };
     expect(shown.id).toBe(id);
@@ -49,20 +50,20 @@ describe('source commands', () => {
   });
 
   it('lists connectors, filtered by type, as a table and as JSON', async () => {
-    const table = await runCli(['source', 'list', '--type', 'dropbox'], { env });
+    const table = await runInProcess(['source', 'list', '--type', 'dropbox'], { env });
     expect(table.code).toBe(0);
     expect(table.stdout.split('\n')[0]).toMatch(/^ID\s+NAME\s+TYPE\s+CREATED$/);
     expect(table.stdout).toContain(`${id}  docs`);
-    const json = await runCli(['source', 'list', '--type', 's3', '--json'], { env });
+    const json = await runInProcess(['source', 'list', '--type', 's3', '--json'], { env });
     expect(JSON.parse(json.stdout)).toEqual([]);
   });
 
   it('updates the whole config, validating it for the type it looks up first', async () => {
     const next = { ...dropbox, recursive: false, token: 'sl.u.canary-next' };
-    const result = await runCli(['source', 'update', id, '--config', '-'], { env, stdin: JSON.stringify(next) });
+    const result = await runInProcess(['source', 'update', id, '--config', '-'], { env, stdin: JSON.stringify(next) });
     expect(result.code).toBe(0);
     expect(sources().find((s) => s.id === id)?.config).toEqual(next);
-    const refused = await runCli(['source', 'update', id, '--config', '-'], { env, stdin: JSON.stringify({ recursive: true, token: 'x' }) });
+    const refused = await runInProcess(['source', 'update', id, '--config', '-'], { env, stdin: JSON.stringify({ recursive: true, token: 'x' }) });
     expect(refused.stderr).toContain('nothing was sent or written');
     expect(refused.code).toBe(2);
     expect(refused.stderr).toContain('config.remote_url');
@@ -71,24 +72,24 @@ describe('source commands', () => {
 
   it('creates a connector of each of the 21 types from a file-shaped config', async () => {
     for (const type of SOURCE_TYPES) {
-      const result = await runCli(['source', 'create', '--type', type, '--name', `all-${type}`, '--config', '-', '--json'], { env, stdin: JSON.stringify(validConfigs[type]) });
+      const result = await runInProcess(['source', 'create', '--type', type, '--name', `all-${type}`, '--config', '-', '--json'], { env, stdin: JSON.stringify(validConfigs[type]) });
       expect(result.code, `${type}: ${result.stderr}`).toBe(0);
       expect(sources().find((s) => s.name === `all-${type}`)?.config).toEqual(validConfigs[type]);
     }
   }, 60_000);
 
   it('reports a service refusal with the field, exit 2 (duplicate names: 409, exit 1)', async () => {
-    const duplicate = await runCli(['source', 'create', '--type', 'dropbox', '--name', 'docs', '--config', '-'], { env, stdin: JSON.stringify(dropbox) });
+    const duplicate = await runInProcess(['source', 'create', '--type', 'dropbox', '--name', 'docs', '--config', '-'], { env, stdin: JSON.stringify(dropbox) });
     expect(duplicate.code).toBe(1);
     expect(duplicate.stderr).toMatch(/already exists/);
     expect(duplicate.stderr).not.toContain(secret);
   });
 
   it('deletes with --yes, and a missing connector is a clear 404', async () => {
-    const result = await runCli(['source', 'delete', id, '--yes'], { env });
+    const result = await runInProcess(['source', 'delete', id, '--yes'], { env });
     expect(result.code).toBe(0);
     expect(sources().some((s) => s.id === id)).toBe(false);
-    const again = await runCli(['source', 'get', id], { env });
+    const again = await runInProcess(['source', 'get', id], { env });
     expect(again.code).toBe(1);
     expect(again.stderr).toContain(`source connector ${id} not found in this workspace`);
   });
@@ -101,13 +102,13 @@ describe('workflow commands', () => {
 
   it('sends exactly the fields given and shows the schedule by name and cron', async () => {
     const src = sources()[0]?.id as string;
-    const result = await runCli(['workflow', 'update', workflowId, '--source-id', src, '--schedule', 'every 4 hours'], { env });
+    const result = await runInProcess(['workflow', 'update', workflowId, '--source-id', src, '--schedule', 'every 4 hours'], { env });
     expect(result.code).toBe(0);
     expect(result.stdout).toContain('schedule:       every 4 hours (0 */4 * * *)');
     expect(stored()?.sources).toEqual([src]);
     expect(stored()?.schedule).toEqual({ crontab_entries: [{ cron_expression: '0 */4 * * *' }] });
     const before = structuredClone(stored());
-    const renamed = await runCli(['workflow', 'update', workflowId, '--name', 'nightly docs', '--json'], { env });
+    const renamed = await runInProcess(['workflow', 'update', workflowId, '--name', 'nightly docs', '--json'], { env });
     expect(renamed.code).toBe(0);
     const after = JSON.parse(renamed.stdout) as { name: string; schedule: unknown; sources: string[] };
     expect(after.name).toBe('nightly docs');
@@ -117,7 +118,7 @@ describe('workflow commands', () => {
   });
 
   it('--clear-schedule sends null and --no-reprocess-all sends false; nodes come from a file', async () => {
-    const cleared = await runCli(['workflow', 'update', workflowId, '--clear-schedule', '--no-reprocess-all', '--nodes', '-', '--workflow-type', 'custom'], {
+    const cleared = await runInProcess(['workflow', 'update', workflowId, '--clear-schedule', '--no-reprocess-all', '--nodes', '-', '--workflow-type', 'custom'], {
       env, stdin: JSON.stringify([{ name: 'Partitioner', type: 'partition', subtype: 'vlm', settings: { provider: 'x' } }]),
     });
     expect(cleared.code).toBe(0);
@@ -128,12 +129,12 @@ describe('workflow commands', () => {
   });
 
   it('get and list show the workflow; an unknown id is a 404 naming it', async () => {
-    const got = await runCli(['workflow', 'get', workflowId, '--json'], { env });
+    const got = await runInProcess(['workflow', 'get', workflowId, '--json'], { env });
     expect(JSON.parse(got.stdout).id).toBe(workflowId);
-    const list = await runCli(['workflow', 'list'], { env });
+    const list = await runInProcess(['workflow', 'list'], { env });
     expect(list.stdout).toContain(workflowId);
     const missing = '00000000-0000-4000-8000-000000000000';
-    const unknown = await runCli(['workflow', 'get', missing], { env });
+    const unknown = await runInProcess(['workflow', 'get', missing], { env });
     expect(unknown.code).toBe(1);
     expect(unknown.stderr).toContain(`workflow ${missing} not found in this workspace`);
   });
@@ -141,13 +142,13 @@ describe('workflow commands', () => {
 
 describe('credentials', () => {
   it('exit 4 when no API key is available, with the variable to set', async () => {
-    const result = await runCli(['source', 'list'], { env: { SYNCAUTH_BASE_URL: emulator.url, SYNCAUTH_STORE: 'env' } });
+    const result = await runInProcess(['source', 'list'], { env: { SYNCAUTH_BASE_URL: emulator.url, SYNCAUTH_STORE: 'env' } });
     expect(result.code).toBe(4);
     expect(result.stderr).toContain('SYNCAUTH_API_KEY');
   });
 
   it('exit 4 when the service refuses the key, and the key is never echoed', async () => {
-    const result = await runCli(['source', 'list'], { env: { ...env, SYNCAUTH_API_KEY: 'canary-wrong-key-4410' } });
+    const result = await runInProcess(['source', 'list'], { env: { ...env, SYNCAUTH_API_KEY: 'canary-wrong-key-4410' } });
     expect(result.code).toBe(4);
     expect(result.stderr).toContain('API key missing, malformed or not valid for this workspace');
     expect(result.stderr).not.toContain('canary-wrong-key-4410');
@@ -156,9 +157,9 @@ describe('credentials', () => {
   it('takes the header name from --api-key-header', async () => {
     const custom = await startEmulator({ apiKeyHeader: 'unstructured-api-key' });
     try {
-      const ok = await runCli(['source', 'list', '--json', '--api-key-header', 'unstructured-api-key'], { env: { ...env, SYNCAUTH_BASE_URL: custom.url } });
+      const ok = await runInProcess(['source', 'list', '--json', '--api-key-header', 'unstructured-api-key'], { env: { ...env, SYNCAUTH_BASE_URL: custom.url } });
       expect(ok.code).toBe(0);
-      const wrongHeader = await runCli(['source', 'list'], { env: { ...env, SYNCAUTH_BASE_URL: custom.url } });
+      const wrongHeader = await runInProcess(['source', 'list'], { env: { ...env, SYNCAUTH_BASE_URL: custom.url } });
       expect(wrongHeader.code).toBe(4);
     } finally {
       await custom.close();

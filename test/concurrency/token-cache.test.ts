@@ -2,6 +2,7 @@
 // the emulator: a fresh kept token is printed without a token request, one inside the margin or expired is
 // renewed, `--force` renews, the read-only env store renews every time, and the kept token never reaches the
 // plaintext state.
+import { createFactory } from '../../src/cli/factory.js';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { PassThrough } from 'node:stream';
@@ -49,7 +50,8 @@ function contextOf(p: Profile, env: Record<string, string> = {}): CommandContext
   const stdout = new PassThrough();
   let out = '';
   stdout.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
-  return { settings: resolveSettings(inputs), inputs, json: false, io: { stdout, stderr: new PassThrough() }, stdin: new PassThrough(), out: () => out };
+  const io = { stdout, stderr: new PassThrough() };
+  return { settings: resolveSettings(inputs), inputs, json: false, io, stdin: new PassThrough(), factory: createFactory({ env: () => ({ ...inputs.env }), io }), out: () => out };
 }
 
 async function printed(p: Profile, options: { force?: boolean } = {}, env: Record<string, string> = {}): Promise<string> {

@@ -1,0 +1,40 @@
+// Runs a command in this process, through the same command tree and exit codes as the binary, with a factory
+// of its own: the environment and directory given, stdout and stderr captured, stdin from a string. Much
+// faster than spawning the binary; what is about the process itself (signals, pipes, a terminal, the packed
+// tarball) is left to the end-to-end tests that do spawn it.
+import path from 'node:path';
+import { Readable, Writable } from 'node:stream';
+import { createFactory } from '../../src/cli/factory.js';
+import { main } from '../../src/cli/program.js';
+import { tempDir, type CliOptions, type CliResult } from './cli.js';
+
+function capture(): { stream: Writable; text: () => string } {
+  let text = '';
+  const stream = new Writable({
+    write(chunk: Buffer | string, _encoding, done) {
+      text += chunk.toString();
+      done();
+    },
+  });
+  return { stream, text: () => text };
+}
+
+export async function runInProcess(args: string[], options: CliOptions = {}): Promise<CliResult> {
+  const cwd = options.cwd ?? tempDir();
+  // The same clean environment runCli gives the binary.
+  const env: Record<string, string> = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: cwd, SYNCAUTH_CONFIG_DIR: path.join(cwd, 'config') };
+  for (const [key, value] of Object.entries(options.env ?? {})) {
+    if (value === undefined) delete env[key];
+    else env[key] = value;
+  }
+  const stdout = capture();
+  const stderr = capture();
+  const factory = createFactory({
+    env: () => ({ ...env }),
+    cwd: () => cwd,
+    io: { stdout: stdout.stream, stderr: stderr.stream },
+    stdin: Readable.from([options.stdin ?? '']),
+  });
+  const code = await main(['node', 'syncauth', ...args], factory);
+  return { code, stdout: stdout.text(), stderr: stderr.text() };
+}
