@@ -55,6 +55,9 @@ function lazyWith(factory: Factory) {
   };
 }
 
+/** Columns the help is wrapped at. */
+export const HELP_WIDTH = 80;
+
 const SERVICE_SETTINGS = ['profile', 'configDir', 'store', 'baseUrl', 'apiKeyHeader'] as const;
 
 function jsonOption(command: Command): Command {
@@ -70,6 +73,9 @@ export function buildProgram(factory: Factory): Command {
     .showHelpAfterError('(run with --help for usage)')
     // Both settings pass to subcommands only when set before those are created.
     .exitOverride()
+    // One width everywhere, the terminal's or not: the top-level help is rendered once, when the package is
+    // built (help-cache.ts), and must read the same as the help of a run.
+    .configureHelp({ helpWidth: HELP_WIDTH })
     .configureOutput({ writeOut: (text) => factory.io.stdout.write(text), writeErr: (text) => factory.io.stderr.write(text) })
     .addHelpText('after', `
 Secrets (SYNCAUTH_API_KEY, SYNCAUTH_APP_KEY, SYNCAUTH_APP_SECRET, SYNCAUTH_REFRESH_TOKEN) are read from the environment,
