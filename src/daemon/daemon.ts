@@ -111,7 +111,7 @@ export class Daemon implements RunningDaemon {
         this.#workers.set(entry.name, await ProfileWorker.start(entry, this.#ctx));
       }
       if (options.listen) {
-        const server = await startHealthServer(options.listen, { status: () => this.status(), registry: this.#metrics.registry });
+        const server = await startHealthServer(options.listen, { status: () => this.status(), registry: () => this.#metrics.registry });
         this.#url = server.url;
         this.#closers.push({ what: 'health server', close: () => server.close() });
       }

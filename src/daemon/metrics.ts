@@ -1,6 +1,11 @@
 // The daemon's Prometheus metrics, in a registry of its own so that several daemons in one process (tests,
-// embedding) never mix their series. Gauges that follow the clock are computed when scraped.
-import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
+// embedding) never mix their series. What the daemon counts is kept in plain maps, which cost a renewal next
+// to nothing; prom-client is loaded, and the registry built over those maps, only when someone asks for the
+// registry (the health server's /metrics, an embedding program): a daemon that nobody scrapes never loads it.
+// Every series is computed when scraped.
+import { createRequire } from 'node:module';
+import type * as PromClient from 'prom-client';
+import type { Registry } from 'prom-client';
 import type { ReconcileOutcome, RenewalOutcome } from './types.js';
 
 export type ProfileHealth = 'ready' | 'pending' | 'backoff' | 'reauthorization_needed' | 'configuration_error' | 'unavailable';
@@ -22,46 +27,89 @@ export interface MetricsView {
 const RECONCILED: ReadonlySet<ReconcileOutcome> = new Set(['created', 'adopted', 'updated', 'recreated', 'replaced']);
 
 export class DaemonMetrics {
-  readonly registry = new Registry();
-  readonly #renewals: Counter<'profile' | 'outcome'>;
-  readonly #reconciles: Counter<'profile' | 'outcome'>;
-  readonly #lastSuccess: Gauge<'profile'>;
-  readonly #expiry: Gauge<'profile'>;
-  readonly #skipped: Counter<'profile'>;
-  readonly #reconcileOk: Gauge<'profile'>;
-  readonly #reconcileAt: Gauge<'profile'>;
-  readonly #lastSweep: Gauge;
-  readonly #reauthorization: Gauge<'profile'>;
-  /** Outcome labels used per profile, so that a profile's series can be dropped when it goes. */
-  readonly #used = new Map<string, { renewals: Set<string>; reconciles: Set<string> }>();
+  readonly #view: MetricsView;
+  readonly #renewals = new Map<string, Map<string, number>>();
+  readonly #reconciles = new Map<string, Map<string, number>>();
+  readonly #skipped = new Map<string, number>();
+  /** Seconds since the epoch. */
+  readonly #lastSuccess = new Map<string, number>();
+  readonly #reconcileOk = new Map<string, 0 | 1>();
+  readonly #reconcileAt = new Map<string, number>();
+  #lastSweep: number | undefined;
+  #registry: Registry | undefined;
 
   constructor(view: MetricsView) {
-    const registers = [this.registry];
-    this.#renewals = new Counter({
-      name: 'syncauth_renewals_total',
-      help: 'Renewal attempts by outcome (renewed, fresh, rate_limited, failed, reauthorization_needed, configuration_error)',
-      labelNames: ['profile', 'outcome'],
-      registers,
-    });
-    this.#reconciles = new Counter({
-      name: 'syncauth_reconciles_total',
-      help: 'Connector reconciles by outcome (created, adopted, updated, recreated, replaced, failed, skipped, deferred)',
-      labelNames: ['profile', 'outcome'],
-      registers,
-    });
-    this.#skipped = new Counter({
-      name: 'syncauth_sweep_skipped_total',
-      help: "Sweeps that skipped the profile because its previous cycle was still running (a slow service or endpoint)",
-      labelNames: ['profile'],
-      registers,
-    });
-    this.#lastSuccess = new Gauge({
-      name: 'syncauth_last_success_timestamp_seconds',
-      help: 'When the profile last renewed its access token, in seconds since the epoch',
-      labelNames: ['profile'],
-      registers,
-    });
-    const expiry = new Gauge({
+    this.#view = view;
+  }
+
+  /** The Prometheus registry; built (and prom-client loaded) on first use. */
+  get registry(): Registry {
+    this.#registry ??= this.#build();
+    return this.#registry;
+  }
+
+  renewal(profile: string, outcome: RenewalOutcome): void {
+    count(this.#renewals, profile, outcome);
+  }
+
+  reconcile(profile: string, outcome: ReconcileOutcome, atMs?: number): void {
+    count(this.#reconciles, profile, outcome);
+    if (outcome !== 'failed' && !RECONCILED.has(outcome)) return;
+    this.#reconcileOk.set(profile, outcome === 'failed' ? 0 : 1);
+    if (atMs !== undefined) this.#reconcileAt.set(profile, Math.round(atMs / 1000));
+  }
+
+  swept(atMs: number): void {
+    this.#lastSweep = Math.round(atMs / 1000);
+  }
+
+  skipped(profile: string): void {
+    this.#skipped.set(profile, (this.#skipped.get(profile) ?? 0) + 1);
+  }
+
+  success(profile: string, atMs: number): void {
+    this.#lastSuccess.set(profile, Math.round(atMs / 1000));
+  }
+
+  /** Drops the series of a profile no longer served. */
+  forget(profile: string): void {
+    for (const map of [this.#renewals, this.#reconciles, this.#skipped, this.#lastSuccess, this.#reconcileOk, this.#reconcileAt]) map.delete(profile);
+  }
+
+  #build(): Registry {
+    const prom = createRequire(import.meta.url)('prom-client') as typeof PromClient;
+    const registry = new prom.Registry();
+    const registers = [registry];
+    const view = this.#view;
+    const counter = (name: string, help: string, source: Map<string, Map<string, number>>): void => {
+      const metric: PromClient.Counter<'profile' | 'outcome'> = new prom.Counter({
+        name, help, labelNames: ['profile', 'outcome'], registers,
+        collect() {
+          metric.reset();
+          for (const [profile, outcomes] of source) for (const [outcome, n] of outcomes) metric.inc({ profile, outcome }, n);
+        },
+      });
+    };
+    const perProfile = (name: string, help: string, source: Map<string, number>, kind: 'counter' | 'gauge'): void => {
+      const fill = (metric: { reset(): void }, put: (profile: string, value: number) => void): void => {
+        metric.reset();
+        for (const [profile, value] of source) put(profile, value);
+      };
+      if (kind === 'counter') {
+        const metric: PromClient.Counter<'profile'> = new prom.Counter({
+          name, help, labelNames: ['profile'], registers, collect: () => fill(metric, (profile, value) => metric.inc({ profile }, value)),
+        });
+      } else {
+        const metric: PromClient.Gauge<'profile'> = new prom.Gauge({
+          name, help, labelNames: ['profile'], registers, collect: () => fill(metric, (profile, value) => metric.set({ profile }, value)),
+        });
+      }
+    };
+    counter('syncauth_renewals_total', 'Renewal attempts by outcome (renewed, fresh, rate_limited, failed, reauthorization_needed, configuration_error)', this.#renewals);
+    counter('syncauth_reconciles_total', 'Connector reconciles by outcome (created, adopted, updated, recreated, replaced, failed, skipped, deferred)', this.#reconciles);
+    perProfile('syncauth_sweep_skipped_total', 'Sweeps that skipped the profile because its previous cycle was still running (a slow service or endpoint)', this.#skipped, 'counter');
+    perProfile('syncauth_last_success_timestamp_seconds', 'When the profile last renewed its access token, in seconds since the epoch', this.#lastSuccess, 'gauge');
+    const expiry: PromClient.Gauge<'profile'> = new prom.Gauge({
       name: 'syncauth_token_expiry_seconds',
       help: "Seconds until the profile's newest access token expires (negative once expired)",
       labelNames: ['profile'],
@@ -74,8 +122,7 @@ export class DaemonMetrics {
         }
       },
     });
-    this.#expiry = expiry;
-    const states = new Gauge({
+    const states: PromClient.Gauge<'state'> = new prom.Gauge({
       name: 'syncauth_profiles',
       help: 'Profiles served, by state',
       labelNames: ['state'],
@@ -83,27 +130,20 @@ export class DaemonMetrics {
       collect() {
         const counts = new Map<ProfileHealth, number>(PROFILE_HEALTH_STATES.map((s) => [s, 0]));
         for (const profile of view.profiles()) counts.set(profile.health, (counts.get(profile.health) ?? 0) + 1);
-        for (const [state, count] of counts) states.set({ state }, count);
+        for (const [state, n] of counts) states.set({ state }, n);
       },
     });
-    this.#reconcileOk = new Gauge({
-      name: 'syncauth_last_reconcile_success',
-      help: "1 when the profile's last reconcile gave the connector its token, 0 when it failed; absent before the first",
-      labelNames: ['profile'],
-      registers,
-    });
-    this.#reconcileAt = new Gauge({
-      name: 'syncauth_last_reconcile_timestamp_seconds',
-      help: "When the profile's last reconcile ended (success or failure), in seconds since the epoch",
-      labelNames: ['profile'],
-      registers,
-    });
-    this.#lastSweep = new Gauge({
+    perProfile('syncauth_last_reconcile_success', "1 when the profile's last reconcile gave the connector its token, 0 when it failed; absent before the first", this.#reconcileOk, 'gauge');
+    perProfile('syncauth_last_reconcile_timestamp_seconds', "When the profile's last reconcile ended (success or failure), in seconds since the epoch", this.#reconcileAt, 'gauge');
+    const lastSweep: PromClient.Gauge = new prom.Gauge({
       name: 'syncauth_last_sweep_timestamp_seconds',
       help: 'When the last sweep started, in seconds since the epoch',
       registers,
+      collect: () => {
+        if (this.#lastSweep !== undefined) lastSweep.set(this.#lastSweep);
+      },
     });
-    const reauthorization = new Gauge({
+    const reauthorization: PromClient.Gauge<'profile'> = new prom.Gauge({
       name: 'syncauth_reauthorization_needed',
       help: 'Whether the profile needs re-authorization (1: its grant was revoked or expired; run syncauth setup --profile NAME)',
       labelNames: ['profile'],
@@ -113,12 +153,11 @@ export class DaemonMetrics {
         for (const profile of view.profiles()) reauthorization.set({ profile: profile.name }, profile.health === 'reauthorization_needed' ? 1 : 0);
       },
     });
-    this.#reauthorization = reauthorization;
-    const margin = new Gauge({ name: 'syncauth_renew_margin_seconds', help: 'Tokens are renewed when less than this is left', registers });
+    const margin = new prom.Gauge({ name: 'syncauth_renew_margin_seconds', help: 'Tokens are renewed when less than this is left', registers });
     margin.set(Math.round(view.marginMs / 1000));
     if (view.coordinatorUp) {
       const up = view.coordinatorUp;
-      const coordinator = new Gauge({
+      const coordinator: PromClient.Gauge = new prom.Gauge({
         name: 'syncauth_coordinator_up',
         help: "Whether the replicas' coordinator (Redis) answers: 0 holds connector reconciles, never renewals",
         registers,
@@ -127,54 +166,16 @@ export class DaemonMetrics {
         },
       });
     }
-    collectDefaultMetrics({ register: this.registry });
+    prom.collectDefaultMetrics({ register: registry });
+    return registry;
   }
+}
 
-  renewal(profile: string, outcome: RenewalOutcome): void {
-    this.#renewals.inc({ profile, outcome });
-    this.#labelsOf(profile).renewals.add(outcome);
+function count(map: Map<string, Map<string, number>>, profile: string, outcome: string): void {
+  let outcomes = map.get(profile);
+  if (!outcomes) {
+    outcomes = new Map();
+    map.set(profile, outcomes);
   }
-
-  reconcile(profile: string, outcome: ReconcileOutcome, atMs?: number): void {
-    this.#reconciles.inc({ profile, outcome });
-    this.#labelsOf(profile).reconciles.add(outcome);
-    if (outcome !== 'failed' && !RECONCILED.has(outcome)) return;
-    this.#reconcileOk.set({ profile }, outcome === 'failed' ? 0 : 1);
-    if (atMs !== undefined) this.#reconcileAt.set({ profile }, Math.round(atMs / 1000));
-  }
-
-  swept(atMs: number): void {
-    this.#lastSweep.set(Math.round(atMs / 1000));
-  }
-
-  skipped(profile: string): void {
-    this.#skipped.inc({ profile });
-  }
-
-  success(profile: string, atMs: number): void {
-    this.#lastSuccess.set({ profile }, Math.round(atMs / 1000));
-  }
-
-  /** Drops the series of a profile no longer served. */
-  forget(profile: string): void {
-    const used = this.#used.get(profile);
-    for (const outcome of used?.renewals ?? []) this.#renewals.remove({ profile, outcome });
-    for (const outcome of used?.reconciles ?? []) this.#reconciles.remove({ profile, outcome });
-    this.#used.delete(profile);
-    this.#lastSuccess.remove({ profile });
-    this.#expiry.remove({ profile });
-    this.#skipped.remove({ profile });
-    this.#reconcileOk.remove({ profile });
-    this.#reconcileAt.remove({ profile });
-    this.#reauthorization.remove({ profile });
-  }
-
-  #labelsOf(profile: string): { renewals: Set<string>; reconciles: Set<string> } {
-    let used = this.#used.get(profile);
-    if (!used) {
-      used = { renewals: new Set(), reconciles: new Set() };
-      this.#used.set(profile, used);
-    }
-    return used;
-  }
+  outcomes.set(outcome, (outcomes.get(outcome) ?? 0) + 1);
 }

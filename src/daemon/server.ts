@@ -12,7 +12,8 @@ export interface HealthServer {
 
 export interface HealthSources {
   status(): DaemonStatus;
-  registry: Registry;
+  /** Asked on the first scrape of /metrics only: probes of /healthz and /readyz never load prom-client. */
+  registry: () => Registry;
 }
 
 export async function startHealthServer(listen: { host: string; port: number }, sources: HealthSources): Promise<HealthServer> {
@@ -44,8 +45,8 @@ export async function startHealthServer(listen: { host: string; port: number }, 
       return;
     }
     if (path === '/metrics') {
-      sources.registry.metrics().then(
-        (text) => send(200, sources.registry.contentType, text),
+      sources.registry().metrics().then(
+        (text) => send(200, sources.registry().contentType, text),
         () => send(500, 'text/plain; charset=utf-8', 'metrics could not be collected\n'),
       );
       return;
