@@ -8,7 +8,8 @@ import {
 } from '../oauth/index.js';
 import { registerAppCredentials } from '../redact.js';
 import type { Io } from './output.js';
-import { askSecret, askText, isInteractive } from './prompt.js';
+import type { Prompter } from './factory.js';
+import { processPrompter } from './factory.js';
 
 /**
  * Malformed Dropbox credentials, found before the browser step: the token endpoint would refuse them only
@@ -47,6 +48,8 @@ export interface AuthorizationOptions {
   interactive?: boolean;
   /** Told the app secret that worked when it is not the one given (typed again after a refusal). */
   onAppSecret?: (appSecret: string) => void;
+  /** Who asks the person at the terminal; the process's prompts by default. */
+  prompter?: Prompter;
 }
 
 const DEFAULT_HINT_AFTER_MS = 30_000;
@@ -186,7 +189,7 @@ async function exchangeWithSecretRetry(
         `\n✗ ${error.message}.\n  The app key was accepted, so the app secret is the likely cause: copy it from the app's Settings tab in the ` +
           'App Console (App secret, Show). The code from the browser is kept; no new browser round is needed.\n',
       );
-      appSecret = await askSecret('Dropbox app secret, again (hidden)');
+      appSecret = await (options.prompter ?? processPrompter).secret('Dropbox app secret, again (hidden)');
       registerAppCredentials(options.appKey, appSecret);
     }
   }
@@ -200,14 +203,15 @@ export async function authorizeInteractively(options: AuthorizationOptions): Pro
     const request = createAuthorizationRequest({ authorizeUrl: settings.authorizeUrl, appKey: options.appKey });
     io.stderr.write(`\nOpen this URL in a browser, sign in to Dropbox and click Allow:\n\n  ${request.url}\n\n`);
     io.stderr.write('Dropbox then shows an access code. Paste it here.\n');
-    const atTerminal = isInteractive(options.stdin);
+    const prompter = options.prompter ?? processPrompter;
+    const atTerminal = prompter.interactive(options.stdin);
     const piped = atTerminal ? undefined : pastedLines(options.stdin, signal);
     try {
       let last: SyncauthError | undefined;
       for (let attempt = 1; attempt <= CODE_TRIES; attempt++) {
         const code = piped
           ? await piped.next()
-          : await askText('Access code', { validate: (v) => (v ? undefined : 'paste the code Dropbox shows after Allow') });
+          : await prompter.text('Access code', { validate: (v) => (v ? undefined : 'paste the code Dropbox shows after Allow') });
         if (!code) throw last ?? noCode();
         try {
           if (looksLikeAccessToken(code)) throw tokenNotCode();

@@ -4,7 +4,7 @@ import { createRequire } from 'node:module';
 import { Command, CommanderError, Option } from 'commander';
 import { ExitCode } from '../errors.js';
 import { addSettingOptions, buildContext, type CommandContext } from './context.js';
-import { handleSignals, InterruptedError, interruptedExitCode, interruptSignal, type SignalPolicy } from './interrupt.js';
+import { InterruptedError, interruptedExitCode, interruptSignal, type SignalPolicy } from './interrupt.js';
 import type { Factory } from './factory.js';
 import { reportError } from './output.js';
 import { DESTINATION_TYPES, SCHEDULES, SOURCE_TYPES, WORKFLOW_TYPES } from '../service/constants.js';
@@ -41,7 +41,7 @@ function lazyWith(factory: Factory) {
   return (load: () => Promise<Record<string, unknown>>, exportName: string, signals: SignalPolicy | 'own' = 'exit') => async (...args: unknown[]): Promise<void> => {
     // Given back when the command is done, so that commands run one after another in one process (tests)
     // do not pile up handlers.
-    const release = signals === 'own' ? undefined : handleSignals(signals);
+    const release = signals === 'own' ? undefined : factory.signals.handle(signals);
     try {
       const command = args[args.length - 1] as Command;
       const positional = args.slice(0, -2);

@@ -4,7 +4,7 @@
 // tarball) is left to the end-to-end tests that do spawn it.
 import path from 'node:path';
 import { Readable, Writable } from 'node:stream';
-import { createFactory } from '../../src/cli/factory.js';
+import { createFactory, processPrompter, type Prompter } from '../../src/cli/factory.js';
 import { main } from '../../src/cli/program.js';
 import { tempDir, type CliOptions, type CliResult } from './cli.js';
 
@@ -19,7 +19,29 @@ function capture(): { stream: Writable; text: () => string } {
   return { stream, text: () => text };
 }
 
-export async function runInProcess(args: string[], options: CliOptions = {}): Promise<CliResult> {
+/**
+ * A prompter that answers from a list, as a person at a terminal would type, and records what it was asked.
+ * Nothing is shown: the questions are only recorded.
+ */
+export function scriptedPrompter(answers: string[]): Prompter & { asked: string[] } {
+  const asked: string[] = [];
+  const next = async (message: string): Promise<string> => {
+    asked.push(message);
+    const answer = answers.shift();
+    if (answer === undefined) throw new Error(`no scripted answer left for "${message}"`);
+    return answer;
+  };
+  return {
+    ...processPrompter,
+    asked,
+    interactive: () => true,
+    text: (message) => next(message),
+    secret: (message) => next(message),
+    confirm: async (message) => (await next(message)) === 'yes',
+  };
+}
+
+export async function runInProcess(args: string[], options: CliOptions & { prompter?: Prompter } = {}): Promise<CliResult> {
   const cwd = options.cwd ?? tempDir();
   // The same clean environment runCli gives the binary.
   const env: Record<string, string> = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: cwd, SYNCAUTH_CONFIG_DIR: path.join(cwd, 'config') };
@@ -34,6 +56,7 @@ export async function runInProcess(args: string[], options: CliOptions = {}): Pr
     cwd: () => cwd,
     io: { stdout: stdout.stream, stderr: stderr.stream },
     stdin: Readable.from([options.stdin ?? '']),
+    ...(options.prompter ? { prompter: options.prompter } : {}),
   });
   const code = await main(['node', 'syncauth', ...args], factory);
   return { code, stdout: stdout.text(), stderr: stderr.text() };

@@ -3,13 +3,12 @@
 import { ValidationError, type FieldIssue } from '../../errors.js';
 import { authorizeInteractively, dropboxCredentialIssues } from '../authorization.js';
 import type { CommandContext } from '../context.js';
-import { interruptSignal } from '../interrupt.js';
 import { printJson } from '../output.js';
-import { askSecret, isInteractive } from '../prompt.js';
 
 export async function authorize(context: CommandContext, options: { browser?: boolean; open?: boolean; timeout?: string }): Promise<void> {
   const v = context.settings.values;
-  const interactive = isInteractive(context.stdin);
+  const prompter = context.factory.prompter;
+  const interactive = prompter.interactive(context.stdin);
   const issues: FieldIssue[] = [];
   const timeoutSeconds = Number(options.timeout ?? '300');
   if (!Number.isInteger(timeoutSeconds) || timeoutSeconds < 1) issues.push({ field: '--timeout', message: 'must be whole seconds, at least 1' });
@@ -17,11 +16,11 @@ export async function authorize(context: CommandContext, options: { browser?: bo
   if (!v.appSecret && !interactive) issues.push({ field: 'SYNCAUTH_APP_SECRET', message: 'is required' });
   issues.push(...dropboxCredentialIssues({ appKey: v.appKey, appSecret: v.appSecret }));
   if (issues.length) throw new ValidationError(issues);
-  const appKey = v.appKey ?? (await askSecret('Dropbox app key (hidden)'));
-  const appSecret = v.appSecret ?? (await askSecret('Dropbox app secret (hidden)'));
+  const appKey = v.appKey ?? (await prompter.secret('Dropbox app key (hidden)'));
+  const appSecret = v.appSecret ?? (await prompter.secret('Dropbox app secret (hidden)'));
   const tokens = await authorizeInteractively({
     settings: v, appKey, appSecret, paste: options.browser === false, openBrowser: options.open !== false,
-    timeoutMs: timeoutSeconds * 1000, io: context.io, stdin: context.stdin, signal: interruptSignal,
+    timeoutMs: timeoutSeconds * 1000, io: context.io, stdin: context.stdin, signal: context.factory.signals.interrupted, prompter,
   });
   context.io.stderr.write(
     '\nThe refresh token follows on stdout. It is a secret that does not expire: hand it to the other host as\n' +

@@ -22,7 +22,6 @@ import type { CommandContext } from '../context.js';
 import { checkUuid } from '../input.js';
 import { writeSection } from '../interrupt.js';
 import { counted, printJson, warn } from '../output.js';
-import { askSecret, isInteractive, readLine } from '../prompt.js';
 import { openSession, readSecrets, requireGrant, type ProfileSession } from '../session.js';
 import { sessionAccessToken } from './shared.js';
 import { reauthorizeCommand } from '../../profile/name.js';
@@ -496,9 +495,10 @@ export async function profileRekey(context: CommandContext): Promise<void> {
  */
 async function readNewSecret(context: CommandContext, label: string, options: { confirm?: boolean } = {}): Promise<string> {
   const field = `new ${label}`;
-  if (isInteractive(context.stdin)) {
-    const value = await askSecret(`New ${label}`);
-    if (options.confirm && (await askSecret(`The new ${label} again`)) !== value) {
+  const prompter = context.factory.prompter;
+  if (prompter.interactive(context.stdin)) {
+    const value = await prompter.secret(`New ${label}`);
+    if (options.confirm && (await prompter.secret(`The new ${label} again`)) !== value) {
       throw new ValidationError([{ field, message: 'the two entries differ' }]);
     }
     return value;
@@ -506,7 +506,7 @@ async function readNewSecret(context: CommandContext, label: string, options: { 
   if ((context.stdin as NodeJS.ReadStream).isTTY) {
     throw new ValidationError([{ field, message: 'stdin is a terminal but stderr is not, so it cannot be asked with hidden input; pipe it on stdin' }]);
   }
-  const line = await readLine(context.stdin);
+  const line = await prompter.readLine(context.stdin);
   if (!line) throw new ValidationError([{ field, message: 'expected it as one line on stdin (or run in a terminal to be asked)' }]);
   return line;
 }

@@ -2,7 +2,6 @@
 // at once take turns on the profile's renewal lock, and those that waited while another renewed use its
 // token (see RECENT_RENEWAL_MS) instead of renewing again.
 import { ExitCode, SyncauthError } from '../../errors.js';
-import { ServiceClient } from '../../service/client.js';
 import type { Schedule } from '../../service/models.js';
 import { defaultConnectorName, syncConnector } from '../../sync/reconcile.js';
 import { baseState, recordFailure } from '../../sync/renew.js';
@@ -25,7 +24,7 @@ export async function refresh(context: CommandContext): Promise<void> {
   }
   const tokens = await sessionAccessToken(session, grant, 'recent');
   const connectorName = v.connectorName ?? defaultConnectorName(v.remoteUrl);
-  const client = new ServiceClient({ baseUrl: v.baseUrl, apiKey: secrets.apiKey, apiKeyHeader: v.apiKeyHeader });
+  const client = await context.factory.serviceClient({ baseUrl: v.baseUrl, apiKey: secrets.apiKey, apiKeyHeader: v.apiKeyHeader });
   try {
     // The base URL is not recorded here: only setup binds endpoints to the secrets, so neither a run with
     // --endpoint-override nor a profile made of environment variables gets one recorded by a refresh.

@@ -28,7 +28,6 @@ import {
 } from '../setup/changes.js';
 import { chooseWorkflow, createChosenWorkflow, type WorkflowChoice } from '../setup/workflow-choice.js';
 import { counted, printJson, warn } from '../output.js';
-import { askConfirm, askSecret, askText, isInteractive } from '../prompt.js';
 import { openSession, readSecrets, type ProfileSession } from '../session.js';
 
 export interface SetupOptions {
@@ -64,7 +63,8 @@ function checklist(session: ProfileSession, paste: boolean): string {
 async function gather(session: ProfileSession, context: CommandContext, options: SetupOptions): Promise<Gathered> {
   const v = session.values;
   // Reading the store first also proves it works: finding out after the browser step would waste the grant.
-  const interactive = !options.yes && isInteractive(context.stdin);
+  const prompter = context.factory.prompter;
+  const interactive = !options.yes && prompter.interactive(context.stdin);
   const secrets = await readSecretsOrSwitch(session, context, interactive);
   const issues: FieldIssue[] = [];
   const ask = async (field: string, have: string | undefined, question: string, secret: boolean, check?: (value: string) => string | undefined): Promise<string | undefined> => {
@@ -73,7 +73,7 @@ async function gather(session: ProfileSession, context: CommandContext, options:
       issues.push({ field, message: `is required${secret ? ' (secrets come from the environment, a .env file or a prompt, never from flags)' : ''}` });
       return undefined;
     }
-    return secret ? askSecret(question) : askText(question, check ? { validate: check } : {});
+    return secret ? prompter.secret(question) : prompter.text(question, check ? { validate: check } : {});
   };
   const urlCheck = (value: string) => (/^https?:\/\/[^\s/]+/.test(value) ? undefined : 'an http(s) URL, like https://platform.example.com');
   const baseUrl = await ask(howToSet('baseUrl'), v.baseUrl, "The ingestion service's base URL", false, urlCheck);
@@ -154,7 +154,7 @@ async function readSecretsOrSwitch(session: ProfileSession, context: CommandCont
     const file = path.join(configDir, SECRET_FILE_NAME);
     context.io.stderr.write(`! ${error.message}\n`);
     const exists = existsSync(file);
-    const switchNow = await askConfirm(
+    const switchNow = await context.factory.prompter.confirm(
       exists
         ? `Use the encrypted file store already in ${configDir} for profile "${session.name}" instead?`
         : `Keep profile "${session.name}"'s secrets in an encrypted file in ${configDir} instead?`,
@@ -162,7 +162,7 @@ async function readSecretsOrSwitch(session: ProfileSession, context: CommandCont
     );
     if (!switchNow) throw error;
     const given = session.values.storeKey?.trim();
-    const storeKey = given || await askNewStoreKey(exists);
+    const storeKey = given || await askNewStoreKey(exists, context);
     session.secrets = openSecretStore({
       kind: 'file', configDir, env: context.inputs.env, storeKey, onWarning: (message) => warn(context.io, message),
     });
@@ -176,14 +176,15 @@ async function readSecretsOrSwitch(session: ProfileSession, context: CommandCont
 /** Profiles whose store setup switched to the file store in this run: the end says how later commands find it. */
 const switchedStore = new Set<string>();
 
-async function askNewStoreKey(exists: boolean): Promise<string> {
-  if (exists) return askSecret('The key of the encrypted file store (hidden)');
+async function askNewStoreKey(exists: boolean, context: CommandContext): Promise<string> {
+  const { secret } = context.factory.prompter;
+  if (exists) return secret('The key of the encrypted file store (hidden)');
   const tooShort = (value: string) =>
     Array.from(value.trim()).length < MIN_STORE_KEY_LENGTH ? `at least ${MIN_STORE_KEY_LENGTH} characters; a long random value is best (openssl rand -base64 32)` : undefined;
   for (;;) {
-    const key = await askSecret(`A key for the new encrypted file store, at least ${MIN_STORE_KEY_LENGTH} characters (hidden)`, { validate: tooShort });
-    if (await askSecret('The same key again (hidden)') === key) return key;
-    process.stderr.write('The two keys differ; once more.\n');
+    const key = await secret(`A key for the new encrypted file store, at least ${MIN_STORE_KEY_LENGTH} characters (hidden)`, { validate: tooShort });
+    if (await secret('The same key again (hidden)') === key) return key;
+    context.io.stderr.write('The two keys differ; once more.\n');
   }
 }
 
@@ -331,7 +332,7 @@ async function decideConnector(
   if (!options.adopt) {
     if (!interactive) throw unconfirmedAdoption(decision, gathered.connectorName);
     context.io.stderr.write(`! a source connector named "${gathered.connectorName}" (${decision.connector.id}) already exists and may not be this profile's: ${decision.reason}\n`);
-    const take = await askConfirm('Take it over? Its folder and credentials become this profile\'s (No: choose another name with --connector-name)', { initial: false });
+    const take = await context.factory.prompter.confirm('Take it over? Its folder and credentials become this profile\'s (No: choose another name with --connector-name)', { initial: false });
     if (!take) {
       throw new SyncauthError('SYNCAUTH_CANCELLED', 'cancelled; nothing was written', {
         exitCode: ExitCode.error,
@@ -365,7 +366,7 @@ async function confirmChanges(session: ProfileSession, gathered: Gathered, optio
   io.stderr.write(`${formatChanges(session.name, changes)}\n`);
   if (options.yes) return;
   if (!interactive) throw unconfirmedChanges(session.name, changes);
-  if (!(await askConfirm(`Apply these changes to profile "${session.name}"?`, { initial: false }))) {
+  if (!(await context.factory.prompter.confirm(`Apply these changes to profile "${session.name}"?`, { initial: false }))) {
     throw new SyncauthError('SYNCAUTH_CANCELLED', 'cancelled; nothing was written', { exitCode: ExitCode.error });
   }
 }
@@ -380,14 +381,14 @@ export async function setup(context: CommandContext, options: SetupOptions): Pro
   const { io } = context;
   io.stderr.write(checklist(session, paste));
   const gathered = await gather(session, context, options);
-  const interactive = !options.yes && isInteractive(context.stdin);
+  const interactive = !options.yes && context.factory.prompter.interactive(context.stdin);
   let workflowChoice: WorkflowChoice | undefined;
   // Everything that can be checked without the person, before the browser opens (or the URL is shown), and
   // every question whose answer changes what is written.
   await checkService(session, gathered, async (client, sources) => {
     await decideConnector(session, gathered, sources, options, interactive, context);
     if (interactive && options.workflow !== false && !gathered.workflowId) {
-      workflowChoice = await chooseWorkflow(client, { connectorName: gathered.connectorName });
+      workflowChoice = await chooseWorkflow(client, { connectorName: gathered.connectorName, prompter: context.factory.prompter });
       if (workflowChoice.kind === 'existing') {
         gathered.workflowId = workflowChoice.id;
         if (workflowChoice.schedule) gathered.schedule = workflowChoice.schedule;
@@ -415,8 +416,9 @@ export async function setup(context: CommandContext, options: SetupOptions): Pro
       timeoutMs: timeoutSeconds * 1000,
       io,
       stdin: context.stdin,
-      signal: interruptSignal,
-      interactive: !options.yes && isInteractive(context.stdin),
+      signal: context.factory.signals.interrupted,
+      interactive: !options.yes && context.factory.prompter.interactive(context.stdin),
+      prompter: context.factory.prompter,
       // Typed again after Dropbox refused the first one: that is the secret to store and give the connector.
       onAppSecret: (appSecret) => {
         gathered.appSecret = appSecret;

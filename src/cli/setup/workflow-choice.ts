@@ -5,7 +5,7 @@
 import { SCHEDULE_CRON, SCHEDULES, type Schedule } from '../../service/constants.js';
 import type { ServiceClient } from '../../service/client.js';
 import type { WorkflowInformation } from '../../service/models.js';
-import { askSelect, askText } from '../prompt.js';
+import type { Prompter } from '../factory.js';
 
 export type WorkflowChoice =
   | { kind: 'none' }
@@ -30,36 +30,37 @@ function cronOf(workflow: WorkflowInformation): string | undefined {
 }
 
 /** Asks at the terminal (only called when interactive and neither --workflow-id nor --no-workflow was given). */
-export async function chooseWorkflow(client: ServiceClient, options: { connectorName: string }): Promise<WorkflowChoice> {
+export async function chooseWorkflow(client: ServiceClient, options: { connectorName: string; prompter: Prompter }): Promise<WorkflowChoice> {
+  const { prompter } = options;
   const [workflows, sources] = await Promise.all([client.listWorkflows(), client.listSources()]);
   const names = new Map(sources.map((s) => [s.id, s.name]));
   const sorted = [...workflows].sort((a, b) => a.name.localeCompare(b.name));
-  const picked = await askSelect<string>('Which workflow should read from the connector?', [
+  const picked = await prompter.select<string>('Which workflow should read from the connector?', [
     ...sorted.map((w) => ({ value: w.id, label: `${w.name} (${w.id})`, hint: readsFrom(w, names) })),
     { value: NEW, label: 'A new workflow', hint: 'made once the connector exists' },
     { value: NONE, label: 'None: the connector alone', hint: 'wire one later with `syncauth profile set --workflow-id`' },
   ], { initial: sorted.length > 0 ? (sorted[0] as WorkflowInformation).id : NEW });
   if (picked === NONE) return { kind: 'none' };
   if (picked === NEW) {
-    const name = await askText('Name of the new workflow', {
+    const name = await prompter.text('Name of the new workflow', {
       initial: options.connectorName,
       validate: (value) => (value.trim() ? undefined : 'required'),
     });
-    const schedule = await askSchedule(undefined);
+    const schedule = await askSchedule(undefined, prompter);
     return { kind: 'create', name, ...(schedule ? { schedule } : {}) };
   }
   const workflow = sorted.find((w) => w.id === picked) as WorkflowInformation;
-  const schedule = await askSchedule(workflow);
+  const schedule = await askSchedule(workflow, prompter);
   return { kind: 'existing', id: workflow.id, name: workflow.name, ...(schedule ? { schedule } : {}) };
 }
 
 /** A named schedule, or undefined: keep the workflow's own (an existing one) or run it by hand (a new one). */
-async function askSchedule(workflow: WorkflowInformation | undefined): Promise<Schedule | undefined> {
+async function askSchedule(workflow: WorkflowInformation | undefined, prompter: Prompter): Promise<Schedule | undefined> {
   const current = workflow ? cronOf(workflow) : undefined;
   const stay = workflow
     ? { value: KEEP, label: 'Keep its schedule', hint: current ? `cron ${current}` : 'it has none: runs by hand' }
     : { value: MANUAL, label: 'No schedule', hint: 'run it with `syncauth workflow run ID`' };
-  const picked = await askSelect<string>('How often should it run?', [
+  const picked = await prompter.select<string>('How often should it run?', [
     stay,
     ...SCHEDULES.map((s) => ({ value: s, label: s, hint: `cron ${SCHEDULE_CRON[s]}` })),
   ], { initial: stay.value });
