@@ -1,8 +1,9 @@
 // File-system primitives shared by the profile state and the encrypted secret file: private directories and
 // atomic private files.
-import { closeSync, fchmodSync, fchownSync, fstatSync, openSync, renameSync, rmSync, writeSync } from 'node:fs';
-import { chmod, mkdir, open, readdir, readFile, realpath, rename, rm, stat } from 'node:fs/promises';
+import { closeSync, fchmodSync, fchownSync, fstatSync, fsync, openSync, renameSync, rmSync, writeSync } from 'node:fs';
+import { chmod, mkdir, readdir, readFile, realpath, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
+import { promisify } from 'node:util';
 
 /**
  * Creates `dir` (and its parents) as 0700. An existing directory is tightened to 0700 only when `tighten` is
@@ -31,10 +32,13 @@ export function temporaryNameFor(file: string): string {
  * Writes a 0600 file through a temporary file in the same directory and a rename, so a reader sees either the
  * old content or the new, never a torn write; on failure the temporary file is removed and the old file stays.
  * The temporary file is created exclusively and 0600 from its first instant, its content is flushed to disk
- * before the rename, and a symbolic link at `file` is followed (its target is replaced, the link stays).
- * Seven calls in all, since the renewal path writes one of these per renewal; with `durable: false` (a record
- * that can be learnt again) the flush is skipped, with `followLinks: false` (a file only syncauth writes) the
- * link check. The identity returned lets a cache recognise the file later with one stat.
+ * before the rename, and a symbolic link at `file` is followed (its target is replaced, the link stays). With
+ * `durable: false` (a record that can be learnt again) the flush is skipped, with `followLinks: false` (a file
+ * only syncauth writes) the link check. The identity returned lets a cache recognise the file later with one stat.
+ *
+ * The calls are synchronous but for the flush: each is a local operation of microseconds, and a round trip
+ * through libuv's thread pool costs several times that in CPU (the renewal path writes one of these per
+ * renewal); only the flush waits for the disk, so only it is awaited.
  *
  * `share` widens the file for consumers (the published token file): the group and mode are set on the
  * temporary file before the rename, so the content is never readable by anyone not named, not even for an
@@ -48,46 +52,18 @@ export async function writePrivateFile(
 ): Promise<FileIdentity> {
   const target = options.followLinks === false ? file : await realpath(file).catch(() => file);
   const temporary = temporaryNameFor(target);
-  if (options.durable === false) return writeWithoutWaiting(temporary, target, data, share);
   let renamed = false;
-  let identity: FileIdentity;
   // 'wx': never reuse a file (or follow a link) someone left at the temporary name.
-  const handle = await open(temporary, 'wx', 0o600);
-  try {
-    try {
-      await handle.writeFile(data);
-      await handle.sync();
-      if (share?.gid !== undefined) await handle.chown(-1, share.gid);
-      if (share && share.mode !== 0o600) await handle.chmod(share.mode);
-      // The renamed file keeps inode, size and mtime (a rename changes only its ctime).
-      const info = await handle.stat();
-      identity = { ino: info.ino, size: info.size, mtimeMs: info.mtimeMs };
-    } finally {
-      await handle.close();
-    }
-    await rename(temporary, target);
-    renamed = true;
-  } finally {
-    if (!renamed) await rm(temporary, { force: true });
-  }
-  return identity;
-}
-
-/**
- * The same replacement without the flush, in synchronous calls: with nothing waiting for the disk, each is a
- * local operation of microseconds, and four thread-pool round trips would cost the renewal path more CPU than
- * its HTTP exchange.
- */
-function writeWithoutWaiting(temporary: string, target: string, data: string | Buffer, share: { mode: number; gid?: number } | undefined): FileIdentity {
-  let renamed = false;
   const fd = openSync(temporary, 'wx', 0o600);
   try {
     let identity: FileIdentity;
     try {
       const bytes = typeof data === 'string' ? Buffer.from(data, 'utf8') : data;
       for (let written = 0; written < bytes.length; ) written += writeSync(fd, bytes, written);
+      if (options.durable !== false) await flush(fd);
       if (share?.gid !== undefined) fchownSync(fd, -1, share.gid);
       if (share && share.mode !== 0o600) fchmodSync(fd, share.mode);
+      // The renamed file keeps inode, size and mtime (a rename changes only its ctime).
       const info = fstatSync(fd);
       identity = { ino: info.ino, size: info.size, mtimeMs: info.mtimeMs };
     } finally {
@@ -100,6 +76,8 @@ function writeWithoutWaiting(temporary: string, target: string, data: string | B
     if (!renamed) rmSync(temporary, { force: true });
   }
 }
+
+const flush = promisify(fsync);
 
 /** What tells one version of a file from another, short of reading it. */
 export interface FileIdentity {
@@ -121,8 +99,7 @@ export async function readTextIfExists(file: string): Promise<string | undefined
 /**
  * Removes the temporary files that atomic writes of these files left behind when their process was killed
  * mid-write (`temporaryNameFor` names them `<file>.<number>`, as write-file-atomic did before). Only those older
- * than `olderThanMs`: another
- * process may be writing one now, and a write takes milliseconds.
+ * than `olderThanMs`: another process may be writing one now, and a write takes milliseconds.
  */
 export async function removeTemporaryLeftovers(files: readonly string[], olderThanMs: number): Promise<void> {
   const byDir = new Map<string, Set<string>>();

@@ -92,5 +92,5 @@ export async function resolveGroup(raw: string, field: string): Promise<number> 
  * back, and a flush would cost every renewal more than its HTTP exchange.
  */
 export async function writeSharedFile(file: string, content: string, access: FileAccess): Promise<void> {
-  await writePrivateFile(file, content, access.gid === undefined ? { mode: access.mode } : { mode: access.mode, gid: access.gid }, { durable: false });
+  await writePrivateFile(file, content, access, { durable: false });
 }

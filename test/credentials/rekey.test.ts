@@ -1,7 +1,7 @@
 // Re-keying the encrypted file store: in-process for the store's own guarantees (every secret carried over,
 // the old key shut out, refusals that leave the file as it was, a write that dies half-way), and through
 // `syncauth profile rekey` in real processes, one of them killed with SIGKILL while it writes.
-import type * as FsPromises from 'node:fs/promises';
+import type * as Fs from 'node:fs';
 import { spawn, spawnSync } from 'node:child_process';
 import { createCipheriv, randomBytes, scryptSync } from 'node:crypto';
 import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, watch, writeFileSync } from 'node:fs';
@@ -26,16 +26,16 @@ const crash = vi.hoisted(() => ({ armed: false, tmpfiles: [] as string[] }));
 // A write that dies after its temporary file holds part of the new content, as in test/profile/atomic-write.
 // The rename is where an atomic write commits: failing it, after the temporary file was created and written,
 // is the crash to survive. The temporary file is cut to part of its content first, as a killed writer leaves it.
-vi.mock('node:fs/promises', async (importOriginal) => {
-  const real = await importOriginal<typeof FsPromises>();
-  const rename = async (from: string, to: string): Promise<void> => {
-    if (!crash.armed || !/\.\d+$/.test(String(from))) return real.rename(from, to);
+vi.mock('node:fs', async (importOriginal) => {
+  const real = await importOriginal<typeof Fs>();
+  const renameSync = (from: string, to: string): void => {
+    if (!crash.armed || !/\.\d+$/.test(String(from))) return real.renameSync(from, to);
     crash.armed = false;
     crash.tmpfiles.push(String(from));
-    await real.truncate(from, 40);
+    real.truncateSync(from, 40);
     throw new Error('simulated crash during write');
   };
-  return { ...real, default: { ...real, rename }, rename };
+  return { ...real, default: { ...real, renameSync }, renameSync };
 });
 
 const FORMAT_1_FIXTURE = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures/secrets-v1.enc');

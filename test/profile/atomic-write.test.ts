@@ -1,6 +1,6 @@
 // A write that dies half-way must leave the previous file whole and no temporary file behind. The crash is
 // simulated at the rename that would commit it, after its temporary file exists and holds part of the new content.
-import type * as FsPromises from 'node:fs/promises';
+import type * as Fs from 'node:fs';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -12,16 +12,16 @@ const crash = vi.hoisted(() => ({ armed: false, tmpfiles: [] as string[] }));
 
 // The rename is where an atomic write commits: failing it, after the temporary file was created and written,
 // is the crash to survive. The temporary file is cut to part of its content first, as a killed writer leaves it.
-vi.mock('node:fs/promises', async (importOriginal) => {
-  const real = await importOriginal<typeof FsPromises>();
-  const rename = async (from: string, to: string): Promise<void> => {
-    if (!crash.armed || !/\.\d+$/.test(String(from))) return real.rename(from, to);
+vi.mock('node:fs', async (importOriginal) => {
+  const real = await importOriginal<typeof Fs>();
+  const renameSync = (from: string, to: string): void => {
+    if (!crash.armed || !/\.\d+$/.test(String(from))) return real.renameSync(from, to);
     crash.armed = false;
     crash.tmpfiles.push(String(from));
-    await real.truncate(from, 20);
+    real.truncateSync(from, 20);
     throw new Error('simulated crash during write');
   };
-  return { ...real, default: { ...real, rename }, rename };
+  return { ...real, default: { ...real, renameSync }, renameSync };
 });
 
 let configDir: string;
