@@ -16,7 +16,7 @@ export interface CommandContext {
   json: boolean;
   io: Io;
   stdin: NodeJS.ReadableStream;
-  /** Where the command gets its service client and secret store (see factory.ts). */
+  /** Where the command gets its service client, secret store, prompter and signals (see factory.ts). */
   factory: Factory;
   /**
    * The user asked, explicitly, to send a profile's secrets to endpoints other than the recorded ones: with

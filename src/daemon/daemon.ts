@@ -7,7 +7,7 @@ import { startTokenSocket } from '../publish/socket.js';
 import { TemplateRenderer } from '../publish/template.js';
 import { classifyFailure } from './classify.js';
 import { resolveDaemonConfig, type DaemonConfig } from './config.js';
-import { scheduleSweeps, type ClockJump } from './cron.js';
+import { scheduleSweeps, type ClockJump, type SweepSchedule } from './cron.js';
 import { RateGate, Semaphore } from './limiter.js';
 import { renewalLock, replicaLease, SingleFlight } from './exclusion.js';
 import { DaemonMetrics } from './metrics.js';
@@ -33,6 +33,8 @@ export class Daemon implements RunningDaemon {
   readonly #ctx: WorkerContext;
   /** What start() opened, in order; close() closes it in reverse. */
   readonly #closers: Closer[] = [];
+  /** Stopped before the rest: no sweep may start while work in flight settles. */
+  #schedule: SweepSchedule | undefined;
   #url: string | undefined;
   #closing: Promise<void> | undefined;
   #coordinatorDownSince: number | undefined;
@@ -136,8 +138,7 @@ export class Daemon implements RunningDaemon {
     }
     const schedule = this.#config.schedule;
     if (schedule !== false) {
-      const sweeps = scheduleSweeps(schedule, () => this.sweep(), this.#log, { clock: this.#clock, onJump: (jump) => this.#clockJumped(jump) });
-      this.#closers.push({ what: 'schedule', close: () => sweeps.stop() });
+      this.#schedule = scheduleSweeps(schedule, () => this.sweep(), this.#log, { clock: this.#clock, onJump: (jump) => this.#clockJumped(jump) });
     }
     if (this.#config.sweepOnStart) {
       void this.sweep().catch((error: unknown) => this.#log.error({ event: 'sweep.failed', op: 'sweep', err: error }, 'the first sweep failed'));
@@ -203,8 +204,9 @@ export class Daemon implements RunningDaemon {
 
   async #closeAll(): Promise<void> {
     // The schedule first, then the work in flight, then the rest in reverse order of opening.
-    const schedule = this.#closers.findIndex((c) => c.what === 'schedule');
-    if (schedule >= 0) await this.#closeOne(this.#closers.splice(schedule, 1)[0]);
+    const schedule = this.#schedule;
+    this.#schedule = undefined;
+    if (schedule) await this.#closeOne({ what: 'schedule', close: () => schedule.stop() });
     await this.#settleWork();
     while (this.#closers.length > 0) await this.#closeOne(this.#closers.pop());
   }
