@@ -37,10 +37,10 @@ export async function quietLogger() {
 // ---------------------------------------------------------------------------------------------------------------
 // The parent side: children, grants, rows.
 
-/** Runs this file as `role` in a child and resolves with the one message it sends back. */
-function child(role, job, { timeoutMs = 180_000 } = {}) {
+/** Runs `file` (this one by default) as `role` in a child and resolves with the one message it sends back. */
+export function child(role, job, { timeoutMs = 180_000, file = self } = {}) {
   return new Promise((resolve, reject) => {
-    const proc = fork(self, [role], { execArgv: ['--expose-gc'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'], serialization: 'advanced' });
+    const proc = fork(file, [role], { execArgv: ['--expose-gc'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'], serialization: 'advanced' });
     let answered = false;
     const timer = setTimeout(() => {
       proc.kill();

@@ -7,13 +7,12 @@
 //     state re-read and written, the held token.
 // The floor is warmed up first. CPU is this process's user + system time (libuv's threads included), per renewal.
 // Not a test: nothing here fails on a number.
-import { fork } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { URLSearchParams, fileURLToPath, pathToFileURL } from 'node:url';
-import { emulatorChild, makeGrants, quietLogger } from './daemon.mjs';
+import { child, emulatorChild, makeGrants, quietLogger } from './daemon.mjs';
 
 const self = fileURLToPath(import.meta.url);
 const root = path.resolve(path.dirname(self), '..');
@@ -88,22 +87,6 @@ async function floorChild({ tokenUrl, grantsFile }) {
   return results;
 }
 
-function runChild(job) {
-  return new Promise((resolve, reject) => {
-    const proc = fork(self, ['floor'], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], serialization: 'advanced' });
-    let answered = false;
-    proc.once('message', (message) => {
-      answered = true;
-      if (message.error) reject(new Error(message.error));
-      else resolve(message.results);
-    });
-    proc.once('exit', (code) => {
-      if (!answered) reject(new Error(`the floor child exited with ${code} before answering`));
-    });
-    proc.send(job);
-  });
-}
-
 /** Rows of [measurement, value, unit, ratio to floor, target]. */
 export async function floorRows() {
   const { DEFAULT_APP } = await dist('emulator/index.js');
@@ -114,7 +97,7 @@ export async function floorRows() {
     const refreshTokens = await makeGrants(emulator, DEFAULT_APP, Math.max(...SIZES));
     const grantsFile = path.join(work, 'grants.json');
     writeFileSync(grantsFile, JSON.stringify({ appKey: DEFAULT_APP.appKey, appSecret: DEFAULT_APP.appSecret, refreshTokens }));
-    const results = await runChild({ tokenUrl: emulator.tokenUrl, grantsFile });
+    const { results } = await child('floor', { tokenUrl: emulator.tokenUrl, grantsFile }, { file: self, timeoutMs: 600_000 });
     for (const { n, floor, fn, sweep, renewed } of results) {
       const per = (m) => m.cpuMs / n;
       const note = renewed === n ? '' : ` [only ${renewed} renewed]`;
