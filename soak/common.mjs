@@ -23,7 +23,8 @@ export const DAY = 24 * HOUR;
 /**
  * Places faults at random times. `specs` is a list of `{ kind, channel, count, durationMs: [min, max], ...extra }`;
  * two faults of one channel (the token endpoint, the service, a replica, Redis, the clock...) never overlap,
- * and a gap of `gapMs` is kept between them so each one's effect is seen on its own. `skipMs` at the start is
+ * and a gap of `gapMs` is kept between them so each one's effect is seen on its own. An extra value that is a
+ * function is drawn per event: `(random) => ...`. `skipMs` at the start is
  * left quiet, so the run has a baseline. Returns the events sorted by time, each `{ at, kind, channel, durationMs, ...extra }`.
  */
 export function drawSchedule(random, { durationMs, skipMs = 0, gapMs = 0, specs }) {
@@ -39,7 +40,8 @@ export function drawSchedule(random, { durationMs, skipMs = 0, gapMs = 0, specs 
         if (taken.some(([from, to]) => at < to + gapMs && at + length + gapMs > from)) continue;
         taken.push([at, at + length]);
         busy.set(channel, taken);
-        events.push({ at, channel, durationMs: length, ...extra });
+        const drawn = Object.fromEntries(Object.entries(extra).map(([k, v]) => [k, typeof v === 'function' ? v(random) : v]));
+        events.push({ at, channel, durationMs: length, ...drawn });
         break;
       }
     }
@@ -89,6 +91,8 @@ export function emptyResult(run, seed) {
     rssEndMiB: 0,
     logLinesPerDay: 0,
     logLinesPerProfileDay: 0,
+    /** Log lines that held a secret (an app secret, a refresh or access token): must be 0. */
+    secretLeaks: 0,
     /** Faults the run could not make, with why (a missing tool): printed, and a miss. */
     notRun: [],
     wallMs: 0,
@@ -135,6 +139,7 @@ export function checkTargets(result) {
     miss('memory growth', `RSS ${fmt(result.rssEndMiB)} MiB at the end, ${fmt(result.rssWeekMiB)} MiB after the first week`);
   }
   if (result.logLinesPerProfileDay > TARGETS.logLinesPerProfileDay) miss('log volume', `${fmt(result.logLinesPerProfileDay)} log lines per profile per day`);
+  if (result.secretLeaks > 0) miss('secret in logs', `${result.secretLeaks} log line(s) held a secret`);
   for (const n of result.notRun) miss('fault not run', `${n.kind}: ${n.reason}`);
   return misses;
 }
@@ -191,6 +196,7 @@ export function formatResult(result, misses = checkTargets(result)) {
     row('RSS after week 1 → at the end', `${fmt(result.rssWeekMiB)} → ${fmt(result.rssEndMiB)} MiB (${growth >= 0 ? '+' : ''}${(growth * 100).toFixed(1)} %)`, `≤ +${TARGETS.rssGrowth * 100} %`, growth <= TARGETS.rssGrowth);
   }
   row('log lines per day', `${fmt(result.logLinesPerDay)} (${fmt(result.logLinesPerProfileDay)} per profile)`, `≤ ${TARGETS.logLinesPerProfileDay} per profile`, result.logLinesPerProfileDay <= TARGETS.logLinesPerProfileDay);
+  row('log lines holding a secret', result.secretLeaks, '0', result.secretLeaks === 0);
   row('wall time', duration(result.wallMs));
   const width = rows.reduce((w, r) => Math.max(w, r[0].length), 0);
   const vwidth = rows.reduce((w, r) => Math.max(w, r[1].length), 0);
