@@ -12,7 +12,12 @@ export interface Lease {
   release(): Promise<void>;
 }
 
-/** The last reconcile any replica made: which token the connector holds now, as far as its expiry goes. */
+/**
+ * The last reconcile any replica made: which token the connector holds now, as far as its expiry goes.
+ * Its times are epoch milliseconds on the clock of the process that reads or writes them: the coordinator
+ * keeps them on a clock of its own (Redis's) and translates, so a replica whose wall clock is wrong neither
+ * writes an expiry the others misread nor misreads theirs.
+ */
 export interface SharedReconcile {
   /** Epoch milliseconds at which the access token the connector was given expires. */
   expiresAt: number;

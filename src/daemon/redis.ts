@@ -22,6 +22,8 @@ export interface RedisCoordinatorOptions {
   replicaId?: string;
   /** Connect and command deadline. Default 2 s. */
   timeoutMs?: number;
+  /** The daemon's wall clock, which the record's times are translated to and from. Default Date.now. */
+  now?: () => number;
   logger?: Logger;
 }
 
@@ -119,6 +121,13 @@ export async function createRedisCoordinator(options: RedisCoordinatorOptions): 
   const connecting = client.connect().catch(() => undefined);
 
   const key = (kind: 'lease' | 'reconciled', profile: string): string => `${prefix}:${kind}:${profile}`;
+  const now = options.now ?? Date.now;
+
+  /** How far Redis's clock is ahead of this process's: records are kept on Redis's clock. */
+  async function skewMs(action: string): Promise<number> {
+    const [seconds, micros] = await command(action, () => client.time());
+    return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000) - now();
+  }
 
   function unavailable(action: string, cause?: unknown): CoordinatorUnavailableError {
     return new CoordinatorUnavailableError(`Redis at ${redisTarget(options.url)} is unreachable, so this replica cannot ${action}`, { cause });
@@ -193,14 +202,17 @@ export async function createRedisCoordinator(options: RedisCoordinatorOptions): 
 
     async lastReconcile(profile) {
       const raw = await command('read the last reconcile', () => client.get(key('reconciled', profile)));
-      return raw === null ? undefined : decodeReconcile(raw);
+      const record = raw === null ? undefined : decodeReconcile(raw);
+      if (!record) return undefined;
+      const skew = await skewMs('read the last reconcile');
+      return { ...record, expiresAt: record.expiresAt - skew, reconciledAt: record.reconciledAt - skew };
     },
 
     async recordReconcile(profile, record) {
-      const stored = JSON.stringify({ v: RECORD_VERSION, ...record });
-      await command('record the reconcile', () =>
-        client.eval(RECORD, 1, key('reconciled', profile), stored, String(record.expiresAt), String(RECORD_TTL_MS)),
-      );
+      const skew = await skewMs('record the reconcile');
+      const expiresAt = record.expiresAt + skew;
+      const stored = JSON.stringify({ v: RECORD_VERSION, ...record, expiresAt, reconciledAt: record.reconciledAt + skew });
+      await command('record the reconcile', () => client.eval(RECORD, 1, key('reconciled', profile), stored, String(expiresAt), String(RECORD_TTL_MS)));
     },
 
     isAvailable() {

@@ -65,6 +65,11 @@ export class ProfileRuntime {
     backoff: Backoff.none,
     lastOutcome: undefined,
   };
+  /**
+   * With replicas: when to look at the shared record again after another replica reconciled. If that replica
+   * has not given the connector a newer token by then (it died, stopped, or its clock is wrong), this one does.
+   */
+  watchSharedAt: number | undefined;
   expiryTimer: NodeJS.Timeout | undefined;
   /** Token-file writes and removals, one after another. */
   fileChain: Promise<void> = Promise.resolve();
@@ -131,7 +136,7 @@ export class ProfileRuntime {
   }
 
   reconcileDue(at: number): boolean {
-    return this.reconcile.pending && this.reconcile.backoff.ready(at);
+    return (this.reconcile.pending && this.reconcile.backoff.ready(at)) || (this.watchSharedAt !== undefined && at >= this.watchSharedAt);
   }
 
   /** Whether `grant` differs from the one in memory (compared in memory only, never logged). */

@@ -384,6 +384,9 @@ export class ProfileWorker {
     if (rt.parked) await this.#maybeUnpark();
     if (rt.parked) return { profile: rt.name, action: 'parked' };
     const at = this.#now();
+    // A write that failed when the token was renewed (the directory unusable for a while) is tried again at
+    // every sweep: the file must not keep the previous token until it expires.
+    if (this.#ctx.files.publishes && rt.token && rt.publishedToken !== rt.token.value && rt.holdsToken(at)) await this.#ctx.files.publish(rt);
     if (rt.backoff.ready(at) && rt.renewalDue(at, this.#ctx.config.marginMs, this.#ctx.config.needsOwnToken)) {
       const result = await this.#ctx.limiter.run(() => this.#renew(profile));
       return { profile: rt.name, action: 'renewal', ...result };
@@ -699,28 +702,36 @@ export class ProfileWorker {
     const rt = this.#rt;
     const { config, random, coordinatorHealth, log, locks } = this.#ctx;
     const token = rt.token;
+    rt.watchSharedAt = undefined;
     if (!token || !rt.holdsToken(this.#now())) {
       rt.reconcile.pending = false;
       return 'skipped';
     }
     // The connector's token is due when it would be renewed now: inside the margin plus the largest jitter.
+    // The record's times are on this process's wall clock as the coordinator translates them (see Coordinator).
     const due = (record: SharedReconcile | undefined): boolean => !record || record.expiresAt - this.#now() <= config.marginMs + config.jitterMs;
     try {
-      if (!due(await shared.lastReconcile(rt.name))) return this.#reconciledElsewhere();
+      const seen = await shared.lastReconcile(rt.name);
+      if (!due(seen)) return this.#reconciledElsewhere(seen as SharedReconcile);
       const outcome = await (locks.replicas as Exclusion).run(rt.name, async () => {
         coordinatorHealth.up();
         const record = await shared.lastReconcile(rt.name);
-        if (!due(record)) return this.#reconciledElsewhere();
+        if (!due(record)) return this.#reconciledElsewhere(record as SharedReconcile);
+        // Never give the connector a token older than the one it holds: this replica's renewal is failing
+        // too, or due itself; it looks again shortly.
+        const expiresAt = rt.tokenExpiry(this.#now()) ?? 0;
+        if (record && expiresAt <= record.expiresAt) return 'older' as const;
         const reconciled = await this.#reconcileNow(profile, record?.connectorId);
         if (reconciled === 'failed' || reconciled === 'skipped') return reconciled;
         const connectorId = rt.connectorId;
         await shared
-          .recordReconcile(rt.name, { expiresAt: token.expiresAt, reconciledAt: this.#now(), replica: shared.replicaId, ...(connectorId ? { connectorId } : {}) })
+          .recordReconcile(rt.name, { expiresAt, reconciledAt: this.#now(), replica: shared.replicaId, ...(connectorId ? { connectorId } : {}) })
           .catch((error: unknown) =>
             log.warn({ profile: rt.name, event: 'reconcile.unshared', op: 'reconcile', error: classifyFailure(error).message }, 'could not tell the other replicas about the reconcile'),
           );
         return reconciled;
       });
+      if (outcome === 'older') return this.#deferReconcile(config.backoff.maxMs * (1 + random()));
       if (outcome !== HELD_ELSEWHERE) return outcome;
       // Another replica holds the lease: it is reconciling now, or died holding it and the lease will expire.
       coordinatorHealth.up();
@@ -733,10 +744,13 @@ export class ProfileWorker {
     }
   }
 
-  #reconciledElsewhere(): ReconcileOutcome {
+  #reconciledElsewhere(record: SharedReconcile): ReconcileOutcome {
     const rt = this.#rt;
     rt.reconcile.pending = false;
     rt.reconcile.backoff = Backoff.none;
+    // The replica that reconciled renews and reconciles again before its token is inside the margin. Should it
+    // not have by the time half the margin is left (dead, stopped, its clock wrong), this one takes over.
+    rt.watchSharedAt = record.expiresAt - this.#ctx.config.marginMs / 2;
     this.#ctx.metrics.reconcile(rt.name, 'skipped');
     this.#ctx.log.debug({ profile: rt.name, event: 'reconcile.skipped', op: 'reconcile' }, 'another replica gave the connector a token of this lifetime');
     return 'skipped';

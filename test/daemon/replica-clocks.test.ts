@@ -1,0 +1,143 @@
+// Replicas whose clocks disagree, and a replica that stops: found by the year soak (soak/virtual.mjs). The
+// shared record of the connector's token is kept on the coordinator's clock, so a replica whose wall clock is
+// an hour ahead does not make the others believe the connector's token lives an hour longer; and a replica
+// that finds the connector reconciled by another looks again before that token runs out, so a stopped replica
+// does not leave the connector with an expired token.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CoordinatorUnavailableError, type Coordinator, type SharedReconcile } from '../../src/daemon/coordinator.js';
+import { createRedisCoordinator, startDaemon, type DaemonGrant, type RunningDaemon } from '../../src/daemon/index.js';
+import { DEFAULT_EMULATOR_API_KEY } from '../../src/emulator/index.js';
+import { openProfileStore } from '../../src/profile/index.js';
+import { redisAvailability, startRedisServer, type RedisServer } from '../helpers/redis.js';
+import { captureLog, connectorsNamed, emulator, fakeClock, obtainGrant, seededRandom, tempDir } from './helpers.js';
+
+const availability = redisAvailability();
+if (availability.skip) console.warn(`replica-clocks.test.ts: ${availability.reason}`);
+
+describe.skipIf(availability.skip)('the shared record on Redis', () => {
+  let redis: RedisServer;
+  beforeAll(async () => {
+    redis = await startRedisServer(availability);
+  });
+  afterAll(async () => redis?.stop());
+
+  it('reads the same remaining life whatever the writer’s wall clock says', async () => {
+    const ahead = await createRedisCoordinator({ url: redis.url, keyPrefix: 'clocks', replicaId: 'ahead', now: () => Date.now() + 3_600_000 });
+    const right = await createRedisCoordinator({ url: redis.url, keyPrefix: 'clocks', replicaId: 'right' });
+    try {
+      await Promise.all([ahead.ready(), right.ready()]);
+      const aheadNow = Date.now() + 3_600_000;
+      await ahead.recordReconcile('p1', { expiresAt: aheadNow + 600_000, reconciledAt: aheadNow, replica: 'ahead' });
+      const seen = (await right.lastReconcile('p1')) as SharedReconcile;
+      expect(Math.abs(seen.expiresAt - (Date.now() + 600_000))).toBeLessThan(5_000);
+      expect(Math.abs(seen.reconciledAt - Date.now())).toBeLessThan(5_000);
+      // And back: the replica that is ahead reads it on its own clock.
+      const own = (await ahead.lastReconcile('p1')) as SharedReconcile;
+      expect(Math.abs(own.expiresAt - (Date.now() + 3_600_000 + 600_000))).toBeLessThan(5_000);
+      // A later record from the replica with the right clock is not refused as older.
+      await right.recordReconcile('p1', { expiresAt: Date.now() + 900_000, reconciledAt: Date.now(), replica: 'right' });
+      expect(((await right.lastReconcile('p1')) as SharedReconcile).replica).toBe('right');
+    } finally {
+      await ahead.close();
+      await right.close();
+    }
+  });
+});
+
+/** Redis's semantics on one hand-moved clock (the coordinator's), each replica reading it on its own clock. */
+function memoryCoordinator(shared: { records: Map<string, SharedReconcile>; leases: Map<string, number> }, id: string, coordinatorNow: () => number, replicaNow: () => number): Coordinator {
+  const shift = (r: SharedReconcile, by: number): SharedReconcile => ({ ...r, expiresAt: r.expiresAt + by, reconciledAt: r.reconciledAt + by });
+  return {
+    replicaId: id,
+    acquire(profile) {
+      if ((shared.leases.get(profile) ?? 0) > coordinatorNow()) return Promise.resolve(undefined);
+      shared.leases.set(profile, coordinatorNow() + 30_000);
+      return Promise.resolve({ signal: new AbortController().signal, release: async () => void shared.leases.delete(profile) });
+    },
+    lastReconcile(profile) {
+      const r = shared.records.get(profile);
+      return Promise.resolve(r && shift(r, replicaNow() - coordinatorNow()));
+    },
+    recordReconcile(profile, record) {
+      const stored = shift(record, coordinatorNow() - replicaNow());
+      const current = shared.records.get(profile);
+      if (!current || current.expiresAt <= stored.expiresAt) shared.records.set(profile, stored);
+      return Promise.resolve();
+    },
+    isAvailable: () => true,
+    close: () => Promise.resolve(),
+  };
+}
+void CoordinatorUnavailableError;
+
+describe('replicas sharing one connector', () => {
+  const LIFETIME_S = 600;
+  const MARGIN_MS = 60_000;
+
+  async function twoReplicas(offsets: { a: number; b: number }) {
+    const clock = fakeClock();
+    const emu = await emulator({ tokenLifetimeSeconds: LIFETIME_S, now: clock.now });
+    const grant: DaemonGrant = await obtainGrant(emu);
+    const shared = { records: new Map<string, SharedReconcile>(), leases: new Map<string, number>() };
+    const daemons: Record<'a' | 'b', RunningDaemon> = {} as Record<'a' | 'b', RunningDaemon>;
+    for (const id of ['a', 'b'] as const) {
+      const now = (): number => clock.now() + offsets[id];
+      daemons[id] = await startDaemon({
+        profiles: [{ name: 'p1', tokenUrl: emu.tokenUrl, grant, reconcile: { baseUrl: emu.url, apiKey: DEFAULT_EMULATOR_API_KEY, connectorName: 'conn-p1', remoteUrl: 'dropbox://data', recursive: false } }],
+        profileStore: openProfileStore(tempDir()),
+        renewMarginMs: MARGIN_MS,
+        schedule: false,
+        logger: captureLog().logger,
+        now,
+        monotonicNow: clock.now,
+        random: seededRandom(id === 'a' ? 1 : 2),
+        coordinator: memoryCoordinator(shared, id, clock.now, now),
+        serviceRetry: { retries: 0 },
+      });
+    }
+    const connectorExpiry = (): number => {
+      const [connector] = connectorsNamed(emu, 'conn-p1');
+      const token = connector?.config.token as string | undefined;
+      return (token && emu.state.accessTokens.get(token)?.expiresAt) || 0;
+    };
+    return { clock, emu, daemons, connectorExpiry, close: () => Promise.all([daemons.a.close(), daemons.b.close()]) };
+  }
+
+  it('a replica takes over the connector when the one that reconciled stops', async () => {
+    const w = await twoReplicas({ a: 0, b: 0 });
+    try {
+      await w.daemons.a.sweep();
+      w.clock.advance(120_000);
+      await w.daemons.b.sweep();
+      // From here replica a is stopped (SIGSTOP, a dead pod); b alone runs for three lifetimes.
+      for (let step = 0; step < 3 * LIFETIME_S / 10; step++) {
+        w.clock.advance(10_000);
+        await w.daemons.b.sweep();
+        expect(w.connectorExpiry(), `the connector's token expired at step ${step}`).toBeGreaterThan(w.clock.now());
+      }
+      expect(connectorsNamed(w.emu, 'conn-p1')).toHaveLength(1);
+    } finally {
+      await w.close();
+    }
+  });
+
+  it('a replica whose wall clock is ahead does not leave the connector with an expired token', async () => {
+    const w = await twoReplicas({ a: 0, b: 4 * 60_000 });
+    try {
+      let reconciles = 0;
+      for (let step = 0; step < 6 * LIFETIME_S / 10; step++) {
+        for (const id of ['b', 'a'] as const) {
+          const report = await w.daemons[id].sweep();
+          if (report.profiles.some((p) => p.reconcile === 'updated' || p.reconcile === 'created')) reconciles++;
+        }
+        if (step > 0) expect(w.connectorExpiry(), `the connector's token expired at step ${step}`).toBeGreaterThan(w.clock.now());
+        w.clock.advance(10_000);
+      }
+      expect(connectorsNamed(w.emu, 'conn-p1')).toHaveLength(1);
+      // Still about one reconcile per lifetime between the two, not one per replica per lifetime twice over.
+      expect(reconciles).toBeLessThanOrEqual(6 * 2);
+    } finally {
+      await w.close();
+    }
+  });
+});
