@@ -14,8 +14,8 @@ export default tseslint.config(
     },
   },
   {
-    files: ['bench/**/*.mjs'],
-    languageOptions: { globals: { process: 'readonly', console: 'readonly', fetch: 'readonly' } },
+    files: ['bench/**/*.mjs', 'soak/**/*.mjs'],
+    languageOptions: { globals: { process: 'readonly', console: 'readonly', fetch: 'readonly', AbortController: 'readonly', performance: 'readonly', setTimeout: 'readonly', clearTimeout: 'readonly', setInterval: 'readonly', clearInterval: 'readonly' } },
   },
   {
     // The keychain child is plain CommonJS, run by node as it is.
@@ -24,7 +24,7 @@ export default tseslint.config(
     rules: { '@typescript-eslint/no-require-imports': 'off' },
   },
   {
-    files: ['bench/**', 'test/**', 'src/cli/**', 'src/emulator/cli.ts'],
+    files: ['bench/**', 'soak/**', 'test/**', 'src/cli/**', 'src/emulator/cli.ts'],
     rules: { 'no-console': 'off' },
   },
 );

@@ -81,7 +81,7 @@ export function emptyResult(run, seed) {
     duplicateConnectors: 0,
     duplicateDetail: [],
     /** The connector held an expired token (the cycle deadline is the expiry of the token it was given). */
-    staleConnector: { count: 0, seconds: 0, windows: [] },
+    staleConnector: { count: 0, seconds: 0, windows: [], duringServiceOutages: [] },
     humanActions: [],
     expectedHumanActions: [],
     /** Token requests made for the revoked grant after it was revoked, per replica. */
@@ -89,6 +89,13 @@ export function emptyResult(run, seed) {
     rssPeakMiB: 0,
     rssWeekMiB: 0,
     rssEndMiB: 0,
+    /**
+     * Heap in use after a full collection, after the first week and at the end. Where several parts share one
+     * process (the virtual run: emulator, harness, two daemons), this is the leak measure: RSS there follows
+     * V8's reserved heap, which grows and shrinks by tens of MiB with no object kept. Absent (0) otherwise.
+     */
+    heapWeekMiB: 0,
+    heapEndMiB: 0,
     logLinesPerDay: 0,
     logLinesPerProfileDay: 0,
     /** Log lines that held a secret (an app secret, a refresh or access token): must be 0. */
@@ -135,7 +142,9 @@ export function checkTargets(result) {
   for (const [replica, count] of Object.entries(result.revokedRetries)) {
     if (count > TARGETS.revokedRetries) miss('revoked grant retried', `replica ${replica} asked for the revoked grant ${count} times after it was revoked`);
   }
-  if (result.rssWeekMiB > 0 && result.rssEndMiB > result.rssWeekMiB * (1 + TARGETS.rssGrowth)) {
+  if (result.heapWeekMiB > 0) {
+    if (result.heapEndMiB > result.heapWeekMiB * (1 + TARGETS.rssGrowth)) miss('memory growth', `heap in use ${fmt(result.heapEndMiB)} MiB at the end, ${fmt(result.heapWeekMiB)} MiB after the first week`);
+  } else if (result.rssWeekMiB > 0 && result.rssEndMiB > result.rssWeekMiB * (1 + TARGETS.rssGrowth)) {
     miss('memory growth', `RSS ${fmt(result.rssEndMiB)} MiB at the end, ${fmt(result.rssWeekMiB)} MiB after the first week`);
   }
   if (result.logLinesPerProfileDay > TARGETS.logLinesPerProfileDay) miss('log volume', `${fmt(result.logLinesPerProfileDay)} log lines per profile per day`);
@@ -187,14 +196,18 @@ export function formatResult(result, misses = checkTargets(result)) {
   row('grants lost', result.grantsLost, '0', result.grantsLost === 0);
   row('duplicate connectors (observations)', result.duplicateConnectors, '0', result.duplicateConnectors === 0);
   row('connector with an expired token', `${result.staleConnector.count} time(s), ${fmt(result.staleConnector.seconds)} s`, '0', result.staleConnector.count === 0);
+  const serviceWindows = result.staleConnector.duringServiceOutages ?? [];
+  row('  while the service refused or hung', `${serviceWindows.length} window(s), ${fmt(sum(serviceWindows))} s`, 'listed');
   const needed = result.humanActions.map((h) => `${h.profile} (${h.reason})`).join(', ') || 'none';
   row('human actions needed', needed, `only ${result.expectedHumanActions.join(', ') || 'none'}`, !misses.some((m) => m.target === 'human actions'));
   for (const [replica, n] of Object.entries(result.revokedRetries)) row(`  revoked grant asked again, replica ${replica}`, n, `≤ ${TARGETS.revokedRetries}`, n <= TARGETS.revokedRetries);
   row('peak RSS', `${fmt(result.rssPeakMiB)} MiB`);
-  if (result.rssWeekMiB > 0) {
-    const growth = result.rssEndMiB / result.rssWeekMiB - 1;
-    row('RSS after week 1 → at the end', `${fmt(result.rssWeekMiB)} → ${fmt(result.rssEndMiB)} MiB (${growth >= 0 ? '+' : ''}${(growth * 100).toFixed(1)} %)`, `≤ +${TARGETS.rssGrowth * 100} %`, growth <= TARGETS.rssGrowth);
-  }
+  const growthRow = (label, week, end, judged) => {
+    const growth = end / week - 1;
+    row(label, `${fmt(week)} → ${fmt(end)} MiB (${growth >= 0 ? '+' : ''}${(growth * 100).toFixed(1)} %)`, judged ? `≤ +${TARGETS.rssGrowth * 100} %` : 'reported', judged ? growth <= TARGETS.rssGrowth : undefined);
+  };
+  if (result.rssWeekMiB > 0) growthRow('RSS after week 1 → at the end', result.rssWeekMiB, result.rssEndMiB, !(result.heapWeekMiB > 0));
+  if (result.heapWeekMiB > 0) growthRow('heap in use after GC, week 1 → end', result.heapWeekMiB, result.heapEndMiB, true);
   row('log lines per day', `${fmt(result.logLinesPerDay)} (${fmt(result.logLinesPerProfileDay)} per profile)`, `≤ ${TARGETS.logLinesPerProfileDay} per profile`, result.logLinesPerProfileDay <= TARGETS.logLinesPerProfileDay);
   row('log lines holding a secret', result.secretLeaks, '0', result.secretLeaks === 0);
   row('wall time', duration(result.wallMs));
