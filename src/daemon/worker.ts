@@ -13,6 +13,7 @@ import { ACCOUNT_ID_TIMEOUT_MS, templatesUse, type TemplateSpec } from '../publi
 import { ServiceClient } from '../service/index.js';
 import { syncConnector } from '../sync/reconcile.js';
 import { renewHoldingLock } from '../sync/renew.js';
+import { linkSignals } from '../abort.js';
 import { Backoff } from '../backoff.js';
 import { classifyFailure, type Failure } from './classify.js';
 import type { DaemonConfig } from './config.js';
@@ -417,41 +418,17 @@ export class ProfileWorker {
 
   async #renewUnderLock(profile: DaemonProfile): Promise<{ renewal: RenewalOutcome }> {
     const rt = this.#rt;
-    const { store, config, rateGate, clock, shutdown, locks } = this.#ctx;
+    const { shutdown, locks } = this.#ctx;
     try {
       const outcome = await locks.renewal.run(
         rt.name,
         async (lockSignal) => {
-          const signal = AbortSignal.any([lockSignal, shutdown]);
-          // Another process may have renewed while this one waited for the lock.
-          const state = await this.#readState();
-          if (state?.accessTokenExpiresAt) rt.learnExpiry(Date.parse(state.accessTokenExpiresAt), this.#drawJitter());
-          if (!rt.renewalDue(this.#now(), config.marginMs, config.needsOwnToken)) {
-            rt.backoff = Backoff.none;
-            return { renewal: this.#settle('fresh') };
+          const linked = linkSignals(lockSignal, shutdown);
+          try {
+            return await this.#renewHolding(profile, linked.signal);
+          } finally {
+            linked.release();
           }
-          if (profile.readGrant && state?.secretsVersion !== rt.secretsVersion) {
-            rt.grant = await profile.readGrant();
-            rt.secretsVersion = state?.secretsVersion;
-          }
-          const grant = rt.grant as NonNullable<typeof rt.grant>;
-          if (rateGate) await rateGate.wait(signal);
-          const sentMono = clock.mono();
-          const tokens = await renewHoldingLock({
-            profiles: store,
-            name: rt.name,
-            app: { appKey: grant.appKey, appSecret: grant.appSecret },
-            refreshToken: grant.refreshToken,
-            tokenUrl: profile.tokenUrl,
-            now: clock.wall,
-            signal,
-            timeoutMs: config.tokenTimeoutMs,
-            onNewRefreshToken: (refreshToken) => this.#keepRefreshToken(profile, refreshToken),
-            ...(profile.storeAccessToken ? { onNewAccessToken: (fresh: TokenSet) => this.#shareAccessToken(profile, fresh, grant) } : {}),
-          });
-          this.#settle('renewed');
-          await this.#renewed(tokens, sentMono);
-          return { renewal: 'renewed' as const };
         },
       );
       // Another holder is renewing it now; the next visit reads what it recorded.
@@ -459,6 +436,41 @@ export class ProfileWorker {
     } catch (error) {
       return { renewal: await this.#renewalFailed(profile, error) };
     }
+  }
+
+  /** The renewal itself, holding the profile's lock; `signal` aborts when the lock is lost or the daemon stops. */
+  async #renewHolding(profile: DaemonProfile, signal: AbortSignal): Promise<{ renewal: RenewalOutcome }> {
+    const rt = this.#rt;
+    const { store, config, rateGate, clock } = this.#ctx;
+    // Another process may have renewed while this one waited for the lock.
+    const state = await this.#readState();
+    if (state?.accessTokenExpiresAt) rt.learnExpiry(Date.parse(state.accessTokenExpiresAt), this.#drawJitter());
+    if (!rt.renewalDue(this.#now(), config.marginMs, config.needsOwnToken)) {
+      rt.backoff = Backoff.none;
+      return { renewal: this.#settle('fresh') };
+    }
+    if (profile.readGrant && state?.secretsVersion !== rt.secretsVersion) {
+      rt.grant = await profile.readGrant();
+      rt.secretsVersion = state?.secretsVersion;
+    }
+    const grant = rt.grant as NonNullable<typeof rt.grant>;
+    if (rateGate) await rateGate.wait(signal);
+    const sentMono = clock.mono();
+    const tokens = await renewHoldingLock({
+      profiles: store,
+      name: rt.name,
+      app: { appKey: grant.appKey, appSecret: grant.appSecret },
+      refreshToken: grant.refreshToken,
+      tokenUrl: profile.tokenUrl,
+      now: clock.wall,
+      signal,
+      timeoutMs: config.tokenTimeoutMs,
+      onNewRefreshToken: (refreshToken) => this.#keepRefreshToken(profile, refreshToken),
+      ...(profile.storeAccessToken ? { onNewAccessToken: (fresh: TokenSet) => this.#shareAccessToken(profile, fresh, grant) } : {}),
+    });
+    this.#settle('renewed');
+    await this.#renewed(tokens, sentMono);
+    return { renewal: 'renewed' as const };
   }
 
   async #keepRefreshToken(profile: DaemonProfile, refreshToken: string): Promise<void> {
