@@ -75,6 +75,13 @@ export function emptyResult(run, seed) {
     expiredDuringLongOutages: [],
     /** Expired while the replica itself was stopped or dead: listed apart. */
     expiredWhileReplicaDown: [],
+    /** Seconds a running replica published no token for a profile it serves, outside the listed windows. */
+    noTokenSeconds: 0,
+    noTokenWindows: [],
+    /** No token while the token endpoint was down past the margin, or the token file's directory unusable. */
+    noTokenListed: [],
+    /** Seconds a profile had no connector at all (deleted behind the daemon's back, until recreated): reported. */
+    missingConnectorSeconds: 0,
     grantsLost: 0,
     grantsLostDetail: [],
     /** Observations at which a profile had more than one connector. */
@@ -126,6 +133,10 @@ export function checkTargets(result) {
   if (result.expiredSeconds > TARGETS.expiredSeconds) {
     const w = result.expiredWindows[0];
     miss('expired token published', `${fmt(result.expiredSeconds)} s with an expired token published while its daemon ran`, w?.cause ?? w);
+  }
+  if (result.noTokenSeconds > 0) {
+    const w = result.noTokenWindows[0];
+    miss('no token published', `${fmt(result.noTokenSeconds)} s with no token published by a running replica`, w?.cause ?? w);
   }
   if (result.grantsLost > TARGETS.grantsLost) miss('grants lost', `${result.grantsLost} grant(s) lost: ${JSON.stringify(result.grantsLostDetail)}`, result.grantsLostDetail[0]?.cause);
   if (result.duplicateConnectors > TARGETS.duplicateConnectors) miss('duplicate connectors', `${result.duplicateConnectors} observation(s) with duplicate connectors`, result.duplicateDetail[0]);
@@ -193,11 +204,14 @@ export function formatResult(result, misses = checkTargets(result)) {
   row('expired token published, daemon running', `${fmt(result.expiredSeconds)} s`, '0 s', result.expiredSeconds === 0);
   row('  during outages longer than the margin', `${result.expiredDuringLongOutages.length} window(s), ${fmt(sum(result.expiredDuringLongOutages))} s`, 'listed');
   row('  while the replica was stopped or dead', `${result.expiredWhileReplicaDown.length} window(s), ${fmt(sum(result.expiredWhileReplicaDown))} s`, 'listed');
+  row('no token published, daemon running', `${fmt(result.noTokenSeconds)} s`, '0 s', result.noTokenSeconds === 0);
+  row('  token endpoint down past the margin, or directory unusable', `${result.noTokenListed.length} window(s), ${fmt(sum(result.noTokenListed))} s`, 'listed');
   row('grants lost', result.grantsLost, '0', result.grantsLost === 0);
   row('duplicate connectors (observations)', result.duplicateConnectors, '0', result.duplicateConnectors === 0);
   row('connector with an expired token', `${result.staleConnector.count} time(s), ${fmt(result.staleConnector.seconds)} s`, '0', result.staleConnector.count === 0);
   const serviceWindows = result.staleConnector.duringServiceOutages ?? [];
   row('  while the service refused or hung', `${serviceWindows.length} window(s), ${fmt(sum(serviceWindows))} s`, 'listed');
+  row('no connector at all (deleted, until recreated)', `${fmt(result.missingConnectorSeconds)} s`, 'reported');
   const needed = result.humanActions.map((h) => `${h.profile} (${h.reason})`).join(', ') || 'none';
   row('human actions needed', needed, `only ${result.expectedHumanActions.join(', ') || 'none'}`, !misses.some((m) => m.target === 'human actions'));
   for (const [replica, n] of Object.entries(result.revokedRetries)) row(`  revoked grant asked again, replica ${replica}`, n, `≤ ${TARGETS.revokedRetries}`, n <= TARGETS.revokedRetries);

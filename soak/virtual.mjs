@@ -144,7 +144,7 @@ function memory() {
  * Runs `days` of simulated time with `profiles` profiles on two replicas. `log` gets progress lines.
  * `faults: false` runs the same year with no faults (a baseline).
  */
-export async function runVirtualSoak({ seed = 1, days = 365, profileCount = 10, faults = true, log = () => {}, logEvery = 30 } = {}) {
+export async function runVirtualSoak({ seed = 1, days = 365, profileCount = 10, faults = true, log = () => {}, logEvery = 30, onDay } = {}) {
   const started = performance.now();
   const [{ startEmulator, DEFAULT_APP, DEFAULT_EMULATOR_API_KEY }, { startDaemon }, { createLogger }, { exchangeCode }, { openProfileStore }, { CoordinatorUnavailableError }] =
     await Promise.all([dist('emulator/index.js'), dist('daemon/index.js'), dist('log.js'), dist('oauth/index.js'), dist('profile/index.js'), dist('daemon/coordinator.js')]);
@@ -366,6 +366,8 @@ export async function runVirtualSoak({ seed = 1, days = 365, profileCount = 10, 
   const connectorsOf = (name) => [...ws.sources.values()].filter((s) => family(name).test(s.name));
   const longOutages = schedule.filter((e) => e.kind === 'token_outage_long').map((e) => [START + e.at, START + e.at + e.durationMs + OUTAGE_GRACE]);
   const inLongOutage = (from, to) => longOutages.some(([a, b]) => from < b && to > a);
+  const fileFaults = schedule.filter((e) => e.kind === 'token_file_unwritable').map((e) => [e.replica, START + e.at, START + e.at + e.durationMs + STEP]);
+  const inFileFault = (replica, from, to) => fileFaults.some(([r, a, b]) => r === replica && from < b && to > a);
   const serviceOutages = schedule.filter((e) => e.channel === 'service').map((e) => [START + e.at, START + e.at + e.durationMs + OUTAGE_GRACE]);
   const inServiceOutage = (from, to) => serviceOutages.some(([a, b]) => from < b && to > a);
   // What a window is blamed on: the faults active when it opened, or ended within a lifetime before.
@@ -394,6 +396,9 @@ export async function runVirtualSoak({ seed = 1, days = 365, profileCount = 10, 
   const expiredDown = [];
   const staleWindows = [];
   const staleDuringService = [];
+  const noTokenUnexpected = [];
+  const noTokenListed = [];
+  let missingConnectorSeconds = 0;
   let staleSeconds = 0;
 
   /** Accounts the minute (prev, t] as it was: who ran, what was published, what the connectors held. */
@@ -402,6 +407,12 @@ export async function runVirtualSoak({ seed = 1, days = 365, profileCount = 10, 
       for (const name of names) {
         if (revokedAt !== undefined && name === revoked.profile) continue;
         const pub = r.published.get(name);
+        if (!pub && r.running && prev > START) {
+          // No token for the consumers: expected while the token endpoint is down past the margin (the file
+          // goes when its token expires) and while the directory itself is unusable; nowhere else.
+          const list = inLongOutage(prev, t) ? noTokenListed : inFileFault(r.id, prev, t) ? noTokenListed : noTokenUnexpected;
+          account(`none/${r.id}/${name}`, list, prev, t, { replica: r.id, profile: name, cause: activeKinds() || 'no fault active' });
+        }
         if (!pub || pub.expiresAt >= t) continue;
         const from = Math.max(prev, pub.expiresAt);
         const list = !r.running ? expiredDown : inLongOutage(from, t) ? expiredLong : expiredUnexpected;
@@ -411,7 +422,9 @@ export async function runVirtualSoak({ seed = 1, days = 365, profileCount = 10, 
     }
     for (const name of names) {
       if (revokedAt !== undefined && name === revoked.profile) continue;
-      for (const source of connectorsOf(name)) {
+      const sources = connectorsOf(name);
+      if (sources.length === 0 && prev > START) missingConnectorSeconds += (t - prev) / 1000;
+      for (const source of sources) {
         const token = source.config?.token;
         const expiresAt = token ? (emu.state.accessTokens.get(token)?.expiresAt ?? -Infinity) : -Infinity;
         if (expiresAt >= t) continue;
@@ -475,6 +488,7 @@ export async function runVirtualSoak({ seed = 1, days = 365, profileCount = 10, 
       const m = memory();
       result.rssPeakMiB = Math.max(result.rssPeakMiB, m.rss);
       if (day === 7) Object.assign(result, { rssWeekMiB: m.rss, heapWeekMiB: m.heap });
+      await onDay?.(day);
       if (day % logEvery === 0) log(`virtual: day ${day}/${days}, renewals ${replicas.map((r) => `${r.id} ${r.renewals}`).join(', ')}, rss ${m.rss.toFixed(1)} MiB, heap ${m.heap.toFixed(1)} of ${m.total.toFixed(1)} MiB`);
     }
   }
@@ -515,6 +529,10 @@ export async function runVirtualSoak({ seed = 1, days = 365, profileCount = 10, 
   result.expiredDuringLongOutages = cleanWindows(expiredLong);
   result.expiredWhileReplicaDown = cleanWindows(expiredDown);
   result.staleConnector = { count: staleWindows.length, seconds: staleSeconds, windows: cleanWindows(staleWindows), duringServiceOutages: cleanWindows(staleDuringService) };
+  result.noTokenWindows = cleanWindows(noTokenUnexpected);
+  result.noTokenSeconds = result.noTokenWindows.reduce((s, w) => s + w.seconds, 0);
+  result.noTokenListed = cleanWindows(noTokenListed);
+  result.missingConnectorSeconds = missingConnectorSeconds;
   const lines = replicas.reduce((s, r) => s + r.logLines, 0);
   result.logLinesPerDay = lines / days;
   result.logLinesPerProfileDay = lines / days / profileCount / replicas.length;
