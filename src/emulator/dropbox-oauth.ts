@@ -320,6 +320,7 @@ function refreshAccessToken(
     return;
   }
   const grant = ctx.state.grantsByRefreshToken.get(refreshToken);
+  if (grant) res.locals.grantId = grant.id;
   // A grant obtained with a secret must be renewed with it (dropbox-sdk-js#769); only a PKCE grant may
   // be renewed with the client_id alone.
   if (!confidential && !(grant?.publicClient && grant.appKey === app.appKey)) {

@@ -41,6 +41,9 @@ export class FaultInjector {
       if (rule.errorRate !== undefined && !(rule.errorRate >= 0 && rule.errorRate <= 1)) {
         throw new Error(`emulator: fault errorRate must be within 0..1, got ${rule.errorRate}`);
       }
+      if (rule.trickleMs !== undefined && !(Number.isFinite(rule.trickleMs) && rule.trickleMs >= 0)) {
+        throw new Error(`emulator: fault trickleMs must be 0 or more milliseconds, got ${rule.trickleMs}`);
+      }
       if (rule.status !== undefined && !(Number.isInteger(rule.status) && rule.status >= 400 && rule.status <= 599)) {
         throw new Error(`emulator: fault status must be an HTTP error status, got ${rule.status}`);
       }
@@ -58,6 +61,7 @@ export class FaultInjector {
     return async (req: Request, res: Response, next: NextFunction): Promise<void> => {
       const route = routeOf(req.path);
       let latency = 0;
+      let trickle = 0;
       let failing: ArmedRule | undefined;
       for (const rule of this.rules) {
         if (rule.route !== '*' && rule.route !== route) continue;
@@ -66,15 +70,59 @@ export class FaultInjector {
         rule.remaining--;
         if (this.roll() >= (rule.errorRate ?? 1)) continue;
         latency += rule.latencyMs ?? 0;
+        trickle = Math.max(trickle, rule.trickleMs ?? 0);
         if (rule.status !== undefined && !failing) failing = rule;
       }
       if (latency > 0) await this.sleep(latency);
+      if (trickle > 0) this.trickle(res, trickle);
       if (!failing?.status) {
         next();
         return;
       }
       sendFault(route, failing.status, failing.retryAfterSeconds, res);
     };
+  }
+
+  /**
+   * Holds the body `res` is given, then sends the status and headers at once and the body in small slices
+   * over `ms`: the client sees a response that started and is slow to finish.
+   */
+  private trickle(res: Response, ms: number): void {
+    const chunks: Buffer[] = [];
+    const keep = (chunk: unknown, encoding?: unknown): void => {
+      if (chunk === undefined || chunk === null || typeof chunk === 'function') return;
+      chunks.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as string, typeof encoding === 'string' ? (encoding as BufferEncoding) : 'utf8'));
+    };
+    const write = res.write.bind(res) as (chunk: Buffer) => boolean;
+    const end = res.end.bind(res) as () => Response;
+    res.write = ((chunk: unknown, encoding?: unknown) => {
+      keep(chunk, encoding);
+      return true;
+    }) as Response['write'];
+    res.end = ((chunk?: unknown, encoding?: unknown) => {
+      keep(chunk, encoding);
+      const body = Buffer.concat(chunks);
+      res.flushHeaders();
+      const slice = Math.max(1, Math.ceil(body.length / Math.ceil(ms / 20)));
+      const steps = Math.max(1, Math.ceil(body.length / slice));
+      let sent = 0;
+      const next = (): void => {
+        if (res.destroyed) return;
+        if (sent >= body.length) {
+          end();
+          return;
+        }
+        write(body.subarray(sent, sent + slice));
+        sent += slice;
+        const t = setTimeout(() => {
+          this.timers.delete(t);
+          next();
+        }, ms / steps);
+        this.timers.add(t);
+      };
+      next();
+      return res;
+    }) as Response['end'];
   }
 
   private sleep(ms: number): Promise<void> {

@@ -135,7 +135,8 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Runn
   app.use((req: Request, res: Response, next: NextFunction) => {
     const at = resolved.now();
     res.on('close', () => {
-      state.requests.push({ route: routeOf(req.path), method: req.method, path: req.path, status: res.statusCode, at });
+      const grantId = (res.locals as { grantId?: unknown }).grantId;
+      state.requests.push({ route: routeOf(req.path), method: req.method, path: req.path, status: res.statusCode, at, ...(typeof grantId === 'string' ? { grantId } : {}) });
     });
     next();
   });

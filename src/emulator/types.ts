@@ -47,6 +47,11 @@ export interface FaultRule {
   latencyMs?: number;
   /** The rule applies to the next N matching requests only, then lies dormant. */
   times?: number;
+  /**
+   * A trickling answer: the request is handled as usual, but its status and headers go out at once and the body
+   * follows a byte at a time, spread over this many milliseconds (a slow or congested link).
+   */
+  trickleMs?: number;
 }
 
 export interface EmulatorOptions {
@@ -213,6 +218,8 @@ export interface RequestLogEntry {
   path: string;
   status: number;
   at: number;
+  /** The grant a token request named by its refresh token (known or revoked), when it named one. */
+  grantId?: string;
 }
 
 export interface DropboxAccount {
