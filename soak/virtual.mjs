@@ -45,8 +45,10 @@ function faultSpecs(days, profiles, replicas) {
     { kind: 'token_429_burst', channel: 'token', count: n(8), durationMs: [2 * MINUTE, 20 * MINUTE], retryAfterSeconds: between(30, 900) },
     { kind: 'token_slow', channel: 'token', count: n(6), durationMs: [5 * MINUTE, 30 * MINUTE], latencyMs: 60 },
     { kind: 'token_hang', channel: 'token', count: n(4), durationMs: [5 * MINUTE, 12 * MINUTE], latencyMs: HANG },
+    { kind: 'token_trickle', channel: 'token', count: n(4), durationMs: [5 * MINUTE, 12 * MINUTE], trickleMs: HANG },
     { kind: 'service_5xx', channel: 'service', count: n(10), durationMs: [5 * MINUTE, 40 * MINUTE] },
     { kind: 'service_hang', channel: 'service', count: n(6), durationMs: [5 * MINUTE, 12 * MINUTE], latencyMs: HANG },
+    { kind: 'service_trickle', channel: 'service', count: n(4), durationMs: [5 * MINUTE, 12 * MINUTE], trickleMs: HANG },
     { kind: 'connector_deleted', channel: 'connector', count: n(6), durationMs: [0, 0], profile },
     { kind: 'replica_killed', channel: 'replica', count: n(6), durationMs: [MINUTE, 20 * MINUTE], replica, leaseLeftOn: profile },
     { kind: 'replica_stopped', channel: 'replica', count: n(3), durationMs: [LIFETIME + 30 * MINUTE, 8 * HOUR], replica },
@@ -284,6 +286,14 @@ export async function runVirtualSoak({ seed = 1, days = 365, profileCount = 10, 
       case 'token_hang':
         at(e.at, () => (rules.set('token', [{ route: 'token', latencyMs: e.latencyMs }]), applyRules()));
         at(end, () => (rules.delete('token'), applyRules()));
+        break;
+      case 'token_trickle':
+        at(e.at, () => (rules.set('token', [{ route: 'token', trickleMs: e.trickleMs }]), applyRules()));
+        at(end, () => (rules.delete('token'), applyRules()));
+        break;
+      case 'service_trickle':
+        at(e.at, () => (rules.set('service', [{ route: 'sources', trickleMs: e.trickleMs }]), applyRules()));
+        at(end, () => (rules.delete('service'), applyRules()));
         break;
       case 'service_5xx':
         at(e.at, () => (rules.set('service', [{ route: 'sources', status: 500 }, { route: 'workflows', status: 502 }]), applyRules()));

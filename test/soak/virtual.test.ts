@@ -17,7 +17,7 @@ interface Result {
 
 const KINDS = [
   'token_outage_short', 'token_outage_long', 'token_5xx_burst', 'token_429_burst', 'token_slow', 'token_hang',
-  'service_5xx', 'service_hang', 'connector_deleted', 'replica_killed', 'replica_stopped', 'host_suspended',
+  'token_trickle', 'service_5xx', 'service_hang', 'service_trickle', 'connector_deleted', 'replica_killed', 'replica_stopped', 'host_suspended',
   'redis_restarted', 'clock_stepped', 'token_file_unwritable', 'grant_revoked',
 ];
 
