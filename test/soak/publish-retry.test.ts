@@ -5,7 +5,7 @@
 import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { latestTokenOf, startWorld, tempDir } from './helpers.js';
+import { latestTokenOf, startWorld, tempDir } from '../daemon/helpers.js';
 
 describe('publishing after a failed write', () => {
   it('writes the renewed token at the next sweep once the directory is usable again', async () => {

@@ -9,7 +9,7 @@ import { createRedisCoordinator, startDaemon, type DaemonGrant, type RunningDaem
 import { DEFAULT_EMULATOR_API_KEY } from '../../src/emulator/index.js';
 import { openProfileStore } from '../../src/profile/index.js';
 import { redisAvailability, startRedisServer, type RedisServer } from '../helpers/redis.js';
-import { captureLog, connectorsNamed, emulator, fakeClock, obtainGrant, seededRandom, tempDir } from './helpers.js';
+import { captureLog, connectorsNamed, emulator, fakeClock, obtainGrant, seededRandom, tempDir } from '../daemon/helpers.js';
 
 const availability = redisAvailability();
 if (availability.skip) console.warn(`replica-clocks.test.ts: ${availability.reason}`);
