@@ -8,7 +8,7 @@
 // What is simulated and what is real: the clock is the soak's; requests, files, locks and the daemon's logic
 // are real. A sweep takes no simulated time, so a slow or hung answer is a real delay past the daemon's
 // deadlines (which are shortened to real fractions of a second here), seen by the daemon as a timeout.
-import { mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -245,6 +245,26 @@ export async function runVirtualSoak({ seed = 1, days = 365, profileCount = 10, 
   };
   for (const r of replicas) await startReplica(r);
 
+  /**
+   * kill -9: a lease it held is left to expire, and its files stay exactly as they were. The process's memory
+   * goes with it, so the soak closes the dead daemon (to measure leaks of the living, not of the dead) and
+   * then puts back any file the close touched.
+   */
+  const kill = async (r, leaseLeftOn) => {
+    r.running = false;
+    redis.leases.set(leaseLeftOn, { owner: r.id, until: t + 30 * SECOND });
+    const dir = path.join(r.dir, 'tokens');
+    const files = new Map(readdirSync(dir).map((f) => [f, readFileSync(path.join(dir, f))]));
+    const dead = r.daemon;
+    r.daemon = undefined;
+    await dead.close();
+    for (const f of readdirSync(dir)) if (!files.has(f)) rmSync(path.join(dir, f));
+    for (const [f, content] of files) {
+      const file = path.join(dir, f);
+      if (!existsSync(file) || !readFileSync(file).equals(content)) writeFileSync(file, content, { mode: 0o600 });
+    }
+  };
+
   const readPublished = (r) => {
     for (const name of names) {
       let token;
@@ -312,13 +332,7 @@ export async function runVirtualSoak({ seed = 1, days = 365, profileCount = 10, 
         });
         break;
       case 'replica_killed':
-        at(e.at, () => {
-          const r = byId(e.replica);
-          // kill -9: nothing is closed or flushed; a lease it held is left to expire.
-          r.running = false;
-          r.daemon = undefined;
-          redis.leases.set(e.leaseLeftOn, { owner: r.id, until: t + 30 * SECOND });
-        });
+        at(e.at, () => kill(byId(e.replica), e.leaseLeftOn));
         at(end, () => startReplica(byId(e.replica)));
         break;
       case 'replica_stopped':
