@@ -24,6 +24,14 @@ const CLI = path.join(ROOT, 'dist', 'cli', 'main.js');
 const DROPBOX_LIFETIME_S = 14_400;
 const SAMPLE_MS = 250;
 const SWEEP_MS = 1_000;
+/** How long a daemon runs before its RSS is a baseline to measure growth against. */
+const WARM_MS = 20_000;
+/**
+ * The daemon's reconcile lease in Redis (src/daemon/redis.ts): 30 s, fixed. Against Dropbox's 4 h lifetime and
+ * 15 min margin it is nothing; here a lifetime is 10 s, so a replica that dies holding a lease keeps the others
+ * from reconciling that profile for three lifetimes. Those stretches are listed apart, not hidden.
+ */
+const LEASE_MS = 30_000;
 /** After a replica is continued or restarted, one sweep (1 s) and a renewal may pass before its file is fresh. */
 const DOWN_GRACE_MS = 3_000;
 /** After a long outage ends, the next retry (the backoff is capped at margin / 4) and a renewal. */
@@ -551,6 +559,37 @@ export async function runRealSoak({ seed, durationMs = 90_000, log = () => {}, l
     cleanups.push(() => timers.forEach(clearTimeout));
 
     // ---- observations ----
+    // Which profiles' reconcile leases exist in Redis now (read-only: the soak never touches a key).
+    let leases = new Set();
+    /** The shared record of each profile's last reconcile (src/daemon/redis.ts): which token the connector holds. */
+    let records = new Map();
+    const poisoned = new Windows();
+    let redisClient;
+    if (redis) {
+      const { Redis } = await import('ioredis');
+      redisClient = new Redis(redis.url, { enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => 200, lazyConnect: false });
+      redisClient.on('error', () => undefined);
+      cleanups.push(() => redisClient.disconnect());
+    }
+    const readLeases = async () => {
+      if (!redisClient) return;
+      try {
+        const values = await redisClient.mget(...PROFILES.map((p) => `syncauth:lease:${p}`), ...PROFILES.map((p) => `syncauth:reconciled:${p}`));
+        leases = new Set(PROFILES.filter((_, i) => values[i] !== null));
+        records = new Map(PROFILES.map((p, i) => {
+          try {
+            return [p, JSON.parse(values[PROFILES.length + i] ?? 'null')];
+          } catch {
+            return [p, null];
+          }
+        }));
+      } catch {
+        leases = new Set();
+        records = new Map();
+      }
+    };
+    const leaseSeen = new Map();
+    const staleLease = new Windows();
     const inWindow = (windows, at) => windows.some((w) => at >= w.from && at <= w.to);
     const inLongOutage = (at) => longOutages.some((w) => at >= w.from && at <= w.to + OUTAGE_GRACE_MS);
     const expiredUnexpected = new Windows();
@@ -603,9 +642,18 @@ export async function runRealSoak({ seed, durationMs = 90_000, log = () => {}, l
           rssPeak = Math.max(rssPeak, rss);
           const instance = replica.instances.at(-1);
           instance.rssLast = rss;
-          if (instance.rssWeek === undefined && now - t0 >= durationMs / 52 && now - instance.startedAt >= 10_000) instance.rssWeek = rss;
+          // The first simulated week, but not before the process is warm (its modules loaded, its first
+          // lifetimes renewed): in a short slice a week is a second or two of a process just started.
+          if (instance.rssWeek === undefined && now - t0 >= Math.max(durationMs / 52, WARM_MS)) instance.rssWeek = rss;
+          if (now - (instance.lastSeries ?? 0) >= 5_000) {
+            instance.lastSeries = now;
+            (instance.series ??= []).push([Math.round((now - t0) / 1000), round(rss)]);
+          }
         }
       }
+      await readLeases();
+      const wentDownLately = [...down.values()].flat().some((w) => now >= w.from && now - w.from <= LEASE_MS + DOWN_GRACE_MS);
+      for (const profile of leases) if (wentDownLately) leaseSeen.set(profile, now);
       const sources = [...(emu.state.workspaces.get('default')?.sources.values() ?? [])];
       for (const profile of PROFILES) {
         const named = sources.filter((s) => s.name === `conn-${profile}`);
@@ -619,8 +667,16 @@ export async function runRealSoak({ seed, durationMs = 90_000, log = () => {}, l
         const issued = held ? emu.state.accessTokens.get(held) : undefined;
         const stale = !revoked && named.length > 0 && (!issued || issued.expiresAt <= now);
         const outage = inLongOutage(now);
+        // A lease left by a replica that went down, or lapsed less than a lifetime ago (the next renewal reconciles).
+        // A record that says the connector's token lives longer than any token can (a lifetime from now) was
+        // written from a wrong clock: every replica believes the connector fresh and none reconciles.
+        const record = records.get(profile);
+        const bogus = typeof record?.expiresAt === 'number' && record.expiresAt > now + lifetimeMs + SECOND;
+        poisoned.observe(profile, bogus, now, { profile, cause: `the shared reconcile record says the connector's token expires in ${bogus ? Math.round((record.expiresAt - now) / 1000) : 0} s`, at: now });
+        const lease = !outage && !bogus && now - (leaseSeen.get(profile) ?? -Infinity) <= lifetimeMs;
         staleOutage.observe(profile, stale && outage, now, { profile, cause: causeAt(now) });
-        staleUnexpected.observe(profile, stale && !outage, now, { profile, cause: causeAt(now) });
+        staleLease.observe(profile, stale && lease, now, { profile, cause: causeAt(now) });
+        staleUnexpected.observe(profile, stale && !outage && !lease, now, { profile, cause: bogus ? `a shared reconcile record from a wrong clock (expiry ${Math.round((record.expiresAt - now) / 1000)} s ahead); ${causeAt(now)}` : causeAt(now) });
       }
       if (now - lastReadyz >= 1_000) {
         lastReadyz = now;
@@ -650,7 +706,13 @@ export async function runRealSoak({ seed, durationMs = 90_000, log = () => {}, l
     result.expiredDuringLongOutages = expiredOutage.close(end).map(shift);
     result.expiredWhileReplicaDown = expiredDown.close(end).map(shift);
     const stale = staleUnexpected.close(end).map(shift);
-    result.staleConnector = { count: stale.length, seconds: stale.reduce((s, w) => s + w.seconds, 0), windows: stale, duringLongOutages: staleOutage.close(end).map(shift) };
+    result.staleConnector = {
+      count: stale.length, seconds: stale.reduce((s, w) => s + w.seconds, 0), windows: stale,
+      duringLongOutages: staleOutage.close(end).map(shift),
+      whileLeaseOfDownReplica: staleLease.close(end).map(shift),
+    };
+    /** Stretches in which a profile's shared reconcile record claimed an expiry no token can have. */
+    result.poisonedRecords = poisoned.close(end).map(shift);
     result.tokenAbsent = absent.close(end).map(shift);
     const missingWindows = missing.close(end);
     result.connectorMissing = missingWindows.map(shift);
@@ -689,6 +751,7 @@ export async function runRealSoak({ seed, durationMs = 90_000, log = () => {}, l
           if (excluded.some((w) => times[i - 1] < w.to && times[i] > w.from)) continue;
           intervals += 1;
           spanMs += times[i] - times[i - 1];
+          (result.intervalDetail ??= {})[name] = [...(result.intervalDetail?.[name] ?? []), [profile, round((times[i - 1] - t0) / 1000), round((times[i] - times[i - 1]) / 1000)]];
         }
       }
       result.renewalsPerTokenPerDay[name] = spanMs > 0 ? intervals / ((spanMs * factor) / DAY) : 0;
@@ -708,10 +771,13 @@ export async function runRealSoak({ seed, durationMs = 90_000, log = () => {}, l
     result.logLinesPerProfileDay = result.logLinesPerDay / (PROFILES.length * REPLICAS.length);
 
     result.rssPeakMiB = round(rssPeak);
+    // Growth is judged on the processes that ran the whole run (a restarted one starts its own baseline).
     let worst;
+    result.rssSeries = {};
     for (const replica of replicas.values()) {
+      result.rssSeries[replica.name] = replica.instances.map((i) => i.series ?? []);
       const instance = replica.instances.at(-1);
-      if (instance.rssWeek === undefined || instance.rssLast === undefined) continue;
+      if (instance.startedAt >= t0 || instance.rssWeek === undefined || instance.rssLast === undefined) continue;
       const growth = instance.rssLast / instance.rssWeek;
       if (!worst || growth > worst.growth) worst = { growth, week: instance.rssWeek, end: instance.rssLast };
     }

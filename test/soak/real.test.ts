@@ -51,7 +51,8 @@ const missing = [
 if (missing.length > 0 && isCI()) throw new Error(`the real-process soak needs ${missing.join(' and ')} (required in CI: CI is set)`);
 if (missing.length > 0) console.warn(`real.test.ts: ${missing.join(' and ')} not found; skipping the real-process soak (it fails instead when CI is set)`);
 
-const SEED = 20_261_125;
+/** SOAK_SEED replays another seed. */
+const SEED = Number(process.env.SOAK_SEED ?? 20_261_125);
 const DURATION_MS = 75_000;
 
 describe.skipIf(missing.length > 0)('the real-process soak, a slice', () => {
