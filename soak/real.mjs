@@ -422,6 +422,8 @@ export async function runRealSoak({ seed, durationMs = 90_000, log = () => {}, l
     const applyRules = () => emu.setFaults([...activeRules.values()].flat());
     const down = new Map(REPLICAS.map((r) => [r, []]));
     const longOutages = [];
+    /** Every stretch in which the token endpoint was faulty (down, failing, limiting, slow or trickling). */
+    const tokenFaults = [];
     const jumps = new Map(REPLICAS.map((r) => [r, []]));
     let revokedAt;
     const runFault = async (event) => {
@@ -429,6 +431,12 @@ export async function runRealSoak({ seed, durationMs = 90_000, log = () => {}, l
       const record = { kind: event.kind, at: started - t0, durationMs: event.durationMs, ...(event.replica ? { replica: event.replica } : {}), ...(event.profile ? { profile: event.profile } : {}) };
       result.executed.push(record);
       log(`+${((started - t0) / 1000).toFixed(1)} s ${event.kind} ${event.durationMs ? `for ${(event.durationMs / 1000).toFixed(1)} s` : ''}`);
+      const faultEnds = [];
+      if (event.channel === 'token') {
+        const window = { from: started, to: Infinity };
+        tokenFaults.push(window);
+        faultEnds.push(() => (window.to = Date.now()));
+      }
       const hold = () => sleep(event.durationMs);
       const rule = (rules) => {
         const key = Symbol(event.kind);
@@ -549,6 +557,7 @@ export async function runRealSoak({ seed, durationMs = 90_000, log = () => {}, l
         default:
           throw new Error(`unknown fault ${event.kind}`);
       }
+      for (const close of faultEnds) close();
       record.endedAt = Date.now() - t0;
     };
     const faultRuns = [];
@@ -742,20 +751,29 @@ export async function runRealSoak({ seed, durationMs = 90_000, log = () => {}, l
       // count; an interval during which the replica was stopped or dead, or the token endpoint was down longer
       // than the margin, is left out (no schedule can renew then), as the expired windows of those times are.
       // So is the renewal a wall clock thrown ahead forces at once (the daemon cannot tell it from a resume).
-      const excluded = [...down.get(name), ...longOutages.map((w) => ({ from: w.from, to: w.to + OUTAGE_GRACE_MS })), ...(jumps.get(name) ?? [])];
-      let intervals = 0;
-      let spanMs = 0;
-      for (const profile of PROFILES) {
-        const times = renewed.filter((r) => byToken.get(r.refreshToken) === profile).map((r) => r.at);
-        for (let i = 1; i < times.length; i++) {
-          if (excluded.some((w) => times[i - 1] < w.to && times[i] > w.from)) continue;
-          intervals += 1;
-          spanMs += times[i] - times[i - 1];
-          (result.intervalDetail ??= {})[name] = [...(result.intervalDetail?.[name] ?? []), [profile, round((times[i - 1] - t0) / 1000), round((times[i] - times[i - 1]) / 1000)]];
+      // And so is one the token endpoint delayed (an outage, a burst, a slow answer): in a year such faults are
+      // days apart, in this slice they are a lifetime apart, and each stretches the interval it falls in. The
+      // rate over every interval but the replica's own down time is kept too (renewalsPerTokenPerDayRaw).
+      const rate = (excluded) => {
+        let intervals = 0;
+        let spanMs = 0;
+        const detail = [];
+        for (const profile of PROFILES) {
+          const times = renewed.filter((r) => byToken.get(r.refreshToken) === profile).map((r) => r.at);
+          for (let i = 1; i < times.length; i++) {
+            if (excluded.some((w) => times[i - 1] < w.to && times[i] > w.from)) continue;
+            intervals += 1;
+            spanMs += times[i] - times[i - 1];
+            detail.push([profile, round((times[i - 1] - t0) / 1000), round((times[i] - times[i - 1]) / 1000)]);
+          }
         }
-      }
-      result.renewalsPerTokenPerDay[name] = spanMs > 0 ? intervals / ((spanMs * factor) / DAY) : 0;
-      result.renewalIntervals = { ...result.renewalIntervals, [name]: intervals };
+        return { perDay: spanMs > 0 ? intervals / ((spanMs * factor) / DAY) : 0, intervals, detail };
+      };
+      const judged = rate([...down.get(name), ...tokenFaults.map((w) => ({ from: w.from, to: w.to + OUTAGE_GRACE_MS })), ...(jumps.get(name) ?? [])]);
+      result.renewalsPerTokenPerDay[name] = judged.perDay;
+      result.renewalIntervals = { ...result.renewalIntervals, [name]: judged.intervals };
+      (result.intervalDetail ??= {})[name] = judged.detail;
+      (result.renewalsPerTokenPerDayRaw ??= {})[name] = rate(down.get(name)).perDay;
       if (revokedAt) {
         const revokedToken = refreshTokens.get(revokedProfile);
         const asked = proxy.seen.filter((r) => r.at > revokedAt && r.refreshToken === revokedToken);
