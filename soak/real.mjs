@@ -142,6 +142,8 @@ async function tokenProxy(upstream) {
       seen.push(entry);
       const up = httpRequest({ host: upstream.hostname, port: upstream.port, path: req.url, method: req.method, headers: req.headers }, (answer) => {
         entry.status = answer.statusCode ?? 0;
+        answer.on('end', () => (entry.answeredAt = Date.now()));
+        res.on('close', () => (entry.closedAt = Date.now()));
         res.writeHead(answer.statusCode ?? 502, answer.headers);
         answer.pipe(res);
       });
@@ -752,6 +754,11 @@ export async function runRealSoak({ seed, durationMs = 90_000, log = () => {}, l
       const byToken = new Map([...refreshTokens].map(([p, t]) => [t, p]));
       const renewed = proxy.seen.filter((r) => r.at >= t0 && r.at <= end && r.status === 200 && byToken.has(r.refreshToken));
       result.renewals[name] = renewed.length;
+      /** Every token request of this replica: wall offset (s), profile, status, seconds until answered and closed. */
+      (result.tokenRequests ??= {})[name] = proxy.seen.filter((r) => r.at >= t0).map((r) => [
+        round((r.at - t0) / 1000), byToken.get(r.refreshToken) ?? '?', r.status,
+        r.answeredAt ? round((r.answeredAt - r.at) / 1000) : null, r.closedAt ? round((r.closedAt - r.at) / 1000) : null,
+      ]);
       // The rate is read from the intervals between one token's consecutive renewals, so the run's two ends do not
       // count; an interval during which the replica was stopped or dead, or the token endpoint was down longer
       // than the margin, is left out (no schedule can renew then), as the expired windows of those times are.
