@@ -48,7 +48,10 @@ export class ProfileRuntime {
   #knownMonoExpiresAt: number | undefined;
   /** This cycle's share of the jitter: the renewal starts this much before the margin. */
   jitterMs = 0;
-  /** Failed renewals in a row, and when (wall clock) to try again. */
+  /**
+   * Failed renewals in a row, and when to try again, on the monotonic clock: a wall clock stepped back an hour
+   * must not make a one-second wait last an hour (the reconcile's backoff likewise).
+   */
   backoff = Backoff.none;
   parked: Parked | undefined;
   /** The stored secretsVersion the grant in memory was read under. */
@@ -66,7 +69,7 @@ export class ProfileRuntime {
     lastOutcome: undefined,
   };
   /**
-   * With replicas: when to look at the shared record again after another replica reconciled. If that replica
+   * With replicas: when (monotonic) to look at the shared record again after another replica reconciled. If that replica
    * has not given the connector a newer token by then (it died, stopped, or its clock is wrong), this one does.
    */
   watchSharedAt: number | undefined;
@@ -135,8 +138,20 @@ export class ProfileRuntime {
     return at >= expiry - marginMs - this.jitterMs;
   }
 
-  reconcileDue(at: number): boolean {
-    return (this.reconcile.pending && this.reconcile.backoff.ready(at)) || (this.watchSharedAt !== undefined && at >= this.watchSharedAt);
+  /** Whether the reconcile should be tried now: pending and out of backoff, or the shared record is due a look. */
+  reconcileDue(): boolean {
+    const mono = this.#clock.mono();
+    return (this.reconcile.pending && this.reconcile.backoff.ready(mono)) || (this.watchSharedAt !== undefined && mono >= this.watchSharedAt);
+  }
+
+  /** Whether renewals wait (backoff or Retry-After). */
+  inBackoff(): boolean {
+    return !this.backoff.ready(this.#clock.mono());
+  }
+
+  /** A time on the monotonic clock, as the wall clock at `at` reads it. */
+  wallTimeOf(mono: number, at: number): number {
+    return at + (mono - this.#clock.mono());
   }
 
   /** Whether `grant` differs from the one in memory (compared in memory only, never logged). */

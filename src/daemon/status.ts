@@ -25,14 +25,14 @@ export function healthOf(rt: ProfileRuntime, at: number, rule: ReadinessRule): {
     if (reason === 'unavailable') return { health: reason, ready: false, reason: `could not be loaded (${code}): ${message}` };
     return { health: reason, ready: false, reason: `configuration error (${code}): ${message}` };
   }
-  const waiting: ProfileHealth = !rt.backoff.ready(at) ? 'backoff' : 'pending';
+  const waiting: ProfileHealth = rt.inBackoff() ? 'backoff' : 'pending';
   const expiry = rt.expiry(at);
   if (expiry === undefined) return { health: waiting, ready: false, reason: 'no access token yet' };
   if (at >= expiry) return { health: waiting, ready: false, reason: 'the access token expired' };
   if (needsOwnToken && !rt.holdsToken(at)) return { health: waiting, ready: false, reason: 'no access token to publish yet' };
   // Ready only once the file consumers read holds the token: never while it still has the old one or none.
   if (rule.publishes && rt.publishedToken !== rt.token?.value) return { health: waiting, ready: false, reason: 'publishing the access token' };
-  return { health: !rt.backoff.ready(at) ? 'backoff' : 'ready', ready: true };
+  return { health: rt.inBackoff() ? 'backoff' : 'ready', ready: true };
 }
 
 export function profileStatus(rt: ProfileRuntime, at: number, rule: ReadinessRule): ProfileStatus {
@@ -45,7 +45,7 @@ export function profileStatus(rt: ProfileRuntime, at: number, rule: ReadinessRul
     holdsToken: rt.holdsToken(at),
     ...(rt.lastRenewal ? { lastRenewal: { at: iso(rt.lastRenewal.at), outcome: rt.lastRenewal.outcome } } : {}),
     ...(rt.lastSuccessAt !== undefined ? { lastSuccessAt: iso(rt.lastSuccessAt) } : {}),
-    ...(!rt.backoff.ready(at) ? { backoffUntil: iso(rt.backoff.until) } : {}),
+    ...(rt.inBackoff() ? { backoffUntil: iso(rt.wallTimeOf(rt.backoff.until, at)) } : {}),
     ...(rt.parked ? { terminal: { reason: rt.parked.reason, code: rt.parked.code, message: rt.parked.message } } : {}),
     ...(rt.connectorId ? { connectorId: rt.connectorId } : {}),
     ...(rt.config?.reconcile
@@ -53,7 +53,7 @@ export function profileStatus(rt: ProfileRuntime, at: number, rule: ReadinessRul
           reconcile: {
             pending: rt.reconcile.pending,
             ...(rt.reconcile.lastOutcome ? { lastOutcome: rt.reconcile.lastOutcome } : {}),
-            ...(rt.reconcile.pending ? { retryAt: iso(rt.reconcile.backoff.until) } : {}),
+            ...(rt.reconcile.pending ? { retryAt: iso(rt.wallTimeOf(rt.reconcile.backoff.until, at)) } : {}),
           },
         }
       : {}),

@@ -388,11 +388,11 @@ export class ProfileWorker {
     // A write that failed when the token was renewed (the directory unusable for a while) is tried again at
     // every sweep: the file must not keep the previous token until it expires.
     if (this.#ctx.files.publishes && rt.token && rt.publishedToken !== rt.token.value && rt.holdsToken(at)) await this.#ctx.files.publish(rt);
-    if (rt.backoff.ready(at) && rt.renewalDue(at, this.#ctx.config.marginMs, this.#ctx.config.needsOwnToken)) {
+    if (!rt.inBackoff() && rt.renewalDue(at, this.#ctx.config.marginMs, this.#ctx.config.needsOwnToken)) {
       const result = await this.#ctx.limiter.run(() => this.#renew(profile));
       return { profile: rt.name, action: 'renewal', ...result };
     }
-    if (rt.reconcileDue(at) && profile.reconcile) {
+    if (rt.reconcileDue() && profile.reconcile) {
       const reconcile = await this.#ctx.limiter.run(() => this.#retryReconcile(profile));
       return { profile: rt.name, action: 'reconcile', reconcile };
     }
@@ -556,7 +556,7 @@ export class ProfileWorker {
       return this.#settle(reason);
     }
     const wait = this.#boundedByExpiry(rt.backoff.nextDelay(config.backoff, random, failure.retryAfterMs), failure.retryAfterMs);
-    rt.backoff = rt.backoff.failed(this.#now(), wait);
+    rt.backoff = rt.backoff.failed(this.#ctx.clock.mono(), wait);
     log.warn(
       { profile: rt.name, event: 'renewal.failed', op: 'renew', errorCode: failure.code, attempt: rt.backoff.failures, retryInMs: wait },
       `could not renew the access token of profile "${rt.name}": ${failure.message}; trying again in ${Math.ceil(wait / 1000)} s`,
@@ -622,7 +622,7 @@ export class ProfileWorker {
     } catch (error) {
       const failure = classifyFailure(error);
       const wait = rt.reconcile.backoff.nextDelay(this.#ctx.config.backoff, this.#ctx.random, failure.retryAfterMs);
-      rt.reconcile.backoff = rt.reconcile.backoff.failed(this.#now(), wait);
+      rt.reconcile.backoff = rt.reconcile.backoff.failed(this.#ctx.clock.mono(), wait);
       this.#ctx.log.warn({ profile: rt.name, event: 'reconcile.failed', op: 'reconcile', errorCode: failure.code }, `could not reconcile the connector of profile "${rt.name}": ${failure.message}`);
       return 'failed';
     }
@@ -691,7 +691,7 @@ export class ProfileWorker {
         );
       } else {
         const wait = rt.reconcile.backoff.nextDelay(config.backoff, this.#ctx.random, failure.retryAfterMs);
-        rt.reconcile.backoff = rt.reconcile.backoff.failed(this.#now(), wait);
+        rt.reconcile.backoff = rt.reconcile.backoff.failed(this.#ctx.clock.mono(), wait);
         rt.reconcile.pending = true;
         log.warn(
           { profile: rt.name, event: 'reconcile.failed', op: 'reconcile', errorCode: failure.code, retryInMs: wait },
@@ -751,7 +751,7 @@ export class ProfileWorker {
     } catch (error) {
       coordinatorHealth.down(error);
       const wait = rt.reconcile.backoff.nextDelay(config.backoff, random);
-      rt.reconcile.backoff = rt.reconcile.backoff.failed(this.#now(), 0);
+      rt.reconcile.backoff = rt.reconcile.backoff.failed(this.#ctx.clock.mono(), 0);
       return this.#deferReconcile(wait);
     }
   }
@@ -762,7 +762,7 @@ export class ProfileWorker {
     rt.reconcile.backoff = Backoff.none;
     // The replica that reconciled renews and reconciles again before its token is inside the margin. Should it
     // not have by the time half the margin is left (dead, stopped, its clock wrong), this one takes over.
-    rt.watchSharedAt = record.expiresAt - this.#ctx.config.marginMs / 2;
+    rt.watchSharedAt = this.#ctx.clock.mono() + (record.expiresAt - this.#ctx.config.marginMs / 2 - this.#now());
     this.#ctx.metrics.reconcile(rt.name, 'skipped');
     this.#ctx.log.debug({ profile: rt.name, event: 'reconcile.skipped', op: 'reconcile' }, 'another replica gave the connector a token of this lifetime');
     return 'skipped';
@@ -772,7 +772,7 @@ export class ProfileWorker {
   #deferReconcile(waitMs: number): ReconcileOutcome {
     const rt = this.#rt;
     rt.reconcile.pending = true;
-    rt.reconcile.backoff = rt.reconcile.backoff.waitUntil(this.#now() + waitMs);
+    rt.reconcile.backoff = rt.reconcile.backoff.waitUntil(this.#ctx.clock.mono() + waitMs);
     this.#ctx.metrics.reconcile(rt.name, 'deferred');
     return 'deferred';
   }
