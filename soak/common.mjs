@@ -151,7 +151,10 @@ export function checkTargets(result) {
     if (!(r >= TARGETS.renewalRatio[0] && r <= TARGETS.renewalRatio[1])) miss('renewal rate', `replica ${replica}: ${ratio.toFixed(2)} renewals per token per day, ${r.toFixed(3)}× the ideal`);
   }
   for (const [replica, count] of Object.entries(result.revokedRetries)) {
-    if (count > TARGETS.revokedRetries) miss('revoked grant retried', `replica ${replica} asked for the revoked grant ${count} times after it was revoked`);
+    if (count > TARGETS.revokedRetries) {
+      const asked = result.revokedRequests?.[replica];
+      miss('revoked grant retried', `replica ${replica} asked for the revoked grant ${count} times after it was revoked${asked ? ` (at, status: ${asked.map((r) => `${r.at} s ${r.status}`).join(', ')})` : ''}`);
+    }
   }
   if (result.heapWeekMiB > 0) {
     if (result.heapEndMiB > result.heapWeekMiB * (1 + TARGETS.rssGrowth)) miss('memory growth', `heap in use ${fmt(result.heapEndMiB)} MiB at the end, ${fmt(result.heapWeekMiB)} MiB after the first week`);
