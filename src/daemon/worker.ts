@@ -217,10 +217,24 @@ export class ProfileWorker {
     clearTimeout(rt.expiryTimer);
     rt.token = token;
     rt.learnExpiry(token.expiresAt, this.#drawJitter(), token.monoExpiresAt);
-    // Between sweeps too: a token must leave the file the moment it expires, not at the next tick. Timers run
-    // on the monotonic clock; a wall clock that jumps past the expiry is caught by the schedule's heartbeat.
+    this.#armExpiry();
+  }
+
+  /**
+   * Between sweeps too: a token must leave the file the moment it expires, not at the next tick. Timers run on
+   * the monotonic clock; a wall clock that jumps past the expiry is caught by the schedule's heartbeat. A timer
+   * that fires before the token's time is up by the daemon's clocks (timers round to the millisecond; the
+   * clocks drift apart) is armed again for what is left, instead of leaving the token to the next sweep.
+   */
+  #armExpiry(): void {
+    const rt = this.#rt;
+    clearTimeout(rt.expiryTimer);
     const at = this.#now();
-    rt.expiryTimer = setTimeout(() => void this.expire(this.#now()), Math.max(0, (rt.tokenExpiry(at) ?? at) - at));
+    rt.expiryTimer = setTimeout(() => {
+      const now = this.#now();
+      if (rt.token && rt.holdsToken(now)) this.#armExpiry();
+      else void this.expire(now);
+    }, Math.max(1, (rt.tokenExpiry(at) ?? at) - at));
     rt.expiryTimer.unref();
   }
 
