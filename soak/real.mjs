@@ -609,6 +609,12 @@ export async function runRealSoak({ seed, durationMs = 90_000, log = () => {}, l
     const leaseSeen = new Map();
     const staleLease = new Windows();
     const inWindow = (windows, at) => windows.some((w) => at >= w.from && at <= w.to);
+    // Just after the wall clock was thrown ahead: until the renewal that follows can succeed, that is past
+    // any token endpoint fault the jump fell into (a 429 burst, an outage), and a grace after it.
+    const afterJump = (name, at) =>
+      (jumps.get(name) ?? []).some(
+        (j) => at >= j.from && (at <= j.to || tokenFaults.some((w) => w.from <= j.to && w.to >= j.from && at <= w.to + OUTAGE_GRACE_MS)),
+      );
     const inLongOutage = (at) => longOutages.some((w) => at >= w.from && at <= w.to + OUTAGE_GRACE_MS);
     const expiredUnexpected = new Windows();
     const expiredOutage = new Windows();
@@ -656,7 +662,7 @@ export async function runRealSoak({ seed, durationMs = 90_000, log = () => {}, l
           // the directory is unusable, and just after a wall clock thrown ahead (the daemon drops a token its
           // clock says is dead, then renews at once): listed. Anywhere else it is a miss.
           const none = !revoked && !token && !isDown;
-          const excused = outage || inWindow(unwritable.get(replica.name), now) || inWindow(jumps.get(replica.name) ?? [], now);
+          const excused = outage || inWindow(unwritable.get(replica.name), now) || afterJump(replica.name, now);
           absent.observe(key, none && excused, now, info);
           absentUnexpected.observe(key, none && !excused, now, info);
         }
