@@ -805,9 +805,13 @@ export async function runRealSoak({ seed, durationMs = 90_000, log = () => {}, l
       if (revokedAt) {
         const revokedToken = refreshTokens.get(revokedProfile);
         const asked = proxy.seen.filter((r) => r.at > revokedAt && r.refreshToken === revokedToken);
-        // Counted from the first answer that said the grant is gone: one refused by an outage told it nothing.
+        // Counted from the answer that told the daemon the grant is gone: one refused by an outage told it nothing,
+        // and neither did a refusal it never read (its request cancelled when the process was stopped past its
+        // lock's stale time, the lock lost). The daemon says when it knows: the log line that flags the profile.
         const learned = asked.findIndex((r) => r.status >= 400 && r.status < 500 && r.status !== 429);
-        result.revokedRetries[name] = learned < 0 ? 0 : asked.length - learned;
+        const knew = replica?.lines.find(({ record }) => record.profile === revokedProfile && (record.event === 'profile.reauthorization_needed' || record.event === 'grant.changed'));
+        const after = knew ? asked.filter((r) => r.at > knew.at).length : undefined;
+        result.revokedRetries[name] = learned < 0 ? 0 : after === undefined ? asked.length - learned : 1 + after;
         result.revokedRequests = { ...result.revokedRequests, [name]: asked.map((r) => ({ at: (r.at - t0) / 1000, status: r.status })) };
       }
       void replica;
