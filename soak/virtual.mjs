@@ -388,7 +388,13 @@ export async function runVirtualSoak({ seed = 1, days = 365, profileCount = 10, 
   const ws = emu.state.workspaces.get('default');
   const family = (name) => new RegExp(`^conn-${name}(-\\d{14})?$`);
   const connectorsOf = (name) => [...ws.sources.values()].filter((s) => family(name).test(s.name));
-  const longOutages = schedule.filter((e) => e.kind === 'token_outage_long').map((e) => [START + e.at, START + e.at + e.durationMs + OUTAGE_GRACE]);
+  // The token endpoint refusing every request for longer than the margin less two retries (an outage, a 429
+  // burst, answers that hang or trickle past the deadline): a token renewed at the margin can die waiting, and
+  // no daemon can help it. Listed apart, as the outages longer than the margin.
+  const REFUSING = new Set(['token_outage_short', 'token_outage_long', 'token_429_burst', 'token_hang', 'token_trickle']);
+  const longOutages = schedule
+    .filter((e) => e.kind === 'token_outage_long' || (REFUSING.has(e.kind) && e.durationMs > MARGIN - 2 * MINUTE))
+    .map((e) => [START + e.at, START + e.at + e.durationMs + OUTAGE_GRACE]);
   const inLongOutage = (from, to) => longOutages.some(([a, b]) => from < b && to > a);
   const fileFaults = schedule.filter((e) => e.kind === 'token_file_unwritable').map((e) => [e.replica, START + e.at, START + e.at + e.durationMs + STEP]);
   const inFileFault = (replica, from, to) => fileFaults.some(([r, a, b]) => r === replica && from < b && to > a);
