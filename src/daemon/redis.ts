@@ -201,10 +201,10 @@ export async function createRedisCoordinator(options: RedisCoordinatorOptions): 
     },
 
     async lastReconcile(profile) {
-      const raw = await command('read the last reconcile', () => client.get(key('reconciled', profile)));
+      // Both sent at once: one round trip, not two.
+      const [raw, skew] = await Promise.all([command('read the last reconcile', () => client.get(key('reconciled', profile))), skewMs('read the last reconcile')]);
       const record = raw === null ? undefined : decodeReconcile(raw);
       if (!record) return undefined;
-      const skew = await skewMs('read the last reconcile');
       return { ...record, expiresAt: record.expiresAt - skew, reconciledAt: record.reconciledAt - skew };
     },
 

@@ -105,7 +105,7 @@ export class ProfileRuntime {
 
   /** An expiry on the wall clock at `at`: its wall-clock reading, or sooner when the monotonic clock says so. */
   #earlier(at: number, expiresAt: number, monoExpiresAt: number): number {
-    return Math.min(expiresAt, at + (monoExpiresAt - this.#clock.mono()));
+    return Math.min(expiresAt, this.wallTimeOf(monoExpiresAt, at));
   }
 
   holdsToken(at: number): boolean {
@@ -123,7 +123,7 @@ export class ProfileRuntime {
     if (expiresAt === undefined || !Number.isFinite(expiresAt)) return;
     if (ownMonoExpiresAt === undefined && this.knownExpiresAt !== undefined && expiresAt <= this.knownExpiresAt) return;
     this.knownExpiresAt = expiresAt;
-    this.#knownMonoExpiresAt = ownMonoExpiresAt ?? this.#clock.mono() + (expiresAt - this.#clock.wall());
+    this.#knownMonoExpiresAt = ownMonoExpiresAt ?? this.monoTimeOf(expiresAt, this.#clock.wall());
     this.jitterMs = jitterMs;
   }
 
@@ -152,6 +152,11 @@ export class ProfileRuntime {
   /** A time on the monotonic clock, as the wall clock at `at` reads it. */
   wallTimeOf(mono: number, at: number): number {
     return at + (mono - this.#clock.mono());
+  }
+
+  /** A wall-clock time, read at `at`, on the monotonic clock. */
+  monoTimeOf(wall: number, at: number): number {
+    return this.#clock.mono() + (wall - at);
   }
 
   /** Whether `grant` differs from the one in memory (compared in memory only, never logged). */

@@ -776,7 +776,7 @@ export class ProfileWorker {
     rt.reconcile.backoff = Backoff.none;
     // The replica that reconciled renews and reconciles again before its token is inside the margin. Should it
     // not have by the time half the margin is left (dead, stopped, its clock wrong), this one takes over.
-    rt.watchSharedAt = this.#ctx.clock.mono() + (record.expiresAt - this.#ctx.config.marginMs / 2 - this.#now());
+    rt.watchSharedAt = rt.monoTimeOf(record.expiresAt - this.#ctx.config.marginMs / 2, this.#now());
     this.#ctx.metrics.reconcile(rt.name, 'skipped');
     this.#ctx.log.debug({ profile: rt.name, event: 'reconcile.skipped', op: 'reconcile' }, 'another replica gave the connector a token of this lifetime');
     return 'skipped';
