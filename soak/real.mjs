@@ -445,45 +445,37 @@ export async function runRealSoak({ seed, durationMs = 90_000, log = () => {}, l
         faultEnds.push(() => (window.to = Date.now()));
       }
       const hold = () => sleep(event.durationMs);
-      const rule = (rules) => {
+      /** The emulator answers by `rules` for the fault's whole duration. */
+      const during = async (rules) => {
         const key = Symbol(event.kind);
         activeRules.set(key, rules);
         applyRules();
-        return () => {
-          activeRules.delete(key);
-          applyRules();
-        };
+        await hold();
+        activeRules.delete(key);
+        applyRules();
       };
       switch (event.kind) {
         case 'token-outage-short':
         case 'token-outage-long': {
           const window = { from: started, to: Infinity };
           if (event.kind === 'token-outage-long') longOutages.push(window);
-          const end = rule([{ route: 'token', status: 503 }]);
-          await hold();
-          end();
+          await during([{ route: 'token', status: 503 }]);
           window.to = Date.now();
           break;
         }
         case 'token-5xx-burst':
         case 'token-429-burst': {
-          const end = rule([{ route: 'token', status: event.status ?? 429, ...(event.retryAfterSeconds ? { retryAfterSeconds: event.retryAfterSeconds } : {}) }]);
-          await hold();
-          end();
+          await during([{ route: 'token', status: event.status ?? 429, ...(event.retryAfterSeconds ? { retryAfterSeconds: event.retryAfterSeconds } : {}) }]);
           break;
         }
         case 'token-slow':
         case 'token-trickle': {
-          const end = rule([{ route: 'token', ...(event.latencyMs ? { latencyMs: event.latencyMs } : {}), ...(event.trickleMs ? { trickleMs: event.trickleMs } : {}) }]);
-          await hold();
-          end();
+          await during([{ route: 'token', ...(event.latencyMs ? { latencyMs: event.latencyMs } : {}), ...(event.trickleMs ? { trickleMs: event.trickleMs } : {}) }]);
           break;
         }
         case 'service-5xx':
         case 'service-hang': {
-          const end = rule([{ route: 'sources', ...(event.status ? { status: event.status } : {}), ...(event.latencyMs ? { latencyMs: event.latencyMs } : {}) }]);
-          await hold();
-          end();
+          await during([{ route: 'sources', ...(event.status ? { status: event.status } : {}), ...(event.latencyMs ? { latencyMs: event.latencyMs } : {}) }]);
           break;
         }
         case 'connector-deleted': {

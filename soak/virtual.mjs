@@ -288,40 +288,37 @@ export async function runVirtualSoak({ seed = 1, days = 365, profileCount = 10, 
   let revokedAt;
   for (const e of schedule) {
     const end = e.at + e.durationMs;
+    /** The emulator answers this channel's requests by `list` from the fault's start to its end. */
+    const faultRules = (channel, list) => {
+      at(e.at, () => (rules.set(channel, list), applyRules()));
+      at(end, () => (rules.delete(channel), applyRules()));
+    };
     switch (e.kind) {
       case 'token_outage_short':
       case 'token_outage_long':
-        at(e.at, () => (rules.set('token', [{ route: 'token', status: 503 }]), applyRules()));
-        at(end, () => (rules.delete('token'), applyRules()));
+        faultRules('token', [{ route: 'token', status: 503 }]);
         break;
       case 'token_5xx_burst':
-        at(e.at, () => (rules.set('token', [{ route: 'token', status: 500, errorRate: e.errorRate }]), applyRules()));
-        at(end, () => (rules.delete('token'), applyRules()));
+        faultRules('token', [{ route: 'token', status: 500, errorRate: e.errorRate }]);
         break;
       case 'token_429_burst':
-        at(e.at, () => (rules.set('token', [{ route: 'token', status: 429, retryAfterSeconds: e.retryAfterSeconds }]), applyRules()));
-        at(end, () => (rules.delete('token'), applyRules()));
+        faultRules('token', [{ route: 'token', status: 429, retryAfterSeconds: e.retryAfterSeconds }]);
         break;
       case 'token_slow':
       case 'token_hang':
-        at(e.at, () => (rules.set('token', [{ route: 'token', latencyMs: e.latencyMs }]), applyRules()));
-        at(end, () => (rules.delete('token'), applyRules()));
+        faultRules('token', [{ route: 'token', latencyMs: e.latencyMs }]);
         break;
       case 'token_trickle':
-        at(e.at, () => (rules.set('token', [{ route: 'token', trickleMs: e.trickleMs }]), applyRules()));
-        at(end, () => (rules.delete('token'), applyRules()));
+        faultRules('token', [{ route: 'token', trickleMs: e.trickleMs }]);
         break;
       case 'service_trickle':
-        at(e.at, () => (rules.set('service', [{ route: 'sources', trickleMs: e.trickleMs }]), applyRules()));
-        at(end, () => (rules.delete('service'), applyRules()));
+        faultRules('service', [{ route: 'sources', trickleMs: e.trickleMs }]);
         break;
       case 'service_5xx':
-        at(e.at, () => (rules.set('service', [{ route: 'sources', status: 500 }, { route: 'workflows', status: 502 }]), applyRules()));
-        at(end, () => (rules.delete('service'), applyRules()));
+        faultRules('service', [{ route: 'sources', status: 500 }, { route: 'workflows', status: 502 }]);
         break;
       case 'service_hang':
-        at(e.at, () => (rules.set('service', [{ route: 'sources', latencyMs: e.latencyMs }]), applyRules()));
-        at(end, () => (rules.delete('service'), applyRules()));
+        faultRules('service', [{ route: 'sources', latencyMs: e.latencyMs }]);
         break;
       case 'connector_deleted':
         at(e.at, async () => {
