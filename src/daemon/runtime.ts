@@ -78,6 +78,8 @@ export class ProfileRuntime {
   fileChain: Promise<void> = Promise.resolve();
   /** The access token the token file holds now, as far as this process wrote it. */
   publishedToken: string | undefined;
+  /** The last token-file write or removal failed (the directory unusable): the sweep tries again. */
+  fileFailed = false;
   client: { key: string; client: ServiceClient } | undefined;
   removed = false;
 

@@ -67,6 +67,8 @@ interface Holder {
   fileChain: Promise<void>;
   /** What the file holds once a write or removal has finished; readiness waits for it. */
   publishedToken: string | undefined;
+  /** The last write or removal failed: what the file holds is not known, and the sweep tries again. */
+  fileFailed: boolean;
 }
 
 export interface PublisherOptions {
@@ -101,7 +103,7 @@ export class TokenPublisher {
     const token = holder.token;
     return this.#queue(holder, async (path) => {
       // Checked again when the write's turn comes: a token that expired or was replaced meanwhile is not written.
-      if (!token || holder.token !== token || holder.removed || !holder.holdsToken(this.now())) return;
+      if (!token || holder.token !== token || holder.removed || !holder.holdsToken(this.now())) return false;
       if (path !== undefined) await writeTokenFile(path, token.value, token.expiresAt, this.options.access);
       const templates = this.options.templates;
       if (templates) {
@@ -109,6 +111,7 @@ export class TokenPublisher {
         await templates.render({ accessToken: token.value, expiresAt: token.expiresAt, profile: holder.name, now: this.now(), ...(accountId ? { accountId } : {}) });
       }
       holder.publishedToken = token.value;
+      return true;
     });
   }
 
@@ -121,14 +124,19 @@ export class TokenPublisher {
     return this.#queue(holder, async (path) => {
       holder.publishedToken = undefined;
       if (path !== undefined) await removeTokenFile(path);
+      return true;
     });
   }
 
-  #queue(holder: Holder, op: (path: string | undefined) => Promise<void>): Promise<void> {
+  /** Runs `op` after the profile's earlier file operations; `op` tells whether it touched the file (false: skipped). */
+  #queue(holder: Holder, op: (path: string | undefined) => Promise<boolean>): Promise<void> {
     const path = this.pathOf(holder.name);
     if (!this.publishes) return Promise.resolve();
     holder.fileChain = holder.fileChain.then(() =>
-      op(path).catch((error: unknown) => {
+      op(path).then((touched) => {
+        if (touched) holder.fileFailed = false;
+      }, (error: unknown) => {
+        holder.fileFailed = true;
         const code = (error as NodeJS.ErrnoException).code;
         this.log.error({ profile: holder.name, event: 'token_file.failed', op: 'publish', errorCode: code, error: (error as Error).message, path }, 'could not update the token file');
       }),

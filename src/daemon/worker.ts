@@ -400,8 +400,13 @@ export class ProfileWorker {
     if (rt.parked) return { profile: rt.name, action: 'parked' };
     const at = this.#now();
     // A write that failed when the token was renewed (the directory unusable for a while) is tried again at
-    // every sweep: the file must not keep the previous token until it expires.
-    if (this.#ctx.files.publishes && rt.token && rt.publishedToken !== rt.token.value && rt.holdsToken(at)) await this.#ctx.files.publish(rt);
+    // every sweep: the file must not keep the previous token until it expires. So is a removal that failed
+    // when the token expired: the file must not keep an expired token until a renewal succeeds.
+    if (this.#ctx.files.publishes) {
+      if (rt.token && rt.holdsToken(at)) {
+        if (rt.publishedToken !== rt.token.value) await this.#ctx.files.publish(rt);
+      } else if (rt.fileFailed) await this.#ctx.files.unpublish(rt);
+    }
     if (!rt.inBackoff() && rt.renewalDue(at, this.#ctx.config.marginMs, this.#ctx.config.needsOwnToken)) {
       const result = await this.#ctx.limiter.run(() => this.#renew(profile));
       return { profile: rt.name, action: 'renewal', ...result };
