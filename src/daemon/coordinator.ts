@@ -37,6 +37,11 @@ export interface Coordinator {
   recordReconcile(profile: string, record: SharedReconcile): Promise<void>;
   /** Whether the backend answered recently; false means reconciles wait (renewals go on). */
   isAvailable(): boolean;
+  /**
+   * Calls `listener` each time the backend is reachable again after an outage, so that reconciles held meanwhile
+   * go ahead at once rather than at the next sweep. Returns a function that stops the calls. Optional.
+   */
+  onAvailable?(listener: () => void): () => void;
   close(): Promise<void>;
 }
 

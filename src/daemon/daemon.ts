@@ -139,6 +139,15 @@ export class Daemon implements RunningDaemon {
     const schedule = this.#config.schedule;
     if (schedule !== false) {
       this.#schedule = scheduleSweeps(schedule, () => this.sweep(), this.#log, { clock: this.#clock, onJump: (jump) => this.#clockJumped(jump) });
+      // Reconciles held while the coordinator was down go ahead as soon as it is back, not at the next sweep
+      // (up to a minute later, by which time the connector's token may have expired).
+      const stop = options.coordinator?.onAvailable?.(() => {
+        if (!this.#schedule) return;
+        const held = [...this.#workers.values()].filter((worker) => worker.coordinatorBack());
+        if (held.length === 0) return;
+        void this.sweep().catch((error: unknown) => this.#log.error({ event: 'sweep.failed', op: 'sweep', err: error }, 'the sweep after the coordinator came back failed'));
+      });
+      if (stop) this.#closers.push({ what: 'coordinator listener', close: async () => void stop() });
     }
     if (this.#config.sweepOnStart) {
       void this.sweep().catch((error: unknown) => this.#log.error({ event: 'sweep.failed', op: 'sweep', err: error }, 'the first sweep failed'));

@@ -91,6 +91,7 @@ export async function createRedisCoordinator(options: RedisCoordinatorOptions): 
   const replicaId = options.replicaId ?? randomUUID();
   const log = options.logger?.child({ component: 'redis', redis: redisTarget(options.url) });
   const leases = new Set<() => void>();
+  const availableListeners = new Set<() => void>();
   let down = false;
   let closed = false;
 
@@ -115,8 +116,11 @@ export async function createRedisCoordinator(options: RedisCoordinatorOptions): 
   client.on('error', (error: Error) => markDown(error.message));
   client.on('close', () => markDown('the connection closed'));
   client.on('ready', () => {
-    if (down) log?.info({ event: 'coordinator.up', op: 'coordinate' }, 'Redis is reachable again');
+    const wasDown = down;
     down = false;
+    if (!wasDown) return;
+    log?.info({ event: 'coordinator.up', op: 'coordinate' }, 'Redis is reachable again');
+    for (const listener of availableListeners) listener();
   });
   const connecting = client.connect().catch(() => undefined);
 
@@ -217,6 +221,11 @@ export async function createRedisCoordinator(options: RedisCoordinatorOptions): 
 
     isAvailable() {
       return !closed && client.status === 'ready';
+    },
+
+    onAvailable(listener) {
+      availableListeners.add(listener);
+      return () => availableListeners.delete(listener);
     },
 
     async close() {

@@ -63,7 +63,8 @@ export class ProfileRuntime {
   accountRetryAt = 0;
   lastRenewal: { at: number; outcome: RenewalOutcome } | undefined;
   lastSuccessAt: number | undefined;
-  reconcile: { pending: boolean; backoff: Backoff; lastOutcome: ReconcileOutcome | undefined } = {
+  /** `awaitsCoordinator`: the reconcile is held only because the coordinator could not be reached. */
+  reconcile: { pending: boolean; backoff: Backoff; lastOutcome: ReconcileOutcome | undefined; awaitsCoordinator?: boolean } = {
     pending: false,
     backoff: Backoff.none,
     lastOutcome: undefined,

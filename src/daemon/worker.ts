@@ -17,7 +17,7 @@ import { linkSignals } from '../abort.js';
 import { Backoff } from '../backoff.js';
 import { classifyFailure, type Failure } from './classify.js';
 import type { DaemonConfig } from './config.js';
-import type { Coordinator, SharedReconcile } from './coordinator.js';
+import { isCoordinatorUnavailable, type Coordinator, type SharedReconcile } from './coordinator.js';
 import { HELD_ELSEWHERE, type Exclusion, type SingleFlight } from './exclusion.js';
 import type { RateGate, Semaphore } from './limiter.js';
 import type { DaemonMetrics, ProfileHealth } from './metrics.js';
@@ -771,8 +771,22 @@ export class ProfileWorker {
       coordinatorHealth.down(error);
       const wait = rt.reconcile.backoff.nextDelay(config.backoff, random);
       rt.reconcile.backoff = rt.reconcile.backoff.failed(this.#ctx.clock.mono(), 0);
-      return this.#deferReconcile(wait);
+      const outcome = this.#deferReconcile(wait);
+      rt.reconcile.awaitsCoordinator = isCoordinatorUnavailable(error);
+      return outcome;
     }
+  }
+
+  /**
+   * The coordinator is reachable again: a reconcile held only for it is due now, not when its backoff (grown
+   * while the coordinator was away) runs out. Returns whether one was.
+   */
+  coordinatorBack(): boolean {
+    const reconcile = this.#rt.reconcile;
+    if (!reconcile.pending || !reconcile.awaitsCoordinator) return false;
+    reconcile.awaitsCoordinator = false;
+    reconcile.backoff = Backoff.none;
+    return true;
   }
 
   #reconciledElsewhere(record: SharedReconcile): ReconcileOutcome {
@@ -791,6 +805,7 @@ export class ProfileWorker {
   #deferReconcile(waitMs: number): ReconcileOutcome {
     const rt = this.#rt;
     rt.reconcile.pending = true;
+    rt.reconcile.awaitsCoordinator = false;
     rt.reconcile.backoff = rt.reconcile.backoff.waitUntil(this.#ctx.clock.mono() + waitMs);
     this.#ctx.metrics.reconcile(rt.name, 'deferred');
     return 'deferred';
