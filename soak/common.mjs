@@ -75,6 +75,11 @@ export function emptyResult(run, seed) {
     expiredDuringLongOutages: [],
     /** Expired while the replica itself was stopped or dead: listed apart. */
     expiredWhileReplicaDown: [],
+    /**
+     * Expired while the token file's directory was unusable (nothing can be written or removed there), and until
+     * the sweep after it is usable again writes or removes the file: listed apart.
+     */
+    expiredWhileDirectoryUnusable: [],
     /** Seconds a running replica published no token for a profile it serves, outside the listed windows. */
     noTokenSeconds: 0,
     noTokenWindows: [],
@@ -207,13 +212,15 @@ export function formatResult(result, misses = checkTargets(result)) {
   row('expired token published, daemon running', `${fmt(result.expiredSeconds)} s`, '0 s', result.expiredSeconds === 0);
   row('  during outages longer than the margin', `${result.expiredDuringLongOutages.length} window(s), ${fmt(sum(result.expiredDuringLongOutages))} s`, 'listed');
   row('  while the replica was stopped or dead', `${result.expiredWhileReplicaDown.length} window(s), ${fmt(sum(result.expiredWhileReplicaDown))} s`, 'listed');
+  const unusable = result.expiredWhileDirectoryUnusable ?? [];
+  row('  directory unusable, until the next sweep', `${unusable.length} window(s), ${fmt(sum(unusable))} s`, 'listed');
   row('no token published, daemon running', `${fmt(result.noTokenSeconds)} s`, '0 s', result.noTokenSeconds === 0);
   row('  token endpoint down past the margin, or directory unusable', `${result.noTokenListed.length} window(s), ${fmt(sum(result.noTokenListed))} s`, 'listed');
   row('grants lost', result.grantsLost, '0', result.grantsLost === 0);
   row('duplicate connectors (observations)', result.duplicateConnectors, '0', result.duplicateConnectors === 0);
   row('connector with an expired token', `${result.staleConnector.count} time(s), ${fmt(result.staleConnector.seconds)} s`, '0', result.staleConnector.count === 0);
   const serviceWindows = result.staleConnector.duringServiceOutages ?? [];
-  row('  while the service refused or hung', `${serviceWindows.length} window(s), ${fmt(sum(serviceWindows))} s`, 'listed');
+  row('  while the service refused or hung, or Redis was down', `${serviceWindows.length} window(s), ${fmt(sum(serviceWindows))} s`, 'listed');
   row('no connector at all (deleted, until recreated)', `${fmt(result.missingConnectorSeconds)} s`, 'reported');
   const needed = result.humanActions.map((h) => `${h.profile} (${h.reason})`).join(', ') || 'none';
   row('human actions needed', needed, `only ${result.expectedHumanActions.join(', ') || 'none'}`, !misses.some((m) => m.target === 'human actions'));
@@ -236,6 +243,7 @@ export function formatResult(result, misses = checkTargets(result)) {
   const windows = [
     ...result.expiredDuringLongOutages.map((w) => ['long outage', w]),
     ...result.expiredWhileReplicaDown.map((w) => ['replica down', w]),
+    ...(result.expiredWhileDirectoryUnusable ?? []).map((w) => ['dir unusable', w]),
     ...result.expiredWindows.map((w) => ['UNEXPECTED', w]),
   ];
   if (windows.length > 0) {

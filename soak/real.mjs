@@ -7,14 +7,14 @@
 //   node soak/real.mjs [--seed N] [--duration SECONDS] [--json]      (needs `npx tsc -p tsconfig.build.json`)
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { accessSync, constants, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, request as httpRequest } from 'node:http';
-import { connect, createServer as createNetServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { URLSearchParams, fileURLToPath, pathToFileURL } from 'node:url';
 import { Buffer } from 'node:buffer';
 import { clearTimeout, setTimeout } from 'node:timers';
+import { findRedisServer, freePort, startRedisProcess } from '../test/helpers/redis-server.mjs';
 import { DAY, SECOND, Windows, checkTargets, drawSchedule, emptyResult, formatResult, formatSchedule, seededRandom } from './common.mjs';
 
 const { fetch, AbortSignal } = globalThis;
@@ -36,7 +36,11 @@ const LEASE_MS = 30_000;
 const DOWN_GRACE_MS = 3_000;
 /** After a long outage ends, the next retry (the backoff is capped at margin / 4) and a renewal. */
 const OUTAGE_GRACE_MS = 2_000;
+/** A sweep's file write or removal, once it starts: a few milliseconds, given time for a loaded machine. */
+const FILE_GRACE_MS = 300;
 const PROFILES = ['p1', 'p2', 'p3'];
+/** Token endpoint faults that refuse every renewal while they last (slow and trickling ones answer, late). */
+const REFUSING = new Set(['token-outage-short', 'token-outage-long', 'token-5xx-burst', 'token-429-burst']);
 const REPLICAS = ['a', 'b'];
 
 const LIBFAKETIME_CANDIDATES = [
@@ -45,22 +49,7 @@ const LIBFAKETIME_CANDIDATES = [
   '/usr/lib/faketime/libfaketime.so.1',
 ];
 
-function isExecutable(file) {
-  try {
-    accessSync(file, constants.X_OK);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/** `redis-server` on PATH, else /usr/bin/redis-server, else null. */
-export function findRedisServer(env = process.env) {
-  for (const dir of (env.PATH ?? '').split(path.delimiter)) {
-    if (dir && isExecutable(path.join(dir, 'redis-server'))) return path.join(dir, 'redis-server');
-  }
-  return isExecutable('/usr/bin/redis-server') ? '/usr/bin/redis-server' : null;
-}
+export { findRedisServer };
 
 export function findLibfaketime() {
   return LIBFAKETIME_CANDIDATES.find((file) => existsSync(file)) ?? null;
@@ -68,61 +57,8 @@ export function findLibfaketime() {
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
-async function freePort() {
-  const server = createNetServer();
-  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address();
-  await new Promise((resolve) => server.close(() => resolve()));
-  return port;
-}
-
 function tempDir(prefix) {
   return mkdtempSync(path.join(tmpdir(), prefix));
-}
-
-async function pong(port) {
-  return new Promise((resolve) => {
-    const socket = connect({ host: '127.0.0.1', port });
-    let data = '';
-    const done = (ok) => {
-      socket.destroy();
-      resolve(ok);
-    };
-    socket.setTimeout(500, () => done(false));
-    socket.on('error', () => done(false));
-    socket.on('connect', () => socket.write('PING\r\n'));
-    socket.on('data', (chunk) => {
-      data += chunk.toString('utf8');
-      if (data.includes('\r\n')) done(data.startsWith('+PONG'));
-    });
-  });
-}
-
-/** redis-server on a free loopback port, no persistence; killed and started again on the same port. */
-async function startRedis(executable) {
-  const port = await freePort();
-  const dir = tempDir('syncauth-soak-redis-');
-  let child;
-  const start = async () => {
-    child = spawn(executable, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, '--loglevel', 'warning'], {
-      cwd: dir, stdio: 'ignore',
-    });
-    const deadline = Date.now() + 10_000;
-    while (!(await pong(port))) {
-      if (child.exitCode !== null) throw new Error(`redis-server exited (${child.exitCode}) on port ${port}`);
-      if (Date.now() > deadline) throw new Error(`redis-server did not answer on port ${port}`);
-      await sleep(25);
-    }
-  };
-  const kill = async () => {
-    const proc = child;
-    if (!proc || proc.exitCode !== null || proc.signalCode !== null) return;
-    const gone = new Promise((resolve) => proc.once('exit', resolve));
-    proc.kill('SIGKILL');
-    await gone;
-  };
-  await start();
-  return { url: `redis://127.0.0.1:${port}`, kill, start, stop: async () => { await kill(); rmSync(dir, { recursive: true, force: true }); } };
 }
 
 /**
@@ -357,7 +293,7 @@ export async function runRealSoak({ seed, durationMs = 90_000, log = () => {}, l
       apps: [app], workspaces: [{ name: 'default', apiKeys: [DEFAULT_EMULATOR_API_KEY] }], autoApprove: true, tokenLifetimeSeconds: lifetimeSeconds,
     });
     cleanups.push(() => emu.close());
-    const redis = redisServer ? await startRedis(redisServer) : undefined;
+    const redis = redisServer ? await startRedisProcess(redisServer) : undefined;
     if (redis) cleanups.push(() => redis.stop());
 
     // Three grants, each set up as a stored profile (encrypted file store) with its connector conn-<profile>.
@@ -431,6 +367,8 @@ export async function runRealSoak({ seed, durationMs = 90_000, log = () => {}, l
     const longOutages = [];
     /** Every stretch in which the token endpoint was faulty (down, failing, limiting, slow or trickling). */
     const tokenFaults = [];
+    /** Every stretch in which the service refused or hung, or Redis was down. */
+    const reconcileFaults = [];
     const jumps = new Map(REPLICAS.map((r) => [r, []]));
     let revokedAt;
     const runFault = async (event) => {
@@ -439,10 +377,23 @@ export async function runRealSoak({ seed, durationMs = 90_000, log = () => {}, l
       result.executed.push(record);
       log(`+${((started - t0) / 1000).toFixed(1)} s ${event.kind} ${event.durationMs ? `for ${(event.durationMs / 1000).toFixed(1)} s` : ''}`);
       const faultEnds = [];
+      if (event.channel === 'service' || event.kind === 'redis-restart') {
+        // The connector cannot be given a token while the service refuses or hangs, nor while Redis is down
+        // (reconciles wait for the coordinator): until the last slow answer, and the retry after it.
+        const window = { from: started, to: Infinity };
+        reconcileFaults.push(window);
+        faultEnds.push(() => (window.to = Date.now() + (event.latencyMs ?? 0)));
+      }
       if (event.channel === 'token') {
         const window = { from: started, to: Infinity };
         tokenFaults.push(window);
-        faultEnds.push(() => (window.to = Date.now()));
+        // Until the last answer the fault gave can have been acted on: one still trickling, or a Retry-After.
+        const after = (event.latencyMs ?? 0) + (event.trickleMs ?? 0) + (event.retryAfterSeconds ?? 0) * SECOND;
+        faultEnds.push(() => (window.to = Date.now() + after));
+        // A fault that keeps every renewal from succeeding for longer than the margin (its length, what it told
+        // the daemon to wait, and the sweep that tries next) is an outage longer than the margin, as the long
+        // outages are: an expired or missing token during it is listed, not counted.
+        if (event.kind === 'token-outage-long' || (REFUSING.has(event.kind) && event.durationMs + after + SWEEP_MS > marginMs)) longOutages.push(window);
       }
       const hold = () => sleep(event.durationMs);
       /** The emulator answers by `rules` for the fault's whole duration. */
@@ -457,10 +408,7 @@ export async function runRealSoak({ seed, durationMs = 90_000, log = () => {}, l
       switch (event.kind) {
         case 'token-outage-short':
         case 'token-outage-long': {
-          const window = { from: started, to: Infinity };
-          if (event.kind === 'token-outage-long') longOutages.push(window);
           await during([{ route: 'token', status: 503 }]);
-          window.to = Date.now();
           break;
         }
         case 'token-5xx-burst':
@@ -521,6 +469,7 @@ export async function runRealSoak({ seed, durationMs = 90_000, log = () => {}, l
           await hold();
           rmSync(replica.tokenDir, { force: true });
           renameSync(away, replica.tokenDir);
+          window.usableAt = Date.now();
           window.to = Date.now() + DOWN_GRACE_MS;
           break;
         }
@@ -611,8 +560,10 @@ export async function runRealSoak({ seed, durationMs = 90_000, log = () => {}, l
     const expiredUnexpected = new Windows();
     const expiredOutage = new Windows();
     const expiredDown = new Windows();
+    const expiredUnusable = new Windows();
     const staleUnexpected = new Windows();
     const staleOutage = new Windows();
+    const staleService = new Windows();
     const missing = new Windows();
     const absent = new Windows();
     const absentUnexpected = new Windows();
@@ -625,6 +576,8 @@ export async function runRealSoak({ seed, durationMs = 90_000, log = () => {}, l
     };
     let lastReadyz = 0;
     let rssPeak = 0;
+    let rssPeakDetail;
+    const weekWallMs = (7 * DAY) / factor;
     const events = () => result.executed.filter((e) => e.kind).map((e) => e.kind);
     // The faults under way at `at` or ended within the last lifetime, newest first: what a window may be due to.
     const causeAt = (at) => {
@@ -647,9 +600,13 @@ export async function runRealSoak({ seed, durationMs = 90_000, log = () => {}, l
           const isDown = inWindow(down.get(replica.name), now);
           const outage = !isDown && inLongOutage(now);
           const info = { replica: replica.name, profile, cause: causeAt(now) };
+          // The directory unusable: the file can be neither written nor removed, and the old one is back when it
+          // is usable again, until the next sweep writes the token held or removes the file.
+          const unusable = !isDown && !outage && unwritable.get(replica.name).some((w) => now >= w.from && now <= (w.usableAt ?? Infinity) + SWEEP_MS + FILE_GRACE_MS);
           expiredDown.observe(key, expired && isDown, now, info);
           expiredOutage.observe(key, expired && outage, now, info);
-          expiredUnexpected.observe(key, expired && !isDown && !outage, now, info);
+          expiredUnusable.observe(key, expired && unusable, now, info);
+          expiredUnexpected.observe(key, expired && !isDown && !outage && !unusable, now, info);
           // No token at all for a consumer. Expected only while the token endpoint is down past the margin, while
           // the directory is unusable, and just after a wall clock thrown ahead (the daemon drops a token its
           // clock says is dead, then renews at once): listed. Anywhere else it is a miss.
@@ -661,12 +618,16 @@ export async function runRealSoak({ seed, durationMs = 90_000, log = () => {}, l
         const pid = replica.running ? replica.child.pid : undefined;
         const rss = pid ? rssMiB(pid) : undefined;
         if (rss !== undefined) {
-          rssPeak = Math.max(rssPeak, rss);
+          if (rss > rssPeak) {
+            rssPeak = rss;
+            rssPeakDetail = { replica: replica.name, instance: replica.instances.length - 1, at: round((now - t0) / 1000), cause: causeAt(now) };
+          }
           const instance = replica.instances.at(-1);
           instance.rssLast = rss;
-          // The first simulated week, but not before the process is warm (its modules loaded, its first
-          // lifetimes renewed): in a short slice a week is a second or two of a process just started.
-          if (instance.rssWeek === undefined && now - t0 >= Math.max(durationMs / 52, WARM_MS)) instance.rssWeek = rss;
+          // After the first simulated week (420 s of wall time at 10 s lifetimes), but not before the process is
+          // warm (its modules loaded, its first lifetimes renewed). A slice shorter than a few weeks takes its
+          // baseline at a quarter of its length, and never before the process is warm.
+          if (instance.rssWeek === undefined && now - t0 >= Math.max(WARM_MS, Math.min(weekWallMs, durationMs / 4))) instance.rssWeek = rss;
           if (now - (instance.lastSeries ?? 0) >= 5_000) {
             instance.lastSeries = now;
             (instance.series ??= []).push([Math.round((now - t0) / 1000), round(rss)]);
@@ -696,9 +657,11 @@ export async function runRealSoak({ seed, durationMs = 90_000, log = () => {}, l
         const bogus = typeof record?.expiresAt === 'number' && record.expiresAt > now + lifetimeMs + SECOND;
         poisoned.observe(profile, bogus, now, { profile, cause: `the shared reconcile record says the connector's token expires in ${bogus ? Math.round((record.expiresAt - now) / 1000) : 0} s`, at: now });
         const lease = !outage && !bogus && now - (leaseSeen.get(profile) ?? -Infinity) <= lifetimeMs;
+        const serviceDown = !outage && !lease && reconcileFaults.some((w) => now >= w.from && now <= w.to + OUTAGE_GRACE_MS);
         staleOutage.observe(profile, stale && outage, now, { profile, cause: causeAt(now) });
         staleLease.observe(profile, stale && lease, now, { profile, cause: causeAt(now) });
-        staleUnexpected.observe(profile, stale && !outage && !lease, now, { profile, cause: bogus ? `a shared reconcile record from a wrong clock (expiry ${Math.round((record.expiresAt - now) / 1000)} s ahead); ${causeAt(now)}` : causeAt(now) });
+        staleService.observe(profile, stale && serviceDown, now, { profile, cause: causeAt(now) });
+        staleUnexpected.observe(profile, stale && !outage && !lease && !serviceDown, now, { profile, cause: bogus ? `a shared reconcile record from a wrong clock (expiry ${Math.round((record.expiresAt - now) / 1000)} s ahead); ${causeAt(now)}` : causeAt(now) });
       }
       if (now - lastReadyz >= 1_000) {
         lastReadyz = now;
@@ -727,10 +690,12 @@ export async function runRealSoak({ seed, durationMs = 90_000, log = () => {}, l
     result.expiredSeconds = result.expiredWindows.reduce((s, w) => s + w.seconds, 0);
     result.expiredDuringLongOutages = expiredOutage.close(end).map(shift);
     result.expiredWhileReplicaDown = expiredDown.close(end).map(shift);
+    result.expiredWhileDirectoryUnusable = expiredUnusable.close(end).map(shift);
     const stale = staleUnexpected.close(end).map(shift);
     result.staleConnector = {
       count: stale.length, seconds: stale.reduce((s, w) => s + w.seconds, 0), windows: stale,
       duringLongOutages: staleOutage.close(end).map(shift),
+      duringServiceOutages: staleService.close(end).map(shift),
       whileLeaseOfDownReplica: staleLease.close(end).map(shift),
     };
     /** Stretches in which a profile's shared reconcile record claimed an expiry no token can have. */
@@ -813,6 +778,7 @@ export async function runRealSoak({ seed, durationMs = 90_000, log = () => {}, l
     result.logLinesPerProfileDay = result.logLinesPerDay / (PROFILES.length * REPLICAS.length);
 
     result.rssPeakMiB = round(rssPeak);
+    result.rssPeakDetail = rssPeakDetail;
     // Growth is judged on the processes that ran the whole run (a restarted one starts its own baseline).
     let worst;
     result.rssSeries = {};

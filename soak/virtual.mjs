@@ -395,7 +395,7 @@ export async function runVirtualSoak({ seed = 1, days = 365, profileCount = 10, 
   const inLongOutage = (from, to) => longOutages.some(([a, b]) => from < b && to > a);
   const fileFaults = schedule.filter((e) => e.kind === 'token_file_unwritable').map((e) => [e.replica, START + e.at, START + e.at + e.durationMs + STEP]);
   const inFileFault = (replica, from, to) => fileFaults.some(([r, a, b]) => r === replica && from < b && to > a);
-  const serviceOutages = schedule.filter((e) => e.channel === 'service').map((e) => [START + e.at, START + e.at + e.durationMs + OUTAGE_GRACE]);
+  const serviceOutages = schedule.filter((e) => e.channel === 'service' || e.kind === 'redis_restarted').map((e) => [START + e.at, START + e.at + e.durationMs + OUTAGE_GRACE]);
   const inServiceOutage = (from, to) => serviceOutages.some(([a, b]) => from < b && to > a);
   // What a window is blamed on: the faults active when it opened, or ended within a lifetime before.
   const activeKinds = () =>
@@ -421,6 +421,7 @@ export async function runVirtualSoak({ seed = 1, days = 365, profileCount = 10, 
   const expiredUnexpected = [];
   const expiredLong = [];
   const expiredDown = [];
+  const expiredUnusable = [];
   const staleWindows = [];
   const staleDuringService = [];
   const noTokenUnexpected = [];
@@ -442,7 +443,7 @@ export async function runVirtualSoak({ seed = 1, days = 365, profileCount = 10, 
         }
         if (!pub || pub.expiresAt >= t) continue;
         const from = Math.max(prev, pub.expiresAt);
-        const list = !r.running ? expiredDown : inLongOutage(from, t) ? expiredLong : expiredUnexpected;
+        const list = !r.running ? expiredDown : inLongOutage(from, t) ? expiredLong : inFileFault(r.id, from, t) ? expiredUnusable : expiredUnexpected;
         account(`exp/${r.id}/${name}`, list, from, t, { replica: r.id, profile: name, cause: activeKinds() || 'no fault active' });
       }
       if (r.running) r.activeProfileMs += (t - prev) * names.filter((n) => !(revokedAt !== undefined && n === revoked.profile)).length;
@@ -555,6 +556,7 @@ export async function runVirtualSoak({ seed = 1, days = 365, profileCount = 10, 
   result.expiredSeconds = result.expiredWindows.reduce((s, w) => s + w.seconds, 0);
   result.expiredDuringLongOutages = cleanWindows(expiredLong);
   result.expiredWhileReplicaDown = cleanWindows(expiredDown);
+  result.expiredWhileDirectoryUnusable = cleanWindows(expiredUnusable);
   result.staleConnector = { count: staleWindows.length, seconds: staleSeconds, windows: cleanWindows(staleWindows), duringServiceOutages: cleanWindows(staleDuringService) };
   result.noTokenWindows = cleanWindows(noTokenUnexpected);
   result.noTokenSeconds = result.noTokenWindows.reduce((s, w) => s + w.seconds, 0);
