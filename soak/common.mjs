@@ -225,7 +225,8 @@ export function formatResult(result, misses = checkTargets(result)) {
   const needed = result.humanActions.map((h) => `${h.profile} (${h.reason})`).join(', ') || 'none';
   row('human actions needed', needed, `only ${result.expectedHumanActions.join(', ') || 'none'}`, !misses.some((m) => m.target === 'human actions'));
   for (const [replica, n] of Object.entries(result.revokedRetries)) row(`  revoked grant asked again, replica ${replica}`, n, `≤ ${TARGETS.revokedRetries}`, n <= TARGETS.revokedRetries);
-  row('peak RSS', `${fmt(result.rssPeakMiB)} MiB`);
+  const peak = result.rssPeakDetail;
+  row('peak RSS', `${fmt(result.rssPeakMiB)} MiB${peak ? ` (replica ${peak.replica}, +${fmt(peak.at)} s wall)` : ''}`);
   const growthRow = (label, week, end, judged) => {
     const growth = end / week - 1;
     row(label, `${fmt(week)} → ${fmt(end)} MiB (${growth >= 0 ? '+' : ''}${(growth * 100).toFixed(1)} %)`, judged ? `≤ +${TARGETS.rssGrowth * 100} %` : 'reported', judged ? growth <= TARGETS.rssGrowth : undefined);
