@@ -14,7 +14,7 @@ export default tseslint.config(
     },
   },
   {
-    files: ['bench/**/*.mjs', 'soak/**/*.mjs'],
+    files: ['bench/**/*.mjs', 'soak/**/*.mjs', 'test/helpers/**/*.mjs'],
     languageOptions: { globals: { process: 'readonly', console: 'readonly', fetch: 'readonly', AbortController: 'readonly', performance: 'readonly', setTimeout: 'readonly', clearTimeout: 'readonly', setInterval: 'readonly', clearInterval: 'readonly' } },
   },
   {

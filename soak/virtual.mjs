@@ -14,6 +14,7 @@ import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import v8 from 'node:v8';
 import vm from 'node:vm';
+import { memoryCoordinator, obtainGrant } from '../test/helpers/replicas.mjs';
 import { DAY, HOUR, MINUTE, SECOND, drawSchedule, emptyResult, seededRandom } from './common.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -78,58 +79,6 @@ class MemoryRedis {
     this.leases.clear();
     this.records.clear();
   }
-}
-
-/** Like the Redis coordinator: records kept on the coordinator's clock, translated to and from the replica's. */
-function memoryCoordinator(redis, replicaId, CoordinatorUnavailableError, replicaNow, leaseMs = 30 * SECOND) {
-  const check = () => {
-    if (redis.down) throw new CoordinatorUnavailableError('the coordinator is restarting');
-  };
-  const shift = (record, by) => ({ ...record, expiresAt: record.expiresAt + by, reconciledAt: record.reconciledAt + by });
-  return {
-    replicaId,
-    async acquire(profile) {
-      check();
-      const held = redis.leases.get(profile);
-      if (held && held.until > redis.now()) return undefined;
-      const controller = new AbortController();
-      const lease = { owner: replicaId, until: redis.now() + leaseMs };
-      redis.leases.set(profile, lease);
-      return {
-        signal: controller.signal,
-        async release() {
-          if (!redis.down && redis.leases.get(profile) === lease) redis.leases.delete(profile);
-        },
-      };
-    },
-    async lastReconcile(profile) {
-      check();
-      const record = redis.records.get(profile);
-      return record && shift(record, replicaNow() - redis.now());
-    },
-    async recordReconcile(profile, record) {
-      check();
-      const current = redis.records.get(profile);
-      const stored = shift(record, redis.now() - replicaNow());
-      if (!current || current.expiresAt <= stored.expiresAt) redis.records.set(profile, stored);
-    },
-    isAvailable: () => !redis.down,
-    async close() {},
-  };
-}
-
-/** A grant through the emulator's authorize page (auto-approved) and the code exchange. */
-async function obtainGrant(emu, app, exchangeCode) {
-  const url = new URL(emu.authorizeUrl);
-  url.searchParams.set('client_id', app.appKey);
-  url.searchParams.set('response_type', 'code');
-  url.searchParams.set('token_access_type', 'offline');
-  url.searchParams.set('redirect_uri', app.redirectUris[0]);
-  const res = await fetch(url, { redirect: 'manual' });
-  const code = new URL(res.headers.get('location') ?? 'http://x/').searchParams.get('code');
-  if (!code) throw new Error(`the emulator gave no code (${res.status})`);
-  const tokens = await exchangeCode({ tokenUrl: emu.tokenUrl, app, code, redirectUri: app.redirectUris[0] });
-  return { appKey: app.appKey, appSecret: app.appSecret, refreshToken: tokens.refreshToken };
 }
 
 /** A full collection, whether or not node was started with --expose-gc. */

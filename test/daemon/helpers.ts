@@ -12,6 +12,7 @@ import type { EmulatorApp, EmulatorOptions, IssuedAccessToken, RunningEmulator, 
 import { createLogger, type Logger } from '../../src/log.js';
 import { exchangeCode } from '../../src/oauth/index.js';
 import { openProfileStore, type ProfileStore } from '../../src/profile/index.js';
+import { obtainGrant as obtainGrantWith } from '../helpers/replicas.mjs';
 
 export const REDIRECT = DEFAULT_APP.redirectUris[0] as string;
 export const START = Date.parse('2030-01-01T00:00:00Z');
@@ -75,22 +76,8 @@ export async function emulator(options: EmulatorOptions = {}): Promise<RunningEm
 }
 
 /** A grant of `app` on the emulator, through the authorize page (auto-approved) and the code exchange. */
-export async function obtainGrant(emu: RunningEmulator, app: EmulatorApp = DEFAULT_APP): Promise<DaemonGrant> {
-  const url = new URL(emu.authorizeUrl);
-  url.searchParams.set('client_id', app.appKey);
-  url.searchParams.set('response_type', 'code');
-  url.searchParams.set('token_access_type', 'offline');
-  url.searchParams.set('redirect_uri', app.redirectUris[0] ?? REDIRECT);
-  const res = await fetch(url, { redirect: 'manual' });
-  const code = new URL(res.headers.get('location') ?? 'http://x/').searchParams.get('code');
-  if (!code) throw new Error(`the emulator gave no code (${res.status})`);
-  const tokens = await exchangeCode({
-    tokenUrl: emu.tokenUrl,
-    app: { appKey: app.appKey, appSecret: app.appSecret },
-    code,
-    redirectUri: app.redirectUris[0] ?? REDIRECT,
-  });
-  return { appKey: app.appKey, appSecret: app.appSecret, refreshToken: tokens.refreshToken };
+export function obtainGrant(emu: RunningEmulator, app: EmulatorApp = DEFAULT_APP): Promise<DaemonGrant> {
+  return obtainGrantWith(emu, app, exchangeCode);
 }
 
 export interface ProfileSpec {

@@ -5,11 +5,12 @@
 // does not leave the connector with an expired token. Reconciles held while Redis was away go ahead as soon as
 // it is back (found by the real-process soak, soak/real.mjs).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CoordinatorUnavailableError, type Coordinator, type SharedReconcile } from '../../src/daemon/coordinator.js';
+import { CoordinatorUnavailableError, type SharedReconcile } from '../../src/daemon/coordinator.js';
 import { createRedisCoordinator, startDaemon, type DaemonGrant, type RunningDaemon } from '../../src/daemon/index.js';
 import { DEFAULT_EMULATOR_API_KEY } from '../../src/emulator/index.js';
 import { openProfileStore } from '../../src/profile/index.js';
 import { redisAvailability, startRedisServer, type RedisServer } from '../helpers/redis.js';
+import { memoryCoordinator, type MemoryRedis } from '../helpers/replicas.mjs';
 import { captureLog, connectorsNamed, emulator, fakeClock, obtainGrant, seededRandom, tempDir } from '../daemon/helpers.js';
 
 const availability = redisAvailability();
@@ -43,14 +44,6 @@ describe.skipIf(availability.skip)('the shared record on Redis', () => {
       await right.close();
     }
   });
-});
-
-describe.skipIf(availability.skip)('a coordinator that comes back', () => {
-  let redis: RedisServer;
-  beforeAll(async () => {
-    redis = await startRedisServer(availability);
-  });
-  afterAll(async () => redis?.stop());
 
   // Seen in the real-process soak (seed 1): Redis restarted just after a renewal, the reconcile waited for it,
   // and the connector was given the new token only at the next sweep, after its old one had expired. With the
@@ -102,32 +95,6 @@ describe.skipIf(availability.skip)('a coordinator that comes back', () => {
   });
 });
 
-/** Redis's semantics on one hand-moved clock (the coordinator's), each replica reading it on its own clock. */
-function memoryCoordinator(shared: { records: Map<string, SharedReconcile>; leases: Map<string, number> }, id: string, coordinatorNow: () => number, replicaNow: () => number): Coordinator {
-  const shift = (r: SharedReconcile, by: number): SharedReconcile => ({ ...r, expiresAt: r.expiresAt + by, reconciledAt: r.reconciledAt + by });
-  return {
-    replicaId: id,
-    acquire(profile) {
-      if ((shared.leases.get(profile) ?? 0) > coordinatorNow()) return Promise.resolve(undefined);
-      shared.leases.set(profile, coordinatorNow() + 30_000);
-      return Promise.resolve({ signal: new AbortController().signal, release: async () => void shared.leases.delete(profile) });
-    },
-    lastReconcile(profile) {
-      const r = shared.records.get(profile);
-      return Promise.resolve(r && shift(r, replicaNow() - coordinatorNow()));
-    },
-    recordReconcile(profile, record) {
-      const stored = shift(record, coordinatorNow() - replicaNow());
-      const current = shared.records.get(profile);
-      if (!current || current.expiresAt <= stored.expiresAt) shared.records.set(profile, stored);
-      return Promise.resolve();
-    },
-    isAvailable: () => true,
-    close: () => Promise.resolve(),
-  };
-}
-void CoordinatorUnavailableError;
-
 describe('replicas sharing one connector', () => {
   const LIFETIME_S = 600;
   const MARGIN_MS = 60_000;
@@ -136,7 +103,7 @@ describe('replicas sharing one connector', () => {
     const clock = fakeClock();
     const emu = await emulator({ tokenLifetimeSeconds: LIFETIME_S, now: clock.now });
     const grant: DaemonGrant = await obtainGrant(emu);
-    const shared = { records: new Map<string, SharedReconcile>(), leases: new Map<string, number>() };
+    const shared: MemoryRedis = { now: clock.now, records: new Map(), leases: new Map() };
     const daemons: Record<'a' | 'b', RunningDaemon> = {} as Record<'a' | 'b', RunningDaemon>;
     for (const id of ['a', 'b'] as const) {
       const now = (): number => clock.now() + offsets[id];
@@ -149,7 +116,7 @@ describe('replicas sharing one connector', () => {
         now,
         monotonicNow: clock.now,
         random: seededRandom(id === 'a' ? 1 : 2),
-        coordinator: memoryCoordinator(shared, id, clock.now, now),
+        coordinator: memoryCoordinator(shared, id, CoordinatorUnavailableError, now),
         serviceRetry: { retries: 0 },
       });
     }

@@ -1,0 +1,27 @@
+import type { Coordinator, CoordinatorUnavailableError } from '../../src/daemon/coordinator.js';
+import type { DaemonGrant } from '../../src/daemon/index.js';
+import type { EmulatorApp, RunningEmulator } from '../../src/emulator/index.js';
+import type { exchangeCode } from '../../src/oauth/index.js';
+
+/** Redis's keys in memory, on the coordinator's own clock; `down` makes every call fail as an outage does. */
+export interface MemoryRedis {
+  now(): number;
+  leases: Map<string, { owner: string; until: number }>;
+  records: Map<string, unknown>;
+  down?: boolean;
+}
+
+/**
+ * A coordinator like the Redis one: leases and records kept on `redis.now()`, translated to and from the
+ * replica's clock `replicaNow`. While `redis.down`, every call throws `CoordinatorUnavailableError`.
+ */
+export declare function memoryCoordinator(
+  redis: MemoryRedis,
+  replicaId: string,
+  unavailable: typeof CoordinatorUnavailableError,
+  replicaNow: () => number,
+  leaseMs?: number,
+): Coordinator;
+
+/** A grant of `app` on the emulator, through its authorize page (auto-approved) and the code exchange. */
+export declare function obtainGrant(emu: RunningEmulator, app: EmulatorApp, exchange: typeof exchangeCode): Promise<DaemonGrant>;

@@ -1,0 +1,56 @@
+// Parts of a replicated daemon's world that the plain-JavaScript soak (soak/virtual.mjs) and the TypeScript
+// tests share: Redis's leases and records in memory on a clock of their own, and a grant obtained through the
+// emulator's authorize page. Plain JavaScript so that plain node runs it; typed by replicas.d.mts. What they
+// need from the product (the error class, the code exchange) is passed in, so this file imports nothing built.
+
+/** Like the Redis coordinator: records kept on the coordinator's clock, translated to and from the replica's. */
+export function memoryCoordinator(redis, replicaId, CoordinatorUnavailableError, replicaNow, leaseMs = 30_000) {
+  const check = () => {
+    if (redis.down) throw new CoordinatorUnavailableError('the coordinator is restarting');
+  };
+  const shift = (record, by) => ({ ...record, expiresAt: record.expiresAt + by, reconciledAt: record.reconciledAt + by });
+  return {
+    replicaId,
+    async acquire(profile) {
+      check();
+      const held = redis.leases.get(profile);
+      if (held && held.until > redis.now()) return undefined;
+      const controller = new AbortController();
+      const lease = { owner: replicaId, until: redis.now() + leaseMs };
+      redis.leases.set(profile, lease);
+      return {
+        signal: controller.signal,
+        async release() {
+          if (!redis.down && redis.leases.get(profile) === lease) redis.leases.delete(profile);
+        },
+      };
+    },
+    async lastReconcile(profile) {
+      check();
+      const record = redis.records.get(profile);
+      return record && shift(record, replicaNow() - redis.now());
+    },
+    async recordReconcile(profile, record) {
+      check();
+      const current = redis.records.get(profile);
+      const stored = shift(record, redis.now() - replicaNow());
+      if (!current || current.expiresAt <= stored.expiresAt) redis.records.set(profile, stored);
+    },
+    isAvailable: () => !redis.down,
+    async close() {},
+  };
+}
+
+/** A grant through the emulator's authorize page (auto-approved) and the code exchange. */
+export async function obtainGrant(emu, app, exchangeCode) {
+  const url = new URL(emu.authorizeUrl);
+  url.searchParams.set('client_id', app.appKey);
+  url.searchParams.set('response_type', 'code');
+  url.searchParams.set('token_access_type', 'offline');
+  url.searchParams.set('redirect_uri', app.redirectUris[0]);
+  const res = await fetch(url, { redirect: 'manual' });
+  const code = new URL(res.headers.get('location') ?? 'http://x/').searchParams.get('code');
+  if (!code) throw new Error(`the emulator gave no code (${res.status})`);
+  const tokens = await exchangeCode({ tokenUrl: emu.tokenUrl, app: { appKey: app.appKey, appSecret: app.appSecret }, code, redirectUri: app.redirectUris[0] });
+  return { appKey: app.appKey, appSecret: app.appSecret, refreshToken: tokens.refreshToken };
+}
