@@ -16,7 +16,7 @@ import { captureLog, connectorsNamed, emulator, fakeClock, obtainGrant, seededRa
 const availability = redisAvailability();
 if (availability.skip) console.warn(`replica-clocks.test.ts: ${availability.reason}`);
 
-describe.skipIf(availability.skip)('the shared record on Redis', () => {
+describe.skipIf(availability.skip)('Redis as the replicas\' coordinator', () => {
   let redis: RedisServer;
   beforeAll(async () => {
     redis = await startRedisServer(availability);
