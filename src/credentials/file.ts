@@ -32,6 +32,14 @@ const READABLE_VERSIONS = [1, 2] as const;
 // 2^15 × 8 × 128 bytes = 32 MiB and about 0.1 s per derivation: OWASP's floor for scrypt, paid once per process
 // because the derived key is cached for the file's salt.
 const DEFAULT_KDF = { N: 2 ** 15, r: 8, p: 1 } as const;
+/**
+ * Derived keys, by KDF parameters (the salt among them), shared by every store this process opens: the daemon
+ * opens one per profile, and each deriving its own key at start took 32 MiB and 0.1 s per profile, four at a
+ * time (the thread pool), for the same key. A derivation under way is shared too. A handful of entries at most
+ * (a salt changes only when the store is written anew under another key).
+ */
+const derivedKeys = new Map<string, { pass: string; key: Promise<Buffer> }>();
+const DERIVED_KEYS_KEPT = 8;
 const SALT_BYTES = 16;
 const IV_BYTES = 12;
 const TAG_BYTES = 16;
@@ -100,7 +108,6 @@ const keyLength = (key: string): number => Array.from(key.trim()).length;
 
 export function openFileSecretStore(options: FileSecretStoreOptions): FileSecretStore {
   const file = path.join(options.configDir, SECRET_FILE_NAME);
-  let cachedKey: { pass: string; kdf: string; key: Buffer } | undefined;
 
   function requireKey(): string {
     const pass = options.storeKey()?.trim();
@@ -116,10 +123,11 @@ export function openFileSecretStore(options: FileSecretStoreOptions): FileSecret
     return pass;
   }
 
-  async function deriveKey(pass: string, kdf: KdfParams): Promise<Buffer> {
+  function deriveKey(pass: string, kdf: KdfParams): Promise<Buffer> {
     const id = JSON.stringify(kdf);
-    if (cachedKey && cachedKey.pass === pass && cachedKey.kdf === id) return cachedKey.key;
-    const key = await new Promise<Buffer>((resolve, reject) => {
+    const cached = derivedKeys.get(id);
+    if (cached && cached.pass === pass) return cached.key;
+    const key = new Promise<Buffer>((resolve, reject) => {
       scrypt(
         pass,
         Buffer.from(kdf.salt, 'base64'),
@@ -128,7 +136,12 @@ export function openFileSecretStore(options: FileSecretStoreOptions): FileSecret
         (error, derived) => (error ? reject(error) : resolve(derived)),
       );
     });
-    cachedKey = { pass, kdf: id, key };
+    derivedKeys.delete(id);
+    derivedKeys.set(id, { pass, key });
+    while (derivedKeys.size > DERIVED_KEYS_KEPT) derivedKeys.delete(derivedKeys.keys().next().value as string);
+    key.catch(() => {
+      if (derivedKeys.get(id)?.key === key) derivedKeys.delete(id);
+    });
     return key;
   }
 
