@@ -2,6 +2,7 @@
 // 0.1 s of scrypt per profile, four at once on the thread pool: the real-process soak saw a restarted daemon
 // with three profiles reach 185 MiB RSS for a moment, twice its steady size. One derivation per key and salt
 // in a process is enough, shared by every store, even while it is under way.
+import type * as Crypto from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -9,7 +10,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 
 const calls = vi.hoisted(() => ({ scrypt: 0 }));
 vi.mock('node:crypto', async (importOriginal) => {
-  const real = await importOriginal<typeof import('node:crypto')>();
+  const real = await importOriginal<typeof Crypto>();
   return {
     ...real,
     scrypt: (...args: Parameters<typeof real.scrypt>) => {
