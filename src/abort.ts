@@ -4,6 +4,11 @@
 // every source signal that is never removed while the source lives. The daemon's shutdown signal lives as
 // long as the process and joins every renewal, so that was one entry per renewal for ever: the year soak
 // (soak/virtual.mjs) saw the heap grow by one WeakRef per renewal.
+//
+// Each link holds one listener on each source until it is released, so a source shared by the work in flight
+// (the shutdown signal, one link per renewal running) has as many listeners as renewals run at once. That is
+// the design, not a leak: Node's warning past ten listeners is turned off for the sources linked here.
+import { setMaxListeners } from 'node:events';
 
 export interface LinkedSignal {
   readonly signal: AbortSignal;
@@ -27,6 +32,7 @@ export function linkSignals(...sources: AbortSignal[]): LinkedSignal {
       controller.abort(source.reason);
       release();
     };
+    setMaxListeners(0, source);
     source.addEventListener('abort', listener, { once: true });
     listeners.push([source, listener]);
   }
