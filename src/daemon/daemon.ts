@@ -143,8 +143,9 @@ export class Daemon implements RunningDaemon {
       // (up to a minute later, by which time the connector's token may have expired).
       const stop = options.coordinator?.onAvailable?.(() => {
         if (!this.#schedule) return;
-        const held = [...this.#workers.values()].filter((worker) => worker.coordinatorBack());
-        if (held.length === 0) return;
+        let held = false;
+        for (const worker of this.#workers.values()) if (worker.coordinatorBack()) held = true;
+        if (!held) return;
         void this.sweep().catch((error: unknown) => this.#log.error({ event: 'sweep.failed', op: 'sweep', err: error }, 'the sweep after the coordinator came back failed'));
       });
       if (stop) this.#closers.push({ what: 'coordinator listener', close: async () => void stop() });

@@ -771,9 +771,7 @@ export class ProfileWorker {
       coordinatorHealth.down(error);
       const wait = rt.reconcile.backoff.nextDelay(config.backoff, random);
       rt.reconcile.backoff = rt.reconcile.backoff.failed(this.#ctx.clock.mono(), 0);
-      const outcome = this.#deferReconcile(wait);
-      rt.reconcile.awaitsCoordinator = isCoordinatorUnavailable(error);
-      return outcome;
+      return this.#deferReconcile(wait, isCoordinatorUnavailable(error));
     }
   }
 
@@ -801,11 +799,11 @@ export class ProfileWorker {
     return 'skipped';
   }
 
-  /** The reconcile waits: another replica holds the lease, or the coordinator is away. */
-  #deferReconcile(waitMs: number): ReconcileOutcome {
+  /** The reconcile waits: another replica holds the lease, or (`awaitsCoordinator`) the coordinator is away. */
+  #deferReconcile(waitMs: number, awaitsCoordinator = false): ReconcileOutcome {
     const rt = this.#rt;
     rt.reconcile.pending = true;
-    rt.reconcile.awaitsCoordinator = false;
+    rt.reconcile.awaitsCoordinator = awaitsCoordinator;
     rt.reconcile.backoff = rt.reconcile.backoff.waitUntil(this.#ctx.clock.mono() + waitMs);
     this.#ctx.metrics.reconcile(rt.name, 'deferred');
     return 'deferred';
