@@ -260,6 +260,12 @@ export class ProfileWorker {
     // Templates are rendered again from it: one added since the last run gets its file now.
     if (this.#ctx.templates.length > 0) await files.publish(rt);
     else rt.publishedToken = left.value;
+    // What the connector holds is not known to a process that just started: its previous run may have been
+    // stopped before a reconcile succeeded (the service down, a retry pending), or, with replicas, while it
+    // watched for another replica to reconcile. Both lived in memory. The first sweep looks: alone, it gives the
+    // connector this token; with replicas, only when the shared record says the connector's token is due, and
+    // otherwise it watches again.
+    if (rt.config?.reconcile) rt.reconcile = { ...rt.reconcile, pending: true, backoff: Backoff.none };
     log.info({ profile: rt.name, event: 'token.adopted', op: 'publish', expiresAt: new Date(left.expiresAt).toISOString() }, `kept the published access token of profile "${rt.name}"; it is still valid`);
   }
 
