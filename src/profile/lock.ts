@@ -1,9 +1,9 @@
 // A lock that holds across processes: an atomic mkdir, whose mtime the holder keeps fresh while it holds it
-// long, so a lock left by a crashed process goes stale and is taken over. A lock held across network calls (the
-// renewal lock) can also name its holder's process beside it, in `<lock>.owner`: a waiter on the same host that
-// finds the holder dead takes the lock over at once rather than after the stale time. The record is a symbolic
-// link whose target is the text `host pid id` (as Emacs marks the files it edits): made, read and removed in one
-// call each. Locks held for a local write only do without it.
+// long, so a lock left by a crashed process goes stale and is taken over. A lock can also name its holder's
+// process beside it, in `<lock>.owner`: a waiter on the same host that finds the holder dead takes the lock over
+// at once rather than after the stale time. The renewal lock and the profile state's write lock do (a renewal
+// waits on both); the other locks of a local write do without it. The record is a symbolic link whose target is
+// the text `host pid id` (as Emacs marks the files it edits): made, read and removed in one call each.
 //
 // The renewal path takes two of these per renewal, so a holding costs what it must and no more: mkdir to take
 // it, rmdir to give it back, and (only when it is held past half the stale time) a stat and a utimes per

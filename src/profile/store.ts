@@ -186,6 +186,9 @@ export function openProfileStore(configDir: string, options: ProfileStoreOptions
     return withFileLock(lockPath, fn, {
       waitMs: writeLockWaitMs,
       staleMs,
+      // A process killed mid-write (kill -9, the OOM killer) must not hold up the next one's write of this
+      // profile, and with it a renewal's token, for the stale time: the waiter takes the lock over at once.
+      recordOwner: true,
       timeoutError: () =>
         new ProfileStoreError(
           'PROFILE_LOCK_TIMEOUT',

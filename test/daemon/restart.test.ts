@@ -165,3 +165,40 @@ describe('the renewal lock', () => {
     await held;
   });
 });
+
+describe('the state write lock', () => {
+  // Found by the real-process soak (seed 2): a replica killed while it wrote a profile's state (just after a
+  // renewal) left that write's lock behind, and the restarted replica's next renewal of the profile held a fresh
+  // token for the stale time (10 s) before it could record and publish it. The state lock names its holder too.
+  it('is taken over within 2 s when the process writing was killed', async () => {
+    const dir = tempDir();
+    const store = openProfileStore(dir, { staleMs: 10_000 });
+    await store.update('p1', () => ({ connectorId: 'before' }));
+    const storeModule = pathToFileURL(path.resolve('dist/profile/index.js')).href;
+    // The holder blocks inside the write (its state mutation never returns), and is killed there.
+    const holder = spawn(process.execPath, [
+      '--input-type=module',
+      '-e',
+      `import { openProfileStore } from ${JSON.stringify(storeModule)};
+       await openProfileStore(${JSON.stringify(dir)}).update('p1', (current) => {
+         process.stdout.write('writing\\n');
+         Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0);
+         return current;
+       });`,
+    ], { stdio: ['ignore', 'pipe', 'inherit'] });
+    await new Promise<void>((resolve, reject) => {
+      holder.stdout.on('data', (chunk: Buffer) => chunk.toString().includes('writing') && resolve());
+      holder.once('exit', () => reject(new Error('the holder exited before it began to write')));
+    });
+    const exited = new Promise((resolve) => holder.once('exit', (code, signal) => resolve(signal)));
+    holder.kill('SIGKILL');
+    expect(await exited).toBe('SIGKILL');
+    expect(existsSync(path.join(dir, 'profiles', 'p1.json.lock'))).toBe(true);
+    const started = performance.now();
+    await store.update('p1', (current) => ({ ...current, connectorId: 'after' }));
+    const waited = performance.now() - started;
+    console.log(`state lock of a killed process taken over after ${Math.round(waited)} ms (stale time 10 s)`);
+    expect(waited).toBeLessThan(2_000);
+    expect((await store.read('p1'))?.connectorId).toBe('after');
+  });
+});
