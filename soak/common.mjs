@@ -221,6 +221,11 @@ export function formatResult(result, misses = checkTargets(result)) {
   row('connector with an expired token', `${result.staleConnector.count} time(s), ${fmt(result.staleConnector.seconds)} s`, '0', result.staleConnector.count === 0);
   const serviceWindows = result.staleConnector.duringServiceOutages ?? [];
   row('  while the service refused or hung, or Redis was down', `${serviceWindows.length} window(s), ${fmt(sum(serviceWindows))} s`, 'listed');
+  // The real run also keeps these apart (its lease and outages are long against its margin); the table shows them.
+  const leaseWindows = result.staleConnector.whileLeaseOfDownReplica;
+  if (leaseWindows) row('  while a dead or stopped replica held the lease (30 s)', `${leaseWindows.length} window(s), ${fmt(sum(leaseWindows))} s`, 'listed');
+  const outageWindows = result.staleConnector.duringLongOutages;
+  if (outageWindows) row('  during token outages longer than the margin', `${outageWindows.length} window(s), ${fmt(sum(outageWindows))} s`, 'listed');
   row('no connector at all (deleted, until recreated)', `${fmt(result.missingConnectorSeconds)} s`, 'reported');
   const needed = result.humanActions.map((h) => `${h.profile} (${h.reason})`).join(', ') || 'none';
   row('human actions needed', needed, `only ${result.expectedHumanActions.join(', ') || 'none'}`, !misses.some((m) => m.target === 'human actions'));
