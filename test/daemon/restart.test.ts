@@ -115,26 +115,30 @@ describe('a restarted daemon', () => {
   });
 });
 
+/** Runs `script` (an ES module) in a real process, waits for it to print `marker`, and kills it there (SIGKILL). */
+async function killedWhile(marker: string, script: string): Promise<void> {
+  const holder = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+  await new Promise<void>((resolve, reject) => {
+    holder.stdout.on('data', (chunk: Buffer) => chunk.toString().includes(marker) && resolve());
+    holder.once('exit', () => reject(new Error(`the process exited before it printed "${marker}"`)));
+  });
+  const exited = new Promise((resolve) => holder.once('exit', (_code, signal) => resolve(signal)));
+  holder.kill('SIGKILL');
+  expect(await exited).toBe('SIGKILL');
+}
+
 describe('the renewal lock', () => {
   it('is taken over within 2 s when the process holding it was killed', async () => {
     const dir = tempDir();
     const store = openProfileStore(dir, { staleMs: 10_000 });
     // A real process takes the lock through the built module and is killed while holding it.
     const lockModule = pathToFileURL(path.resolve('dist/profile/index.js')).href;
-    const holder = spawn(process.execPath, [
-      '--input-type=module',
-      '-e',
+    await killedWhile(
+      'locked',
       `import { openProfileStore } from ${JSON.stringify(lockModule)};
        await openProfileStore(${JSON.stringify(dir)}).withLock('p1', async () => { process.stdout.write('locked\\n'); await new Promise(() => setInterval(() => undefined, 1_000)); });`,
-    ], { stdio: ['ignore', 'pipe', 'inherit'] });
-    await new Promise<void>((resolve, reject) => {
-      holder.stdout.on('data', (chunk: Buffer) => chunk.toString().includes('locked') && resolve());
-      holder.once('exit', () => reject(new Error('the holder exited before taking the lock')));
-    });
-    const exited = new Promise((resolve) => holder.once('exit', (code, signal) => resolve(signal)));
-    holder.kill('SIGKILL');
+    );
     // Killed while holding it: no exit handler ran, so the lock and its owner record are left behind.
-    expect(await exited).toBe('SIGKILL');
     expect(existsSync(path.join(dir, 'profiles', 'p1.renewal.lock'))).toBe(true);
     const started = performance.now();
     const waited = await store.withLock('p1', async () => performance.now() - started, { waitMs: 30_000 });
@@ -176,23 +180,15 @@ describe('the state write lock', () => {
     await store.update('p1', () => ({ connectorId: 'before' }));
     const storeModule = pathToFileURL(path.resolve('dist/profile/index.js')).href;
     // The holder blocks inside the write (its state mutation never returns), and is killed there.
-    const holder = spawn(process.execPath, [
-      '--input-type=module',
-      '-e',
+    await killedWhile(
+      'writing',
       `import { openProfileStore } from ${JSON.stringify(storeModule)};
        await openProfileStore(${JSON.stringify(dir)}).update('p1', (current) => {
          process.stdout.write('writing\\n');
          Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0);
          return current;
        });`,
-    ], { stdio: ['ignore', 'pipe', 'inherit'] });
-    await new Promise<void>((resolve, reject) => {
-      holder.stdout.on('data', (chunk: Buffer) => chunk.toString().includes('writing') && resolve());
-      holder.once('exit', () => reject(new Error('the holder exited before it began to write')));
-    });
-    const exited = new Promise((resolve) => holder.once('exit', (code, signal) => resolve(signal)));
-    holder.kill('SIGKILL');
-    expect(await exited).toBe('SIGKILL');
+    );
     expect(existsSync(path.join(dir, 'profiles', 'p1.json.lock'))).toBe(true);
     const started = performance.now();
     await store.update('p1', (current) => ({ ...current, connectorId: 'after' }));
