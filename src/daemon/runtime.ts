@@ -141,6 +141,11 @@ export class ProfileRuntime {
     return at >= expiry - marginMs - this.jitterMs;
   }
 
+  /** A reconcile is owed now (a fresh token, or a connector whose token is not known): no wait, the last outcome kept. */
+  oweReconcile(): void {
+    this.reconcile = { pending: true, backoff: Backoff.none, lastOutcome: this.reconcile.lastOutcome };
+  }
+
   /** Whether the reconcile should be tried now: pending and out of backoff, or the shared record is due a look. */
   reconcileDue(): boolean {
     const mono = this.#clock.mono();

@@ -265,7 +265,7 @@ export class ProfileWorker {
     // watched for another replica to reconcile. Both lived in memory. The first sweep looks: alone, it gives the
     // connector this token; with replicas, only when the shared record says the connector's token is due, and
     // otherwise it watches again.
-    if (rt.config?.reconcile) rt.reconcile = { ...rt.reconcile, pending: true, backoff: Backoff.none };
+    if (rt.config?.reconcile) rt.oweReconcile();
     log.info({ profile: rt.name, event: 'token.adopted', op: 'publish', expiresAt: new Date(left.expiresAt).toISOString() }, `kept the published access token of profile "${rt.name}"; it is still valid`);
   }
 
@@ -436,7 +436,7 @@ export class ProfileWorker {
     const rt = this.#rt;
     const renewal = await this.#renewUnderLock(profile);
     if (renewal.renewal !== 'renewed' || !profile.reconcile || rt.removed) return renewal;
-    rt.reconcile = { pending: true, backoff: Backoff.none, lastOutcome: rt.reconcile.lastOutcome };
+    rt.oweReconcile();
     const coordinator = this.#ctx.coordinator;
     return { ...renewal, reconcile: coordinator ? await this.#reconcileShared(profile, coordinator) : await this.#reconcileNow(profile) };
   }

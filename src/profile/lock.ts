@@ -6,8 +6,8 @@
 // the text `host pid id` (as Emacs marks the files it edits): made, read and removed in one call each.
 //
 // The renewal path takes two of these per renewal, so a holding costs what it must and no more: mkdir to take
-// it, rmdir to give it back, and (only when it is held past half the stale time) a stat and a utimes per
-// refresh. Taking, recording and giving back are synchronous calls: each is one local metadata operation of
+// it and a symlink to name its holder, an unlink and rmdir to give it back, and (only when it is held past half
+// the stale time) a stat and a utimes per refresh. Taking, recording and giving back are synchronous calls: each is one local metadata operation of
 // some microseconds, and a round trip through libuv's thread pool costs several times that in CPU (see
 // `npm run bench`, the renewal path against its floor). The layout is the one proper-lockfile used before, so
 // a process of an earlier release and one of this release exclude each other. Waiting is bounded by our own
