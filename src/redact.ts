@@ -1,6 +1,6 @@
 // The one redaction step of the process. Every secret syncauth reads is registered here, with the forms it
-// takes on the wire (URL- and form-encoded, JSON-escaped, and the app key and secret as an HTTP Basic
-// credential), and `redact` cuts all of them out of any text: error messages, log lines, state fields.
+// takes on the wire or in a config (URL- and form-encoded, JSON-escaped, base64 and base64url, hex in lower
+// and upper case, and the app key and secret as an HTTP Basic credential), and `redact` cuts all of them out of any text: error messages, log lines, state fields.
 // A provider that echoes a request back, or a message that quotes a setting, cannot carry a secret past it.
 
 export const REDACTED = '[redacted]';
@@ -15,7 +15,7 @@ const MIN_EXTRA_LENGTH = 4;
 const known = new Set<string>();
 // Every registered form, found by its first MIN_SECRET_LENGTH characters; each list longest first, so a form
 // that contains another is replaced whole. Scanning a text costs one lookup per character whatever the number
-// of secrets: a daemon serving 10,000 profiles registers some 60,000 forms, and one regular expression
+// of secrets: a daemon serving 10,000 profiles registers some 100,000 forms, and one regular expression
 // alternating over them all cost half a millisecond per log line and seconds to build.
 const byPrefix = new Map<string, string[]>();
 
@@ -23,14 +23,18 @@ function base64(text: string): string {
   return Buffer.from(text, 'utf8').toString('base64');
 }
 
-/** The spellings of one value: as is, percent-encoded, form-encoded, inside a JSON string, base64. */
+/** The spellings of one value: as is, percent-encoded, form-encoded, inside a JSON string, base64(url), hex. */
 function formsOf(value: string): string[] {
+  const hex = Buffer.from(value, 'utf8').toString('hex');
   return [
     value,
     encodeURIComponent(value),
     new URLSearchParams({ v: value }).toString().slice(2),
     JSON.stringify(value).slice(1, -1),
     base64(value),
+    Buffer.from(value, 'utf8').toString('base64url'),
+    hex,
+    hex.toUpperCase(),
   ];
 }
 
@@ -48,8 +52,15 @@ function add(forms: readonly string[]): void {
     const list = byPrefix.get(prefix);
     if (!list) byPrefix.set(prefix, [form]);
     else {
-      list.push(form);
-      list.sort((a, b) => b.length - a.length);
+      // Put in place rather than the list sorted again: the encoded forms of secrets that begin alike (base64,
+      // hex) share a prefix, and thousands of them would make registration quadratic.
+      let low = 0;
+      for (let high = list.length; low < high; ) {
+        const mid = (low + high) >>> 1;
+        if ((list[mid] as string).length >= form.length) low = mid + 1;
+        else high = mid;
+      }
+      list.splice(low, 0, form);
     }
   }
 }
