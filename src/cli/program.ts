@@ -136,28 +136,38 @@ Examples:
     .option('--env-name <name>', 'variable that holds the token; its expiry (RFC 3339) goes in <name>_EXPIRES_AT', 'DROPBOX_ACCESS_TOKEN')
     .option('--watch', 'keep the token fresh: renew it inside the margin, then restart the command (or send --signal)')
     .option('--signal <signal>', 'with --watch: send this signal (e.g. HUP, USR1) instead of restarting; the command re-reads a template or runs `syncauth token`')
-    .option('--kill-timeout <seconds>', 'restart: SIGKILL the command this long after SIGTERM; forwarded stop: say it still runs', '10')
+    .option('--kill-timeout <seconds>', 'SIGKILL the command and its descendants this long after the signal that ends them (0: never kill, wait)', '10')
+    .option('--clean-env', 'recommended: give the command only PATH, HOME, LANG, TZ, the token variables and --pass-env names')
+    .option('--pass-env <name>', 'with --clean-env: pass this variable too, unless it holds a secret (repeatable)',
+      (value: string, previous: string[] | undefined) => [...(previous ?? []), value])
     .option('--template <SRC:DEST[:MODE]>', 'render SRC to DEST (mode default 0600) before the command starts and after each renewal (repeatable)',
       (value: string, previous: string[] | undefined) => [...(previous ?? []), value])
     .addHelpText('after', `
 The token is obtained before the command starts, as \`syncauth token\` gets it (shared with it and a daemon;
 the connector is not reconciled); a failure exits with the usual code (4: authorize again) and starts nothing.
-The command runs directly (no shell) with stdio inherited, and with the environment less every SYNCAUTH_*
-secret and any variable holding a secret's value, plus DROPBOX_ACCESS_TOKEN and DROPBOX_ACCESS_TOKEN_EXPIRES_AT.
+The command runs directly (no shell) with stdio inherited, in exec's own session (a terminal keeps working),
+with DROPBOX_ACCESS_TOKEN and DROPBOX_ACCESS_TOKEN_EXPIRES_AT, and with the environment less every SYNCAUTH_*
+secret and any variable holding a secret: raw, URL-encoded, JSON-escaped, base64, base64url, hex, HTTP Basic,
+also inside up to 4 layers of those encodings. Recommended: --clean-env (PATH, HOME, LANG, TZ, the token
+variables and --pass-env names only).
 
 Exit code: the command's; 128+N if signal N ended it; 127 if it was not found, 126 if it cannot be run.
-SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 are forwarded to it. After a forwarded SIGINT/SIGTERM
-exec waits for it to end, never kills it (past --kill-timeout it says so; a second signal is forwarded too).
-In a terminal, Ctrl-C also reaches the command directly.
+SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 are forwarded to it. exec owns the command's whole tree:
+on SIGINT/SIGTERM every descendant gets SIGTERM, and so does whatever the command leaves running when it
+ends; what still runs --kill-timeout later is sent SIGKILL (changed: before, exec never killed
+after a forwarded signal; --kill-timeout 0 keeps that, waiting as long as it takes). exec exits once all of it
+is gone. Descendants are found through /proc, remembered even once orphaned; a process started and orphaned
+within a quarter second (a fast daemonizing double fork) escapes. In a terminal, Ctrl-C also reaches it directly.
 
 --watch checks the clock every min(30 s, margin/4) and renews when the token is inside the renew margin. By
-default it then restarts the command (SIGTERM, SIGKILL after --kill-timeout) with the new token; with --signal
+default it then ends the command's tree (SIGTERM, SIGKILL after --kill-timeout) and starts it with the new token; with --signal
 the command keeps running and gets the signal after the templates are rendered. Failed renewals are retried
 (1 s, doubling) while the command keeps its token; a command that exits ends exec with its code.
 Templates use {{ access_token }}, {{ expires_at }}, {{ expires_at_unix }}, {{ expires_in }}, {{ profile }}, {{ account_id }}.
 
 Examples:
   syncauth exec --profile docs --watch -- python3 worker.py            # restarted with each new token
+  syncauth exec --clean-env --pass-env PYTHONPATH -- python3 worker.py # nothing but what it needs
   syncauth exec --watch --signal HUP --template rclone.conf.tpl:/run/app/rclone.conf:0600 -- ./app --config /run/app/rclone.conf`)
     .action(lazy(() => import('./commands/exec.js'), 'exec', 'own'));
 

@@ -6,12 +6,12 @@
 //
 // Signals: before the child runs, SIGINT and SIGTERM end exec as they end `syncauth token` (130/143, never in
 // the middle of a secret-store write) and the others are ignored. Once it runs, SIGINT, SIGTERM, SIGHUP,
-// SIGQUIT, SIGUSR1 and SIGUSR2 are forwarded to it and exec exits with its code when it ends (see
-// src/exec/child.ts).
+// SIGQUIT, SIGUSR1 and SIGUSR2 are forwarded to it (SIGINT and SIGTERM to its descendants too) and exec exits
+// with its code once it and every process it started have ended (see src/exec/child.ts).
 import { SECRET_SETTINGS, SETTINGS } from '../../config.js';
 import { SyncauthError, ValidationError, type FieldIssue } from '../../errors.js';
 import { ChildSupervisor, SpawnFailure } from '../../exec/child.js';
-import { checkEnvName, childEnvironment, DEFAULT_TOKEN_ENV, rfc3339, type ChildToken } from '../../exec/env.js';
+import { checkEnvName, checkPassEnvName, childEnvironment, DEFAULT_TOKEN_ENV, rfc3339, type ChildToken } from '../../exec/env.js';
 import { FORWARDED_SIGNALS, isStopSignal, parseSignal } from '../../exec/signals.js';
 import { watchToken, type TokenWatch } from '../../exec/watch.js';
 import { createLogger, type LogLevel } from '../../log.js';
@@ -29,6 +29,8 @@ export interface ExecCommandOptions {
   signal?: string;
   killTimeout?: string;
   template?: string[];
+  cleanEnv?: boolean;
+  passEnv?: string[];
 }
 
 interface ExecPlan {
@@ -38,8 +40,12 @@ interface ExecPlan {
   watch: boolean;
   /** With --watch: signal the child instead of restarting it. */
   signal: NodeJS.Signals | undefined;
+  /** After the first signal that ends the child's tree: when to SIGKILL what still runs (0: never). */
   killTimeoutMs: number;
   templates: TemplateSpec[];
+  /** --clean-env: only PATH, HOME, LANG, TZ and the --pass-env names reach the child. */
+  cleanEnv: boolean;
+  passEnv: string[];
 }
 
 type Grant = ReturnType<typeof requireGrant>;
@@ -89,6 +95,15 @@ async function plan(context: CommandContext, command: string[], options: ExecCom
       killTimeoutMs = Math.round(seconds * 1000);
     }
   }
+  const cleanEnv = options.cleanEnv === true;
+  const passEnv: string[] = [];
+  for (const raw of options.passEnv ?? []) {
+    const name = attempt(() => checkPassEnvName(raw, '--pass-env'));
+    if (name !== undefined) passEnv.push(name);
+  }
+  if (passEnv.length > 0 && !cleanEnv) {
+    issues.push({ field: '--pass-env', message: 'only applies with --clean-env (without it every variable that holds no secret is passed)' });
+  }
   const templates: TemplateSpec[] = [];
   for (const raw of options.template ?? []) {
     const spec = attempt(() => parseTemplateFlag(raw, '--template'));
@@ -103,7 +118,7 @@ async function plan(context: CommandContext, command: string[], options: ExecCom
   }
   if (issues.length > 0) throw new ValidationError(issues);
   const [first, ...args] = command as [string, ...string[]];
-  return { command: first, args, envName, watch, signal, killTimeoutMs, templates };
+  return { command: first, args, envName, watch, signal, killTimeoutMs, templates, cleanEnv, passEnv };
 }
 
 /**
@@ -148,7 +163,17 @@ export async function exec(
   const session = await openSession(context);
   const profile = session.name;
   const baseEnv = { ...process.env };
-  const envFor = (token: ChildToken): Record<string, string> => childEnvironment(baseEnv, secrets, settings.envName, token);
+  const withheldSaid = new Set<string>();
+  const envFor = (token: ChildToken): Record<string, string> =>
+    childEnvironment(baseEnv, secrets, settings.envName, token, {
+      clean: settings.cleanEnv,
+      pass: settings.passEnv,
+      withheld: (name) => {
+        if (withheldSaid.has(name)) return;
+        withheldSaid.add(name);
+        say('warn', `--pass-env ${name}: not passed, its value holds a secret`);
+      },
+    });
 
   let accountId: string | undefined;
   const tokenOf = (token: SessionToken): ChildToken => {
