@@ -44,7 +44,7 @@ describe('the environment of the child of syncauth exec', () => {
   it('finds a secret through every encoding and layer, and keeps ordinary values', () => {
     const secret = 'canary/Refresh+Token=77&q';
     for (const [name, value] of Object.entries(encodings('S', secret))) expect(holdsSecret(value, [secret]), name).toBe(true);
-    // Five layers of base64 are more than are opened.
+    // Six layers of base64 are more than the four that are opened and the base64 form under them.
     let deep = secret;
     for (let i = 0; i < 6; i += 1) deep = b64(deep);
     expect(holdsSecret(deep, [secret])).toBe(false);
