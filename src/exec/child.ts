@@ -52,6 +52,8 @@ interface Ending {
   deadline: NodeJS.Timeout | undefined;
   killed: boolean;
   giveUp: NodeJS.Timeout | undefined;
+  /** Members SIGKILL could not be sent to (said once). */
+  refused: Set<number>;
 }
 
 interface Running {
@@ -172,6 +174,7 @@ export class ChildSupervisor {
       deadline: undefined,
       killed: false,
       giveUp: undefined,
+      refused: new Set(),
     };
     running.ending = ending;
     if (killTimeoutMs > 0) {
@@ -205,9 +208,11 @@ export class ChildSupervisor {
   }
 
   private killAll(running: Running): void {
-    const { refused } = running.tree.signal('SIGKILL');
+    const ending = running.ending as Ending;
+    const refused = running.tree.signal('SIGKILL').refused.filter((pid) => !ending.refused.has(pid));
     if (!running.exit) running.process.kill('SIGKILL');
-    if (refused.length > 0) this.options.say('error', `not allowed to signal process${refused.length === 1 ? '' : 'es'} ${refused.join(', ')} of the child's tree`);
+    for (const pid of refused) ending.refused.add(pid);
+    if (refused.length > 0) this.options.say('error', `not allowed to signal process${refused.length === 1 ? '' : 'es'} ${refused.join(', ')} of the child's tree (another user's)`);
   }
 
   /** "the child (pid 12)", "the child (pid 12) and 2 processes it started (pids 13, 14)", or the latter alone; and its verb. */
