@@ -69,6 +69,8 @@ const envOnly = (cwd: string, extra: Record<string, string> = {}) => ({
   SYNCAUTH_APP_SECRET: ob.app.appSecret,
   SYNCAUTH_REFRESH_TOKEN: grant,
   SYNCAUTH_API_KEY: ob.apiKey,
+  // The daemon's log goes to the process's stdout, which in-process is the test runner's.
+  SYNCAUTH_LOG_LEVEL: 'silent',
   ...extra,
 });
 
