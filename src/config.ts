@@ -17,6 +17,12 @@ interface SettingSpec<T> {
   parse: (raw: string) => T;
   default?: () => T;
   describe: string;
+  /**
+   * Whether a `.env` may set it. A `.env` comes with whatever directory the command runs in, often someone
+   * else's repository, so a setting that says where secrets are kept, where a token is written or served, or
+   * who is told about one is `false`: it comes only from a flag or the real environment. Every setting says.
+   */
+  dotenv: boolean;
 }
 
 function nonEmpty(raw: string): string {
@@ -107,64 +113,64 @@ export const STORES = ['keychain', 'file', 'env'] as const;
 export type StoreKind = (typeof STORES)[number];
 
 export const SETTINGS = {
-  profile: { env: 'SYNCAUTH_PROFILE', flag: 'profile', parse: profileName, default: () => 'default', describe: 'profile name' },
+  profile: { env: 'SYNCAUTH_PROFILE', dotenv: true, flag: 'profile', parse: profileName, default: () => 'default', describe: 'profile name' },
   configDir: {
-    env: 'SYNCAUTH_CONFIG_DIR', flag: 'config-dir', parse: (raw: string) => path.resolve(nonEmpty(raw)),
+    env: 'SYNCAUTH_CONFIG_DIR', dotenv: false, flag: 'config-dir', parse: (raw: string) => path.resolve(nonEmpty(raw)),
     describe: 'where profile state lives',
   },
-  baseUrl: { env: 'SYNCAUTH_BASE_URL', flag: 'base-url', parse: httpUrl, describe: "the service's base URL" },
-  apiKey: { env: 'SYNCAUTH_API_KEY', secret: true, parse: nonEmpty, describe: 'the service API key' },
+  baseUrl: { env: 'SYNCAUTH_BASE_URL', dotenv: true, flag: 'base-url', parse: httpUrl, describe: "the service's base URL" },
+  apiKey: { env: 'SYNCAUTH_API_KEY', dotenv: true, secret: true, parse: nonEmpty, describe: 'the service API key' },
   apiKeyHeader: {
-    env: 'SYNCAUTH_API_KEY_HEADER', flag: 'api-key-header', parse: headerName, default: () => 'service-api-key',
+    env: 'SYNCAUTH_API_KEY_HEADER', dotenv: true, flag: 'api-key-header', parse: headerName, default: () => 'service-api-key',
     describe: "the API key's header name",
   },
   // OAuth calls the app key a public identifier, but it is half of the pair that renews tokens and the service
   // keeps it with the other secrets; syncauth treats it as one, so it never lands in argv or shell history.
-  appKey: { env: 'SYNCAUTH_APP_KEY', secret: true, parse: nonEmpty, describe: 'the Dropbox app key' },
-  appSecret: { env: 'SYNCAUTH_APP_SECRET', secret: true, parse: nonEmpty, describe: 'the Dropbox app secret' },
-  refreshToken: { env: 'SYNCAUTH_REFRESH_TOKEN', secret: true, parse: nonEmpty, describe: 'an existing Dropbox grant' },
-  remoteUrl: { env: 'SYNCAUTH_REMOTE_URL', flag: 'remote-url', parse: nonEmpty, describe: 'dropbox://<subfolder>' },
-  recursive: { env: 'SYNCAUTH_RECURSIVE', flag: 'recursive', parse: boolean, default: () => false, describe: 'read subfolders too' },
+  appKey: { env: 'SYNCAUTH_APP_KEY', dotenv: true, secret: true, parse: nonEmpty, describe: 'the Dropbox app key' },
+  appSecret: { env: 'SYNCAUTH_APP_SECRET', dotenv: true, secret: true, parse: nonEmpty, describe: 'the Dropbox app secret' },
+  refreshToken: { env: 'SYNCAUTH_REFRESH_TOKEN', dotenv: true, secret: true, parse: nonEmpty, describe: 'an existing Dropbox grant' },
+  remoteUrl: { env: 'SYNCAUTH_REMOTE_URL', dotenv: true, flag: 'remote-url', parse: nonEmpty, describe: 'dropbox://<subfolder>' },
+  recursive: { env: 'SYNCAUTH_RECURSIVE', dotenv: true, flag: 'recursive', parse: boolean, default: () => false, describe: 'read subfolders too' },
   access: {
-    env: 'SYNCAUTH_ACCESS', flag: 'access', parse: oneOf(ACCESS_MODES), default: (): AccessMode => 'read',
+    env: 'SYNCAUTH_ACCESS', dotenv: true, flag: 'access', parse: oneOf(ACCESS_MODES), default: (): AccessMode => 'read',
     describe: 'scopes to expect: read, write or read-write',
   },
-  connectorName: { env: 'SYNCAUTH_CONNECTOR_NAME', flag: 'connector-name', parse: nonEmpty, describe: "the source connector's name" },
-  workflowId: { env: 'SYNCAUTH_WORKFLOW_ID', flag: 'workflow-id', parse: nonEmpty, describe: 'workflow to wire' },
+  connectorName: { env: 'SYNCAUTH_CONNECTOR_NAME', dotenv: true, flag: 'connector-name', parse: nonEmpty, describe: "the source connector's name" },
+  workflowId: { env: 'SYNCAUTH_WORKFLOW_ID', dotenv: true, flag: 'workflow-id', parse: nonEmpty, describe: 'workflow to wire' },
   schedule: {
-    env: 'SYNCAUTH_SCHEDULE', flag: 'schedule', parse: oneOf<Schedule>(SCHEDULES), describe: 'named workflow schedule',
+    env: 'SYNCAUTH_SCHEDULE', dotenv: true, flag: 'schedule', parse: oneOf<Schedule>(SCHEDULES), describe: 'named workflow schedule',
   },
   authorizeUrl: {
-    env: 'SYNCAUTH_AUTHORIZE_URL', flag: 'authorize-url', parse: httpUrl,
+    env: 'SYNCAUTH_AUTHORIZE_URL', dotenv: true, flag: 'authorize-url', parse: httpUrl,
     default: () => 'https://www.dropbox.com/oauth2/authorize', describe: 'Dropbox authorize page',
   },
   tokenUrl: {
-    env: 'SYNCAUTH_TOKEN_URL', flag: 'token-url', parse: httpUrl,
+    env: 'SYNCAUTH_TOKEN_URL', dotenv: true, flag: 'token-url', parse: httpUrl,
     default: () => 'https://api.dropboxapi.com/oauth2/token', describe: 'Dropbox token endpoint',
   },
   dropboxApiUrl: {
-    env: 'SYNCAUTH_DROPBOX_API_URL', flag: 'dropbox-api-url', parse: httpUrl,
+    env: 'SYNCAUTH_DROPBOX_API_URL', dotenv: true, flag: 'dropbox-api-url', parse: httpUrl,
     default: () => 'https://api.dropboxapi.com', describe: 'Dropbox v2 API base',
   },
   redirectUri: {
-    env: 'SYNCAUTH_REDIRECT_URI', flag: 'redirect-uri', parse: loopbackRedirect,
+    env: 'SYNCAUTH_REDIRECT_URI', dotenv: true, flag: 'redirect-uri', parse: loopbackRedirect,
     default: () => 'http://127.0.0.1:53682/callback', describe: 'loopback redirect registered in the App Console',
   },
-  store: { env: 'SYNCAUTH_STORE', flag: 'store', parse: oneOf(STORES), default: (): StoreKind => 'keychain', describe: 'secret store' },
-  storeKey: { env: 'SYNCAUTH_STORE_KEY', secret: true, parse: nonEmpty, describe: 'key of the encrypted file store' },
+  store: { env: 'SYNCAUTH_STORE', dotenv: false, flag: 'store', parse: oneOf(STORES), default: (): StoreKind => 'keychain', describe: 'secret store' },
+  storeKey: { env: 'SYNCAUTH_STORE_KEY', dotenv: false, secret: true, parse: nonEmpty, describe: 'key of the encrypted file store' },
   renewMargin: {
-    env: 'SYNCAUTH_RENEW_MARGIN', flag: 'renew-margin', parse: integer(1, 14_399), default: () => 900,
+    env: 'SYNCAUTH_RENEW_MARGIN', dotenv: true, flag: 'renew-margin', parse: integer(1, 14_399), default: () => 900,
     describe: 'seconds before expiry to renew',
   },
-  sweep: { env: 'SYNCAUTH_SWEEP', flag: 'sweep', parse: nonEmpty, default: () => '* * * * *', describe: "the daemon's cron expression" },
-  tokenFile: { env: 'SYNCAUTH_TOKEN_FILE', flag: 'token-file', parse: (raw: string) => path.resolve(nonEmpty(raw)), describe: 'publish the access token here' },
-  tokenFileMode: { env: 'SYNCAUTH_TOKEN_FILE_MODE', flag: 'token-file-mode', parse: nonEmpty, describe: 'mode of the token file, e.g. 0640 (default 0600)' },
-  tokenFileGroup: { env: 'SYNCAUTH_TOKEN_FILE_GROUP', flag: 'token-file-group', parse: nonEmpty, describe: "the token file's group (name or id), for a consumer running as another user" },
-  socket: { env: 'SYNCAUTH_SOCKET', flag: 'socket', parse: (raw: string) => path.resolve(nonEmpty(raw)), describe: 'serve the token on request on this Unix socket (0600)' },
-  listen: { env: 'SYNCAUTH_LISTEN', flag: 'listen', parse: listenAddress, describe: 'health/metrics address' },
-  redisUrl: { env: 'SYNCAUTH_REDIS_URL', flag: 'redis-url', parse: nonEmpty, describe: 'coordinate replicas' },
+  sweep: { env: 'SYNCAUTH_SWEEP', dotenv: true, flag: 'sweep', parse: nonEmpty, default: () => '* * * * *', describe: "the daemon's cron expression" },
+  tokenFile: { env: 'SYNCAUTH_TOKEN_FILE', dotenv: false, flag: 'token-file', parse: (raw: string) => path.resolve(nonEmpty(raw)), describe: 'publish the access token here' },
+  tokenFileMode: { env: 'SYNCAUTH_TOKEN_FILE_MODE', dotenv: false, flag: 'token-file-mode', parse: nonEmpty, describe: 'mode of the token file, e.g. 0640 (default 0600)' },
+  tokenFileGroup: { env: 'SYNCAUTH_TOKEN_FILE_GROUP', dotenv: false, flag: 'token-file-group', parse: nonEmpty, describe: "the token file's group (name or id), for a consumer running as another user" },
+  socket: { env: 'SYNCAUTH_SOCKET', dotenv: false, flag: 'socket', parse: (raw: string) => path.resolve(nonEmpty(raw)), describe: 'serve the token on request on this Unix socket (0600)' },
+  listen: { env: 'SYNCAUTH_LISTEN', dotenv: true, flag: 'listen', parse: listenAddress, describe: 'health/metrics address' },
+  redisUrl: { env: 'SYNCAUTH_REDIS_URL', dotenv: false, flag: 'redis-url', parse: nonEmpty, describe: 'coordinate replicas' },
   logLevel: {
-    env: 'SYNCAUTH_LOG_LEVEL', flag: 'log-level', parse: oneOf(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const),
+    env: 'SYNCAUTH_LOG_LEVEL', dotenv: true, flag: 'log-level', parse: oneOf(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const),
     default: () => 'info' as const, describe: 'log level',
   },
 } satisfies Record<string, SettingSpec<unknown>>;
@@ -192,6 +198,16 @@ export interface ResolvedSettings {
   values: Settings;
   /** Where each value came from, for `status` and for error messages. */
   sources: Partial<Record<SettingName, SettingSource>>;
+  /**
+   * Settings a `.env` set that were passed over because they would direct secrets that did not come from that
+   * `.env` (see DOTENV_DESTINATIONS), with why; only those whose value the `.env` would have changed.
+   */
+  ignoredDotenv: IgnoredDotenv[];
+}
+
+export interface IgnoredDotenv {
+  name: SettingName;
+  reason: string;
 }
 
 export interface SettingInputs {
@@ -204,6 +220,8 @@ export interface SettingInputs {
   profile?: Partial<Record<SettingName, unknown>>;
   /** The platform's config directory for syncauth (from env-paths), used when none is set. */
   defaultConfigDir?: string;
+  /** What the command knows about where its secrets come from, beyond the environment and the `.env`. */
+  dotenvTrust?: DotenvTrust;
 }
 
 export const SECRET_SETTINGS = (Object.keys(SETTINGS) as SettingName[]).filter(
@@ -219,13 +237,69 @@ export const ENDPOINT_SETTINGS = ['baseUrl', 'authorizeUrl', 'tokenUrl', 'dropbo
 /** Set to 1 in the process environment (never in `.env`) to use an endpoint that differs from the recorded one. */
 export const ENDPOINT_OVERRIDE_ENV = 'SYNCAUTH_ENDPOINT_OVERRIDE';
 
+export type SecretSetting = 'apiKey' | 'appKey' | 'appSecret' | 'refreshToken';
+const GRANT: readonly SecretSetting[] = ['appKey', 'appSecret', 'refreshToken'];
+
+/**
+ * The settings that choose where secrets go, and the secrets each one directs: the service base URL gets the
+ * API key and, in the connector, the Dropbox grant; the API key picks the workspace that connector goes to;
+ * Dropbox's endpoints get the app key, the app secret and the refresh token (or the access tokens renewed
+ * with them). The one rule for a `.env`: a value it sets here is used only when none of those secrets comes
+ * from anywhere but that same `.env` (the environment, the profile's store, a prompt); otherwise it is passed
+ * over, the next source decides (the profile's state, the default), and the command says so on stderr.
+ */
+export const DOTENV_DESTINATIONS: Readonly<Record<(typeof ENDPOINT_SETTINGS)[number] | 'apiKey', readonly SecretSetting[]>> = {
+  baseUrl: ['apiKey', ...GRANT],
+  apiKey: GRANT,
+  authorizeUrl: GRANT,
+  tokenUrl: GRANT,
+  dropboxApiUrl: GRANT,
+};
+
+export interface DotenvTrust {
+  /** Secrets the command asks for at a prompt (or obtains in the browser) when neither the environment nor the `.env` has them. */
+  prompts?: readonly SecretSetting[];
+  /** Set when the profile's store holds secrets, saying whose (e.g. `profile "work"'s keychain store`): they replace a `.env`'s. */
+  store?: string;
+  /** The command records the endpoints it uses with the profile (setup): a `.env` may choose none of them. */
+  records?: boolean;
+}
+
+const isEndpoint = (name: SettingName): boolean => (ENDPOINT_SETTINGS as readonly SettingName[]).includes(name);
+
+function listed(names: string[]): string {
+  return names.length <= 1 ? names.join('') : `${names.slice(0, -1).join(', ')} and ${names[names.length - 1] as string}`;
+}
+
+/**
+ * Why a `.env`'s value of `name` may not be used, or undefined when it may. `secretFrom` says where each secret
+ * the command has comes from ('env' or 'dotenv'), absent when neither has it.
+ */
+function dotenvDestinationRefusal(
+  name: SettingName,
+  secretFrom: Partial<Record<SecretSetting, SettingSource>>,
+  trust: DotenvTrust,
+): string | undefined {
+  const directs = (DOTENV_DESTINATIONS as Partial<Record<SettingName, readonly SecretSetting[]>>)[name];
+  if (!directs) return undefined;
+  if (isEndpoint(name) && trust.records) return 'setup records the endpoints it uses, and takes them only from flags, the environment or the defaults';
+  const env = (names: readonly SecretSetting[]) => listed(names.map((secret) => SETTINGS[secret].env));
+  const fromEnv = directs.filter((secret) => secretFrom[secret] === 'env');
+  if (fromEnv.length > 0) return `${env(fromEnv)} ${fromEnv.length > 1 ? 'come' : 'comes'} from the environment`;
+  const prompted = directs.filter((secret) => !secretFrom[secret] && trust.prompts?.includes(secret));
+  if (prompted.length > 0) return `${env(prompted)} would be asked for, not read from the .env`;
+  if (isEndpoint(name) && trust.store) return `the secrets come from ${trust.store}`;
+  return undefined;
+}
+
 // A `.env` belongs to whatever directory the command runs in, often a clone of someone else's repository, so
-// it may not choose where secrets are kept or written: the config directory holds the recorded endpoints the
-// secrets are bound to (and keychain entries are keyed by profile name alone), the store and its key decide
-// where secrets live, the token file is where the daemon writes access tokens. Those, and the endpoint
-// override, come only from the real environment or flags.
+// it may not choose where secrets are kept or where a token goes: the settings marked `dotenv: false` (the
+// config directory holding the recorded endpoints the secrets are bound to, the store and its key, the token
+// file with its mode and group, the socket, the coordinator) and the endpoint override come only from the real
+// environment or flags.
 const NOT_FROM_DOTENV: readonly string[] = [
-  SETTINGS.configDir.env, SETTINGS.store.env, SETTINGS.storeKey.env, SETTINGS.tokenFile.env, ENDPOINT_OVERRIDE_ENV,
+  ...(Object.values(SETTINGS) as SettingSpec<unknown>[]).filter((spec) => !spec.dotenv).map((spec) => spec.env),
+  ENDPOINT_OVERRIDE_ENV,
 ];
 
 export interface ScreenedDotenv {
@@ -412,9 +486,21 @@ function editDistance(a: string, b: string): number {
 export function resolveSettings(inputs: SettingInputs): ResolvedSettings {
   const env = inputs.env ?? {};
   const dotenv = inputs.dotenv ?? {};
+  const trust = inputs.dotenvTrust ?? {};
   const values: Record<string, unknown> = {};
   const sources: Partial<Record<SettingName, SettingSource>> = {};
   const issues: FieldIssue[] = [];
+  const given = (raw: unknown): boolean => raw !== undefined && raw !== null && raw !== '';
+
+  // Where each secret comes from decides whether a `.env` may direct it, so that comes first: the grant, then
+  // the API key (a `.env`'s key is itself passed over when the grant it would carry is not the `.env`'s).
+  const secretFrom: Partial<Record<SecretSetting, SettingSource>> = {};
+  for (const secret of [...GRANT, 'apiKey'] as const) {
+    const variable = SETTINGS[secret].env;
+    if (given(env[variable])) secretFrom[secret] = 'env';
+    else if (given(dotenv[variable]) && !dotenvDestinationRefusal(secret, secretFrom, trust)) secretFrom[secret] = 'dotenv';
+  }
+  const passedOver: { name: SettingName; reason: string; raw: string }[] = [];
 
   for (const name of Object.keys(SETTINGS) as SettingName[]) {
     const spec = SETTINGS[name] as SettingSpec<unknown>;
@@ -427,11 +513,17 @@ export function resolveSettings(inputs: SettingInputs): ResolvedSettings {
     ];
     let resolved = false;
     for (const [source, raw, where] of candidates) {
-      if (raw === undefined || raw === null || raw === '') continue;
+      if (!given(raw)) continue;
       if (source === 'flag' && spec.secret) {
         issues.push({ field: label, message: 'secrets are never taken from flags' });
         resolved = true;
         break;
+      }
+      const refusal = source === 'dotenv' ? dotenvDestinationRefusal(name, secretFrom, trust) : undefined;
+      if (refusal) {
+        passedOver.push({ name, reason: refusal, raw: String(raw) });
+        if (spec.secret) registerSecrets(String(raw).trim());
+        continue;
       }
       try {
         values[name] = typeof raw === 'string' ? spec.parse(raw) : raw;
@@ -455,7 +547,18 @@ export function resolveSettings(inputs: SettingInputs): ResolvedSettings {
   }
   registerAppCredentials(values.appKey as string | undefined, values.appSecret as string | undefined);
   if (issues.length > 0) throw new ValidationError(issues);
-  return { values: values as Settings, sources };
+  // Named only where the `.env` would have changed something: one that repeats the default or the recorded
+  // endpoint steers nothing.
+  const ignoredDotenv = passedOver
+    .filter(({ name, raw }) => {
+      try {
+        return (SETTINGS[name] as SettingSpec<unknown>).parse(raw) !== values[name];
+      } catch {
+        return true;
+      }
+    })
+    .map(({ name, reason }) => ({ name, reason }));
+  return { values: values as Settings, sources, ignoredDotenv };
 }
 
 /** The flag for a setting, for messages such as "set --base-url or SYNCAUTH_BASE_URL". */

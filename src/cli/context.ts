@@ -3,7 +3,7 @@ import type { Command } from 'commander';
 import { Option } from 'commander';
 import {
   ENDPOINT_OVERRIDE_ENV, ENDPOINT_SETTINGS, readDotenvFile, resolveSettings, screenDotenv, SECRET_SETTINGS, SETTINGS, unknownSettingVariables,
-  type DotenvFile, type ResolvedSettings, type SettingInputs, type SettingName,
+  type DotenvFile, type DotenvTrust, type IgnoredDotenv, type ResolvedSettings, type SettingInputs, type SettingName,
 } from '../config.js';
 import { notePathRole } from './errno.js';
 import type { Factory } from './factory.js';
@@ -31,6 +31,13 @@ const settingOptionsOf = new WeakMap<Command, SettingName[]>();
 
 // Setup is where a profile's endpoints are recorded with its secrets; running it again is how they change.
 const COMMANDS_THAT_RECORD_ENDPOINTS = new Set(['setup']);
+
+// What a command asks for when neither the environment nor a `.env` has it: setup every secret (the grant by
+// way of the browser), authorize the app's key and secret. A `.env` may not direct what is typed there.
+const SECRETS_ASKED_FOR: Partial<Record<string, DotenvTrust['prompts']>> = {
+  setup: ['apiKey', 'appKey', 'appSecret', 'refreshToken'],
+  authorize: ['appKey', 'appSecret'],
+};
 
 // What each setting's value looks like in the help (`--listen <host:port>`); a setting missing here shows <value>.
 const PLACEHOLDERS: Partial<Record<string, string>> = {
@@ -79,11 +86,12 @@ export async function buildContext(command: Command, factory: Factory): Promise<
   const { dotenv, ignored } = screenDotenv(dotenvFile.values);
   // Loaded here rather than at start-up: `syncauth --help` never needs it.
   const { default: envPaths } = await import('env-paths');
-  const inputs: SettingInputs = { flags, env, dotenv, defaultConfigDir: envPaths('syncauth', { suffix: '' }).config };
+  const records = COMMANDS_THAT_RECORD_ENDPOINTS.has(command.name());
+  const prompts = SECRETS_ASKED_FOR[command.name()];
+  const dotenvTrust: DotenvTrust = { ...(records ? { records } : {}), ...(prompts ? { prompts } : {}) };
+  const inputs: SettingInputs = { flags, env, dotenv, defaultConfigDir: envPaths('syncauth', { suffix: '' }).config, dotenvTrust };
   const settings = resolveSettings(inputs);
-  noteDotenv(io, settings, ignored);
-  notePathRoles(settings);
-  return {
+  const context: CommandContext = {
     settings,
     inputs,
     json: options.json === true,
@@ -91,8 +99,11 @@ export async function buildContext(command: Command, factory: Factory): Promise<
     stdin: factory.stdin,
     factory,
     endpointOverride: options.endpointOverride === true || ['1', 'true'].includes(env[ENDPOINT_OVERRIDE_ENV]?.trim().toLowerCase() ?? ''),
-    recordsEndpoints: COMMANDS_THAT_RECORD_ENDPOINTS.has(command.name()),
+    recordsEndpoints: records,
   };
+  noteDotenv(context, ignored);
+  notePathRoles(settings);
+  return context;
 }
 
 /**
@@ -122,15 +133,39 @@ function notePathRoles(settings: ResolvedSettings): void {
 }
 
 /**
- * Says on stderr, by name and never by value, what a `.env` in the working directory decided, so a file that
- * came with a clone cannot steer a command unseen. Stdout stays clean for `token` and `--json`.
+ * Says on stderr, by name and never by value, what a `.env` in the working directory decided and what of it was
+ * ignored and why, so a file that came with a clone cannot steer a command unseen. Stdout stays clean for
+ * `token` and `--json`.
  */
-function noteDotenv(io: Io, settings: ResolvedSettings, ignored: string[]): void {
+function noteDotenv(context: CommandContext, ignored: string[]): void {
+  const { io, settings } = context;
   const used = (Object.keys(settings.sources) as SettingName[])
     .filter((name) => settings.sources[name] === 'dotenv')
     .map((name) => SETTINGS[name].env);
   if (used.length > 0) note(io, `.env set ${used.join(', ')}`);
   if (ignored.length > 0) {
     note(io, `.env may not set ${ignored.join(', ')}; ignored (set ${ignored.length > 1 ? 'them' : 'it'} in the environment instead)`);
+  }
+  noteIgnoredDotenv(context, settings.ignoredDotenv);
+}
+
+const notedIgnored = new WeakMap<CommandContext, Set<string>>();
+
+/**
+ * Names, once per command, each setting a `.env` set that was passed over because it would direct secrets that
+ * did not come from that `.env` (see DOTENV_DESTINATIONS), and why. Said before anything is sent.
+ */
+export function noteIgnoredDotenv(context: CommandContext, ignored: readonly IgnoredDotenv[]): void {
+  const said = notedIgnored.get(context) ?? new Set<string>();
+  notedIgnored.set(context, said);
+  for (const { name, reason } of ignored) {
+    if (said.has(name)) continue;
+    said.add(name);
+    const spec = SETTINGS[name] as { env: string; flag?: string };
+    note(
+      context.io,
+      `${spec.env} in .env is ignored: ${reason}, and a .env may direct only its own secrets ` +
+        `(to use it, set ${spec.env} in the environment${spec.flag ? ` or pass --${spec.flag}` : ''})`,
+    );
   }
 }

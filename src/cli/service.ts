@@ -11,7 +11,8 @@ export async function openServiceClient(context: CommandContext): Promise<Servic
     // Only now load and touch the profile and its store: a command configured by the environment never needs them.
     const { openSession, readSecrets } = await import('./session.js');
     const session = await openSession(context);
-    baseUrl ??= session.values.baseUrl;
+    // The session's, not the context's: a `.env`'s base URL is passed over once the store supplies the key.
+    baseUrl = session.values.baseUrl;
     apiKeyHeader = session.values.apiKeyHeader;
     if (!baseUrl) {
       throw new SyncauthError('SYNCAUTH_MISSING_SETTING', "the service's base URL is not set", {

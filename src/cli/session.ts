@@ -2,7 +2,7 @@
 // secret store, and the secrets merged: the environment first, then the store, then `.env`, which may supply
 // secrets only to a profile that has none stored (see readSecrets).
 import {
-  ENDPOINT_OVERRIDE_ENV, ENDPOINT_SETTINGS, resolveSettings, SETTINGS, type ResolvedSettings, type SettingName, type Settings,
+  ENDPOINT_OVERRIDE_ENV, ENDPOINT_SETTINGS, resolveSettings, SETTINGS, type ResolvedSettings, type Settings,
 } from '../config.js';
 import { warn } from './output.js';
 import type { ProfileSecrets, SecretStore } from '../credentials/index.js';
@@ -10,7 +10,7 @@ import { ExitCode, SyncauthError } from '../errors.js';
 import { openProfileStore, type ProfileState, type ProfileStore } from '../profile/index.js';
 import { reauthorizeCommand } from '../profile/name.js';
 import { registerAppCredentials, registerSecrets } from '../redact.js';
-import type { CommandContext } from './context.js';
+import { noteIgnoredDotenv, type CommandContext } from './context.js';
 import { recoverInterruptedSetup } from './setup/journal.js';
 import type { Io } from './output.js';
 
@@ -39,9 +39,28 @@ export async function openSession(context: CommandContext, name = context.settin
   const state = await profiles.read(name);
   const profile: Record<string, unknown> = {};
   for (const key of STATE_SETTINGS) if (state?.[key] !== undefined) profile[key] = state[key];
-  const settings = resolveSettings({ ...context.inputs, flags: { ...context.inputs.flags, profile: name }, profile });
+  const inputs = { ...context.inputs, flags: { ...context.inputs.flags, profile: name }, profile };
+  let settings = resolveSettings(inputs);
   checkRecordedEndpoints(context, name, state, settings);
+  // A `.env` endpoint still in use directs only the `.env`'s own secrets: once the profile's store holds any,
+  // those are what would be sent (readSecrets prefers them), so the endpoint is passed over.
+  if (ENDPOINT_SETTINGS.some((setting) => settings.sources[setting] === 'dotenv')) {
+    const held = await storeHolding(secrets, name);
+    if (held) settings = resolveSettings({ ...inputs, dotenvTrust: { ...inputs.dotenvTrust, store: held } });
+  }
+  noteIgnoredDotenv(context, settings.ignoredDotenv);
   return { name, settings, values: settings.values, profiles, secrets, state, io: context.io };
+}
+
+/** Whose secrets the store holds for the profile, for a note; a store that cannot be read may hold some. */
+async function storeHolding(secrets: SecretStore, name: string): Promise<string | undefined> {
+  const where = `profile "${name}"'s ${secrets.kind === 'env' ? 'environment' : `${secrets.kind} store`}`;
+  try {
+    const stored = await secrets.get(name);
+    return Object.values(stored).some(Boolean) ? where : undefined;
+  } catch {
+    return `${where}, which could not be read`;
+  }
 }
 
 function hostOf(url: string): string {
@@ -62,28 +81,37 @@ function hostOf(url: string): string {
 function checkRecordedEndpoints(context: CommandContext, name: string, state: ProfileState | undefined, settings: ResolvedSettings): void {
   if (!state || context.endpointOverride) return;
   const problems: string[] = [];
-  const changed: SettingName[] = [];
+  let dotenvAsked = false;
   for (const setting of ENDPOINT_SETTINGS) {
     const recorded = state[setting];
-    const wanted = settings.values[setting];
+    let wanted = settings.values[setting];
+    let source = settings.sources[setting];
+    // What a `.env` asks for counts even where resolution passed it over: such a file is refused outright here.
+    const asked = source === 'flag' || source === 'env' ? undefined : context.inputs.dotenv?.[SETTINGS[setting].env];
+    if (asked) {
+      try {
+        wanted = SETTINGS[setting].parse(asked);
+        source = 'dotenv';
+      } catch {
+        // Not a URL: resolution has refused it already or passed it over.
+      }
+    }
     if (recorded === undefined || wanted === undefined || wanted === recorded) continue;
-    const source = settings.sources[setting];
     if (context.recordsEndpoints && (source === 'flag' || source === 'env')) continue;
     const spec = SETTINGS[setting];
     const where = source === 'flag' ? `--${spec.flag}` : source === 'dotenv' ? `${spec.env} (in .env)` : spec.env;
     const [from, to] = [hostOf(recorded), hostOf(wanted)];
     problems.push(from === to ? `${where} points at a different path on ${to} than the one recorded` : `${where} points at ${to}, not the recorded ${from}`);
-    changed.push(setting);
+    if (source === 'dotenv') dotenvAsked = true;
   }
   if (problems.length === 0) return;
-  const fromDotenv = changed.some((setting) => settings.sources[setting] === 'dotenv');
   throw new SyncauthError(
     'SYNCAUTH_ENDPOINT_MISMATCH',
     `profile "${name}" sends its secrets only to the endpoints recorded at setup: ${problems.join('; ')}`,
     {
       exitCode: ExitCode.usage,
       hint:
-        `${fromDotenv ? 'if the .env is not yours, remove it or run elsewhere; ' : ''}to move the profile, run ` +
+        `${dotenvAsked ? 'if the .env is not yours, remove it or run elsewhere; ' : ''}to move the profile, run ` +
         `\`${reauthorizeCommand(name)}\` with the new endpoint as a flag or in the environment; to use it for this run ` +
         `only, add --endpoint-override or set ${ENDPOINT_OVERRIDE_ENV}=1 in the environment (never read from .env)`,
     },
