@@ -188,6 +188,7 @@ describe('completing after `exec --` runs nothing the line holds', () => {
       return result.stdout.split('\n').filter(Boolean).map((l) => l.split('\t')[0]);
     };
     const lines = payloads('fish', [(cmd) => `(${cmd})`, (cmd) => `$(${cmd})`]);
+    lines.push({ line: 'syncauth setup --config-dir (touch fish-ran-option)/', marker: 'fish-ran-option' });
     for (const { line } of lines) complete(line);
     expect(ran(lines)).toEqual([]);
 
