@@ -1,7 +1,7 @@
 // Corporate networks: the real CLI sends the service's and Dropbox's calls through the proxy HTTP_PROXY /
-// HTTPS_PROXY name, except hosts NO_PROXY lists, and reaches loopback directly. The emulator is addressed by a
-// name only the test proxy knows (it maps every host to 127.0.0.1), so a call that skipped the proxy cannot
-// reach it at all.
+// HTTPS_PROXY name, except hosts NO_PROXY lists, and reaches loopback directly (every spelling of it is in
+// test/net/loopback-proxy.test.ts). The emulator is addressed by a name only the test proxy knows (it maps
+// every host to 127.0.0.1), so a call that skipped the proxy cannot reach it at all.
 import { request as httpRequest, createServer, type Server } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -98,6 +98,16 @@ describe('an HTTP proxy from the environment', () => {
     proxy.seen.length = 0;
     const loopback = await runCli(['source', 'list'], { env: { SYNCAUTH_BASE_URL: emu.url, SYNCAUTH_API_KEY: DEFAULT_EMULATOR_API_KEY, HTTP_PROXY: proxy.url, HTTPS_PROXY: proxy.url } });
     expect(loopback.code).toBe(0);
+    expect(proxy.seen).toEqual([]);
+
+    // The token renewal, which carries the app secret and refresh token, to loopback spelled otherwise: an
+    // IPv4-mapped address (reached directly, it answers), and localhost with its root dot.
+    const secrets = { SYNCAUTH_STORE: 'env', SYNCAUTH_APP_KEY: grant.appKey, SYNCAUTH_APP_SECRET: grant.appSecret, SYNCAUTH_REFRESH_TOKEN: grant.refreshToken, HTTP_PROXY: proxy.url, HTTPS_PROXY: proxy.url };
+    proxy.seen.length = 0;
+    const mapped = await runCli(['token'], { env: { ...secrets, SYNCAUTH_TOKEN_URL: `http://[::ffff:127.0.0.1]:${port}/oauth2/token` } });
+    expect(mapped.stderr).toBe('');
+    expect(emu.state.accessTokens.has(mapped.stdout.trim())).toBe(true);
+    await runCli(['token'], { env: { ...secrets, SYNCAUTH_TOKEN_URL: `https://localhost.:${port}/oauth2/token` } });
     expect(proxy.seen).toEqual([]);
   }, 60_000);
 });

@@ -1,13 +1,13 @@
 // The operating system's refusals, provoked for real (a port held by another listener, a file where a
 // directory belongs, a directory where a file belongs, a directory another user owns), reach the user as a
 // sentence naming the port or path and what to do: no raw `EADDRINUSE:` line, no stack, the usual exit code.
-import { spawn } from 'node:child_process';
 import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { describeSystemError, listenFailure } from '../../src/cli/errno.js';
-import { CLI, runCli, tempDir, type CliResult } from '../helpers/cli.js';
+import { runCli, tempDir } from '../helpers/cli.js';
+import { runCliAsOtherUser, sharedDir } from '../helpers/other-user.js';
 import { newHome, onboardingEnv, runCli as runOnboardingCli, startOnboarding } from '../helpers/onboarding.js';
 
 const servers: Server[] = [];
@@ -21,21 +21,6 @@ async function busyPort(): Promise<number> {
   servers.push(server);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return (server.address() as { port: number }).port;
-}
-
-/** The CLI run as nobody (uid/gid 65534): root passes every permission check. */
-function runAsNobody(args: string[], cwd: string, env: Record<string, string>): Promise<CliResult> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [CLI, ...args], {
-      cwd, uid: 65534, gid: 65534, env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: cwd, ...env }, stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (d: string) => { stdout += d; });
-    child.stderr.setEncoding('utf8').on('data', (d: string) => { stderr += d; });
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
 }
 
 function expectSentence(stderr: string): void {
@@ -100,12 +85,11 @@ describe.concurrent('a path of the wrong kind', () => {
   });
 
   it('a config directory another user owns (EACCES) names it and the user', async () => {
-    const cwd = tempDir();
-    chmodSync(cwd, 0o755);
+    const cwd = sharedDir();
     const configDir = path.join(cwd, 'config');
     mkdirSync(path.join(configDir, 'profiles'), { recursive: true, mode: 0o700 });
     chmodSync(configDir, 0o700);
-    const result = await runAsNobody(['status'], cwd, { SYNCAUTH_CONFIG_DIR: configDir });
+    const result = await runCliAsOtherUser(['status'], { cwd, env: { SYNCAUTH_CONFIG_DIR: configDir } });
     expect(result.code).toBe(1);
     expect(result.stderr).toMatch(new RegExp(`^error: permission denied: user \\S+ \\(uid 65534\\) may not use ${path.join(configDir, 'profiles')} \\(the config directory, SYNCAUTH_CONFIG_DIR\\)$`, 'm'));
     expect(result.stderr).toMatch(/^hint: check the owner and mode of .* \(ls -ld\)/m);
@@ -113,10 +97,9 @@ describe.concurrent('a path of the wrong kind', () => {
   });
 
   it('a .env another user cannot read is named in a warning, not a crash; one that is a directory is passed over', async () => {
-    const cwd = tempDir();
-    chmodSync(cwd, 0o755);
+    const cwd = sharedDir();
     writeFileSync(path.join(cwd, '.env'), 'SYNCAUTH_REMOTE_URL=dropbox://data\n', { mode: 0o600 });
-    const result = await runAsNobody(['status'], cwd, { SYNCAUTH_CONFIG_DIR: path.join(cwd, 'config') });
+    const result = await runCliAsOtherUser(['status'], { cwd, env: { SYNCAUTH_CONFIG_DIR: path.join(cwd, 'config') } });
     expect(result.stderr).toBe(`warning: cannot read ${path.join(cwd, '.env')} (permission denied); its settings are not used\n`);
     expect(result.code).toBe(0);
 

@@ -198,6 +198,13 @@ ${caseFunction('_syncauth_valued', nodes, valued, 'zsh')}
 ${caseFunction('_syncauth_arguments', nodes, (n) => n.argumentChoices, 'zsh')}
 ${choicesFunction('_syncauth_choices', nodes, 'zsh')}
 
+# True when the word at the cursor is plain text: zsh's own file and command completion (_files, _normal)
+# evaluate a \`$(…)\`, backquotes or \`$var\` in the word they complete, so only a word of letters, digits,
+# escaped spaces and \`_./+,:@%=~-\` is completed.
+_syncauth_plain() {
+  [[ $PREFIX$SUFFIX != *[^[:alnum:]_./+,:@%=~\\\\\\ -]* ]]
+}
+
 _syncauth() {
   local path_='' word i rest=-1
   local -a names valued items
@@ -213,17 +220,17 @@ _syncauth() {
     if (( \${names[(Ie)$word]} )); then path_=\${path_:+$path_ }$word; fi
   done
   if (( rest >= 0 )); then
-    # After "--" (exec): complete a command line of its own.
-    shift $rest words
-    (( CURRENT -= rest ))
-    _normal
+    # After "--" (exec): a command of its own, then files. Not _normal: it hands the words to the command's
+    # own completion, and evaluates a word such as \`=$(…)\` itself.
+    _syncauth_plain || return
+    if (( CURRENT == rest + 1 )); then _command_names -e; else _files; fi
     return
   fi
   local prev=\${words[CURRENT-1]}
   valued=("\${(@f)$(_syncauth_valued "$path_")}")
   if (( CURRENT > 2 )) && [[ $prev == -* ]] && (( \${valued[(Ie)$prev]} )); then
     items=("\${(@f)$(_syncauth_choices "$path_" "$prev")}")
-    if [[ -n \${items[1]} ]]; then compadd -a items; else _files; fi
+    if [[ -n \${items[1]} ]]; then compadd -a items; elif _syncauth_plain; then _files; fi
     return
   fi
   if [[ \${words[CURRENT]} == -* ]]; then
@@ -267,17 +274,24 @@ function fishScript(nodes: CommandNode[]): string {
     'end',
     '',
     '# The command the words before the cursor name ("source create"), skipping options and their values;',
-    '# "--" once the words reach a "--" (exec\'s command line).',
+    '# once the words reach a "--" (exec\'s command line), "--" while the cursor is on its command and',
+    '# "-- args" past it.',
     'function __syncauth_path',
     '    set -l path',
     '    set -l skip 0',
-    '    for word in (commandline -opc)[2..-1]',
+    '    set -l words (commandline -opc)[2..-1]',
+    '    for i in (seq (count $words))',
+    '        set -l word $words[$i]',
     '        if test $skip = 1',
     '            set skip 0',
     '            continue',
     '        end',
     '        if test "x$word" = x--',
-    "            printf '%s\\n' --",
+    '            if test $i -eq (count $words)',
+    "                printf '%s\\n' --",
+    '            else',
+    "                printf '%s\\n' '-- args'",
+    '            end',
     '            return',
     '        end',
     "        if string match -q -- '-*' $word",
@@ -293,8 +307,19 @@ function fishScript(nodes: CommandNode[]): string {
     "    printf '%s\\n' \"$path\"",
     'end',
     '',
+    '# The commands the word after "--" may start. fish\'s own command completion (__fish_complete_command,',
+    '# `complete -C`) runs a command substitution it is given, so it is asked only about plain text: completing',
+    '# `(…)` or `$(…)` typed there must never run it.',
+    'function __syncauth_command_names',
+    '    set -l token (commandline -ct)',
+    "    string match -qr -- '^[[:alnum:]_./+,:@%-]*$' $token; or return",
+    "    string match -q -- '-*' $token; and return",
+    '    complete -C "$token"',
+    'end',
+    '',
     'complete -c syncauth -f',
-    "complete -c syncauth -n 'test \"x\"(__syncauth_path) = x--' -a '(__fish_complete_command)'",
+    "complete -c syncauth -n 'test \"x\"(__syncauth_path) = x--' -a '(__syncauth_command_names)'",
+    "complete -c syncauth -n 'test \"x\"(__syncauth_path) = \"x-- args\"' -F",
   );
   for (const node of nodes) {
     const when = `-n ${sq(`test "x"(__syncauth_path) = ${sq(`x${key(node)}`, 'fish')}`, 'fish')}`;
