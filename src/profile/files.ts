@@ -69,7 +69,8 @@ export async function writePrivateFile(
       for (let written = 0; written < bytes.length; ) written += writeSync(fd, bytes, written);
       if (options.durable !== false) await flush(fd);
       if (share?.gid !== undefined) fchownSync(fd, -1, share.gid);
-      if (share && share.mode !== 0o600) fchmodSync(fd, share.mode);
+      // Exactly the mode asked, whatever the umask took away: a starting daemon adopts a token file only with it.
+      if (share && (opened.mode & 0o7777) !== share.mode) fchmodSync(fd, share.mode);
       // The renamed file keeps inode, size and mtime (a rename changes only its ctime).
       const info = fstatSync(fd);
       identity = { ino: info.ino, size: info.size, mtimeMs: info.mtimeMs };

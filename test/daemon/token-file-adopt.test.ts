@@ -37,6 +37,19 @@ describe('adopting a token file left by an earlier run', () => {
     expect(await readTokenFile(plain)).toEqual({ value: 'sl.left-by-an-earlier-run', expiresAt: EXPIRES });
   });
 
+  it('one written under a umask that takes the owner write bit still has its mode, and is adopted', async () => {
+    const dir = tempDir('syncauth-adopt-');
+    const file = path.join(dir, 'token');
+    const previous = process.umask(0o277);
+    try {
+      await writeTokenFile(file, 'sl.mine', EXPIRES);
+    } finally {
+      process.umask(previous);
+    }
+    expect((lstatSync(file).mode & 0o777).toString(8)).toBe('600');
+    expect(await readTokenFile(file)).toEqual({ value: 'sl.mine', expiresAt: EXPIRES });
+  });
+
   it('a file of another user is refused and removed, with one line naming the path and why', async () => {
     const { file } = leftBehind();
     chownSync(file, NOBODY, NOBODY);
