@@ -154,6 +154,31 @@ describe('a token file left where only the daemon writes', () => {
   }, 40_000);
 });
 
+describe('a socket in a directory another user may write', () => {
+  it('listens in the daemon\'s own subdirectory there, with the socket group on it', async () => {
+    const emu = await emulator();
+    const grant = await obtainGrant(emu);
+    const home = tempDir();
+    const shared = stickyDir();
+    const configured = path.join(shared, 'token.sock');
+    const daemon = spawnDaemon(containerEnv(emu, grant, home, { profile: 'ask' }), home, ['--socket', configured, '--socket-mode', '0660', '--socket-group', String(NOBODY)]);
+    try {
+      const start = await daemon.started();
+      await daemon.ready(start.listen);
+      const own = path.join(shared, `syncauth-${UID}`);
+      const socket = path.join(own, 'token.sock');
+      expect(lstatSync(socket).isSocket()).toBe(true);
+      expect(existsSync(configured)).toBe(false);
+      expect(statSync(own).gid).toBe(NOBODY);
+      expect((await socketGet(socket, '/v1/token/ask')).body).toBe(latestTokenOf(emu, grant.refreshToken)?.token);
+      expect((JSON.parse(daemon.out.stdout.split('\n').find((l) => l.includes('daemon started')) as string) as { socket: string }).socket).toBe(socket);
+    } finally {
+      daemon.child.kill('SIGTERM');
+      await daemon.exited;
+    }
+  }, 40_000);
+});
+
 describe('a template DEST in a directory another user may write', () => {
   it('a link planted at DEST by another user is not followed: the file it points at (the secret store) stays as it was', async () => {
     const emu = await emulator();
