@@ -361,8 +361,9 @@ Example:
     .option('--fault <rule>', 'inject failures: ROUTE:STATUS[:RATE[:RETRY_AFTER]], e.g. token:503:0.5 (repeatable)', (v: string, prev: string[]) => [...prev, v], [] as string[])
     .action(lazy(() => import('./commands/emulate.js'), 'emulate', 'own'));
 
-  jsonOption(addSettingOptions(program.command('doctor'), ['profile', 'configDir', 'store', 'baseUrl', 'apiKeyHeader', 'tokenFile', 'listen']))
+  jsonOption(addSettingOptions(program.command('doctor'), ['profile', 'configDir', 'store', 'baseUrl', 'apiKeyHeader', 'tokenFile', 'socket', 'listen']))
     .description('check the secret store, config directory, profiles, service and API key, and a running daemon; say what to fix')
+    .option('--template <SRC:DEST[:MODE]>', "check where the daemon's template would render DEST (repeatable)", (value: string, previous: string[] | undefined) => [...(previous ?? []), value])
     .addHelpText('after', `
 Each line is ok, warn or fail, with what to do. Nothing is changed and no secret is printed. Exit 0 when
 nothing fails (warnings allowed), 1 otherwise. With --listen (or SYNCAUTH_LISTEN) it asks that daemon's /readyz.

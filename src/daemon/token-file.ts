@@ -5,10 +5,12 @@
 // Beside it, `<file>.expires_at` holds the token's expiry (RFC 3339), so a consumer can judge the token when no
 // daemon runs. The token is written before its expiry and removed before it, so a consumer that reads both
 // never sees a token with a later expiry than its own.
-import { rm } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { open, rm } from 'node:fs/promises';
 import { ValidationError } from '../errors.js';
 import type { Logger } from '../log.js';
-import { readTextIfExists, removeTemporaryLeftovers } from '../profile/files.js';
+import { removeTemporaryLeftovers } from '../profile/files.js';
+import { ownUid } from '../publish/place.js';
 import { PRIVATE_ACCESS, writeSharedFile, type FileAccess } from '../publish/file.js';
 import type { TemplateRenderer } from '../publish/template.js';
 
@@ -43,12 +45,73 @@ export async function removeTokenFile(file: string): Promise<void> {
   await rm(`${file}${EXPIRY_SUFFIX}`, { force: true });
 }
 
-/** What a token file left by an earlier run holds, when both it and its expiry can be read. */
-export async function readTokenFile(file: string): Promise<{ value: string; expiresAt: number } | undefined> {
-  const [value, expiry] = await Promise.all([readTextIfExists(file), readTextIfExists(`${file}${EXPIRY_SUFFIX}`)]);
-  const expiresAt = expiry === undefined ? NaN : Date.parse(expiry.trim());
-  if (!value || !Number.isFinite(expiresAt)) return undefined;
-  return { value, expiresAt };
+/** What an adopted token file must be: the mode syncauth gives it, and who is told when one is refused. */
+export interface TokenFileExpectation {
+  /** Default 0600, as `writeTokenFile` makes it. */
+  mode?: number;
+  log?: Logger;
+  profile?: string;
+}
+
+/** A Dropbox access token is about 1.3 kB; anything much larger is not one syncauth wrote. */
+const MAX_TOKEN_BYTES = 16 * 1024;
+const MAX_EXPIRY_BYTES = 256;
+
+type Opened = { text: string } | { refused: string } | undefined;
+
+/**
+ * Reads `file` only if it is what syncauth itself leaves: a regular file (never through a link: O_NOFOLLOW),
+ * owned by this user, with exactly `mode`, one link, at most `max` bytes. Opened non-blocking, so a FIFO put
+ * in its place cannot hang the daemon; what was opened is judged with fstat, not by its name.
+ */
+async function readOwnFile(file: string, mode: number, max: number): Promise<Opened> {
+  let handle;
+  try {
+    handle = await open(file, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK | constants.O_NOCTTY);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT') return undefined;
+    if (code === 'ELOOP' || code === 'EMLINK') return { refused: 'it is a symbolic link' };
+    return { refused: `it cannot be opened (${code ?? (error as Error).message})` };
+  }
+  try {
+    const info = await handle.stat();
+    if (!info.isFile()) return { refused: 'it is not a regular file' };
+    if (info.uid !== ownUid()) return { refused: `it belongs to uid ${info.uid}, not to this user (uid ${ownUid()})` };
+    if ((info.mode & 0o7777) !== mode) return { refused: `its mode is 0${(info.mode & 0o7777).toString(8)}, not 0${mode.toString(8).padStart(3, '0')} as syncauth writes it` };
+    if (info.nlink !== 1) return { refused: 'it has other hard links' };
+    if (info.size > max) return { refused: `it is larger than ${max} bytes` };
+    const buffer = Buffer.alloc(max + 1);
+    const { bytesRead } = await handle.read(buffer, 0, max + 1, 0);
+    if (bytesRead > max) return { refused: `it is larger than ${max} bytes` };
+    return { text: buffer.subarray(0, bytesRead).toString('utf8') };
+  } finally {
+    await handle.close();
+  }
+}
+
+/**
+ * What a token file left by an earlier run holds, when both it and its expiry can be read and are what
+ * syncauth writes (see `readOwnFile`). A file that is anything else (a link, another user's, another mode) is
+ * not adopted: both files are removed (unlinked, never followed) and one line says why; the caller renews.
+ */
+export async function readTokenFile(file: string, expect: TokenFileExpectation = {}): Promise<{ value: string; expiresAt: number } | undefined> {
+  const mode = expect.mode ?? PRIVATE_ACCESS.mode;
+  const expiryFile = `${file}${EXPIRY_SUFFIX}`;
+  const [value, expiry] = await Promise.all([readOwnFile(file, mode, MAX_TOKEN_BYTES), readOwnFile(expiryFile, mode, MAX_EXPIRY_BYTES)]);
+  const refused = value && 'refused' in value ? { path: file, why: value.refused } : expiry && 'refused' in expiry ? { path: expiryFile, why: expiry.refused } : undefined;
+  if (refused) {
+    const removed = await removeTokenFile(file).then(() => true, () => false);
+    expect.log?.warn(
+      { ...(expect.profile ? { profile: expect.profile } : {}), event: 'token_file.refused', op: 'publish', path: refused.path, reason: refused.why, removed },
+      `not adopting ${refused.path}: ${refused.why}; ${removed ? 'removed it' : 'could not remove it'}, and a fresh token will be published`,
+    );
+    return undefined;
+  }
+  const text = value && 'text' in value ? value.text : undefined;
+  const expiresAt = expiry && 'text' in expiry ? Date.parse(expiry.text.trim()) : NaN;
+  if (!text || !Number.isFinite(expiresAt)) return undefined;
+  return { value: text, expiresAt };
 }
 
 /** Removes what an interrupted write left beside the token file and its expiry: this process is their only writer. */
@@ -113,6 +176,11 @@ export class TokenPublisher {
       holder.publishedToken = token.value;
       return true;
     });
+  }
+
+  /** What a token file left by an earlier run must be for the profile to adopt it (see `readTokenFile`). */
+  expectation(name: string): TokenFileExpectation {
+    return { mode: (this.options.access ?? PRIVATE_ACCESS).mode, log: this.log, profile: name };
   }
 
   /** Where the profile's token is published; undefined when nothing is. */

@@ -250,7 +250,7 @@ export class ProfileWorker {
     const file = files.pathOf(rt.name);
     if (file === undefined) return;
     await removeLeftovers(file);
-    const left = rt.parked ? undefined : await readTokenFile(file).catch(() => undefined);
+    const left = rt.parked ? undefined : await readTokenFile(file, files.expectation(rt.name)).catch(() => undefined);
     const at = this.#now();
     if (!left || left.expiresAt - at <= this.#ctx.config.safetyMs) {
       await files.unpublish(rt);

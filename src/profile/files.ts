@@ -1,7 +1,7 @@
 // File-system primitives shared by the profile state and the encrypted secret file: private directories and
 // atomic private files.
 import { closeSync, fchmodSync, fchownSync, fstatSync, fsync, openSync, renameSync, rmSync, writeSync } from 'node:fs';
-import { chmod, mkdir, readdir, readFile, realpath, rm, stat } from 'node:fs/promises';
+import { chmod, mkdir, readdir, readFile, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
 
@@ -31,10 +31,12 @@ export function temporaryNameFor(file: string): string {
 /**
  * Writes a 0600 file through a temporary file in the same directory and a rename, so a reader sees either the
  * old content or the new, never a torn write; on failure the temporary file is removed and the old file stays.
- * The temporary file is created exclusively and 0600 from its first instant, its content is flushed to disk
- * before the rename, and a symbolic link at `file` is followed (its target is replaced, the link stays). With
- * `durable: false` (a record that can be learnt again) the flush is skipped, with `followLinks: false` (a file
- * only syncauth writes) the link check. The identity returned lets a cache recognise the file later with one stat.
+ * The temporary file is created exclusively (never through a link or over a file someone left at its name) and
+ * 0600 from its first instant, checked with fstat to be the new regular file this process made, and its content
+ * is flushed to disk before the rename. A symbolic link at `file` is never followed: the rename replaces the
+ * link itself, so a link planted where a file is published cannot turn the write into an overwrite of whatever
+ * it points at. With `durable: false` (a record that can be learnt again) the flush is skipped. The identity
+ * returned lets a cache recognise the file later with one stat.
  *
  * The calls are synchronous but for the flush: each is a local operation of microseconds, and a round trip
  * through libuv's thread pool costs several times that in CPU (the renewal path writes one of these per
@@ -48,21 +50,27 @@ export async function writePrivateFile(
   file: string,
   data: string | Buffer,
   share?: { mode: number; gid?: number },
-  options: { durable?: boolean; followLinks?: boolean } = {},
+  // Links are never followed (`followLinks` is accepted as false only, for callers that say so).
+  options: { durable?: boolean; followLinks?: false } = {},
 ): Promise<FileIdentity> {
-  const target = options.followLinks === false ? file : await realpath(file).catch(() => file);
+  const target = file;
   const temporary = temporaryNameFor(target);
   let renamed = false;
-  // 'wx': never reuse a file (or follow a link) someone left at the temporary name.
+  // 'wx' (O_CREAT|O_EXCL): never reuse a file (or follow a link) someone left at the temporary name.
   const fd = openSync(temporary, 'wx', 0o600);
   try {
     let identity: FileIdentity;
     try {
+      const opened = fstatSync(fd);
+      if (!opened.isFile() || opened.nlink !== 1 || (process.geteuid !== undefined && opened.uid !== process.geteuid())) {
+        throw Object.assign(new Error(`${temporary} is not the new private file this process created`), { code: 'EEXIST' });
+      }
       const bytes = typeof data === 'string' ? Buffer.from(data, 'utf8') : data;
       for (let written = 0; written < bytes.length; ) written += writeSync(fd, bytes, written);
       if (options.durable !== false) await flush(fd);
       if (share?.gid !== undefined) fchownSync(fd, -1, share.gid);
-      if (share && share.mode !== 0o600) fchmodSync(fd, share.mode);
+      // Exactly the mode asked, whatever the umask took away: a starting daemon adopts a token file only with it.
+      if (share && (opened.mode & 0o7777) !== share.mode) fchmodSync(fd, share.mode);
       // The renamed file keeps inode, size and mtime (a rename changes only its ctime).
       const info = fstatSync(fd);
       identity = { ino: info.ino, size: info.size, mtimeMs: info.mtimeMs };

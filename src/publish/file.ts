@@ -3,6 +3,7 @@
 import { readFile } from 'node:fs/promises';
 import { ValidationError } from '../errors.js';
 import { writePrivateFile } from '../profile/files.js';
+import { assertSinkDir } from './place.js';
 
 export interface FileAccess {
   mode: number;
@@ -87,10 +88,14 @@ export async function resolveGroup(raw: string, field: string): Promise<number> 
 }
 
 /**
- * Writes `file` whole or not at all, with the group and mode the operator named (see `writePrivateFile`).
- * Not flushed to disk: what is published is a short-lived token, expired by the time a crashed machine is
- * back, and a flush would cost every renewal more than its HTTP exchange.
+ * Writes `file` whole or not at all, with the group and mode the operator named (see `writePrivateFile`): a
+ * temporary file made exclusively beside it, renamed over it, so a link found at `file` is replaced, never
+ * followed. A file in syncauth's private subdirectory of a shared directory is written only while that
+ * directory is still its own (src/publish/place.ts). Not flushed to disk: what is published is a short-lived
+ * token, expired by the time a crashed machine is back, and a flush would cost every renewal more than its
+ * HTTP exchange.
  */
 export async function writeSharedFile(file: string, content: string, access: FileAccess): Promise<void> {
-  await writePrivateFile(file, content, access, { durable: false });
+  await assertSinkDir(file);
+  await writePrivateFile(file, content, access, { durable: false, followLinks: false });
 }

@@ -167,6 +167,10 @@ export async function startTokenSocket(path: string, source: TokenSource, option
     if (left !== undefined && left.ino === created) await rm(path, { force: true });
   };
   try {
+    // What is at the path must still be the socket this process just made, not something put there since:
+    // chown and chmod would follow a link.
+    const made = await lstat(path);
+    if (!made.isSocket() || made.ino !== created || made.uid !== (process.geteuid?.() ?? made.uid)) throw Object.assign(new Error('replaced'), { code: 'EEXIST' });
     if (options.gid !== undefined) await chown(path, -1, options.gid);
     await chmod(path, mode);
   } catch (error) {

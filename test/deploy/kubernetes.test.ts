@@ -5,7 +5,7 @@
 // replicas become ready on the paths their probes name and publish the token as the pod's group can read it,
 // and the Job's one-shot run exits 0 with the connector reconciled.
 import { spawn } from 'node:child_process';
-import { mkdirSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { chmodSync, mkdirSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { Deployment } from 'kubernetes-models/apps/v1/Deployment';
 import { CronJob } from 'kubernetes-models/batch/v1/CronJob';
@@ -208,6 +208,8 @@ describe('the Kubernetes manifests', () => {
     expect(volume?.emptyDir?.medium).toBe('Memory');
     const app = sidecarPod.containers.find((c) => c.name === 'app') as Container;
     expect(app.volumeMounts).toContainEqual({ name: mount?.name, mountPath: mount?.mountPath, readOnly: true });
+    // An emptyDir is world-writable, so the token is in syncauth's own subdirectory of it, and the app reads it there.
+    expect(envOf(app, 'DROPBOX_TOKEN_FILE')?.value).toBe(path.join(path.dirname(tokenFile), `syncauth-${NODE_UID}`, path.basename(tokenFile)));
     // 0640 to the pod's fsGroup, which every container of the pod holds; the app runs as another user.
     expect(flagValue(syncauth.args ?? [], '--token-file-mode')).toBe('0640');
     expect(flagValue(syncauth.args ?? [], '--token-file-group')).toBe(String(sidecarPod.securityContext?.fsGroup));
@@ -306,6 +308,8 @@ async function runContainer(container: Container, world: { emuUrl: string; token
   for (const m of container.volumeMounts ?? []) {
     const dir = path.join(home, m.name);
     mkdirSync(dir, { recursive: true });
+    // As the kubelet makes an emptyDir under an fsGroup: world-writable, the group's setgid bit on it.
+    chmodSync(dir, 0o2777);
     mounts.set(m.mountPath, dir);
   }
   const local = (value: string): string => {
@@ -359,8 +363,12 @@ describe('the manifests run the real CLI', () => {
         for (const probe of probes) {
           await waitFor(`${probe} to answer 200`, async () => ((await fetch(`${start.listen}${probe}`)).status === 200 ? true : undefined), 20_000);
         }
-        let local = tokenFile;
-        for (const [mountPath, dir] of mounts) if (tokenFile.startsWith(`${mountPath}/`)) local = dir + tokenFile.slice(mountPath.length);
+        // Where the app reads it (its DROPBOX_TOKEN_FILE), for the user this test runs syncauth as.
+        const app = sidecarPod.containers.find((c) => c.name === 'app') as Container;
+        const appFile = (envOf(app, 'DROPBOX_TOKEN_FILE')?.value as string).replace(`syncauth-${NODE_UID}`, `syncauth-${process.geteuid?.()}`);
+        expect(path.dirname(path.dirname(appFile))).toBe(path.dirname(tokenFile));
+        let local = appFile;
+        for (const [mountPath, dir] of mounts) if (appFile.startsWith(`${mountPath}/`)) local = dir + appFile.slice(mountPath.length);
         const info = statSync(local);
         expect((info.mode & 0o777).toString(8)).toBe('640');
         expect(info.gid).toBe(fsGroup);

@@ -26,6 +26,7 @@ import { SECRET_FILE_NAME } from '../../credentials/file.js';
 import { notifySystemd } from '../../daemon/notify.js';
 import { PRIVATE_ACCESS, parseMode, parseSocketMode, resolveGroup, type FileAccess } from '../../publish/file.js';
 import { checkTemplate, parseTemplateFlag, type TemplateSpec } from '../../publish/template.js';
+import { placeSinks, PLACE_RULE, type SinkRequest } from '../../publish/place.js';
 import { removeTemporaryLeftovers } from '../../profile/files.js';
 import { isProfileName, newSecretsVersion, openProfileStore, type ProfileStore } from '../../profile/index.js';
 import type { Schedule } from '../../service/models.js';
@@ -100,6 +101,36 @@ async function checkHandover(context: CommandContext, options: DaemonCommandOpti
     templates,
     ...(v.socket ? { socket: { path: v.socket, ...(socketMode !== undefined ? { mode: socketMode } : {}), ...(socketGroup !== undefined ? { gid: socketGroup } : {}) } } : {}),
   };
+}
+
+/**
+ * Every sink whose directory other users may write moves into the daemon's own subdirectory there (see
+ * src/publish/place.ts); one that cannot (that subdirectory is someone else's, or a link) is refused with exit 2.
+ * Returns the token file's path as it will be written, and updates the handover's paths.
+ */
+async function placeHandover(context: CommandContext, log: Logger, tokenFile: string | undefined, handover: Handover, names: string[], once: boolean): Promise<string | undefined> {
+  const requests: SinkRequest[] = [];
+  const gid = handover.tokenFileAccess?.gid;
+  if (tokenFile) requests.push({ path: tokenFile, field: label(context, 'tokenFile'), ...(gid !== undefined ? { gid } : {}) });
+  for (const spec of handover.templates) requests.push({ path: spec.dest, field: '--template' });
+  // One pass serves no socket, so makes no place for it.
+  const socket = once ? undefined : handover.socket;
+  if (socket) requests.push({ path: socket.path, field: label(context, 'socket'), ...(socket.gid !== undefined ? { gid: socket.gid } : {}) });
+  const placed = await placeSinks(requests, (template) => [...new Set(names.map((name) => tokenFileFor(template, name)))]);
+  placed.forEach((sink, i) => {
+    const request = requests[i] as SinkRequest;
+    if (sink.movedBecause === undefined) return;
+    log.info(
+      { event: 'sink.moved', op: 'start', field: request.field, configured: request.path, path: sink.path, reason: sink.movedBecause },
+      `${request.field}: ${sink.movedBecause}, so ${request.path} is published as ${sink.path} (${PLACE_RULE})`,
+    );
+  });
+  let next = 0;
+  const take = (): string => (placed[next++] as { path: string }).path;
+  const file = tokenFile ? take() : undefined;
+  handover.templates = handover.templates.map((spec) => ({ ...spec, dest: take() }));
+  if (socket) socket.path = take();
+  return file;
 }
 
 interface DaemonSettings {
@@ -273,6 +304,7 @@ export async function daemon(context: CommandContext, options: DaemonCommandOpti
   const names = initial.map((entry) => entry.name);
   if (v.tokenFile) await checkTokenFiles(context, v.tokenFile, names);
   const handover = await checkHandover(context, options, names);
+  const tokenFile = await placeHandover(context, log, v.tokenFile, handover, names, options.once === true);
   // A daemon restarted after kill -9 clears what interrupted writes of state and secrets left behind.
   await removeTemporaryLeftovers([...names.map((name) => store.fileOf(name)), path.join(v.configDir, SECRET_FILE_NAME)], LEFTOVER_AGE_MS);
   if (names.length > 1 && environmentGrant(v)) {
@@ -297,7 +329,7 @@ export async function daemon(context: CommandContext, options: DaemonCommandOpti
       sweepOnStart: !once,
       concurrency: settings.concurrency,
       ...(settings.maxRenewalsPerSecond !== undefined ? { maxRenewalsPerSecond: settings.maxRenewalsPerSecond } : {}),
-      ...(v.tokenFile ? { tokenFile: v.tokenFile } : {}),
+      ...(tokenFile ? { tokenFile } : {}),
       ...(handover.tokenFileAccess ? { tokenFileAccess: handover.tokenFileAccess } : {}),
       ...(handover.templates.length > 0 ? { templates: handover.templates } : {}),
       ...(handover.socket && !once ? { socket: handover.socket } : {}),
@@ -323,7 +355,7 @@ export async function daemon(context: CommandContext, options: DaemonCommandOpti
       renewMarginSeconds: v.renewMargin,
       concurrency: settings.concurrency,
       ...(settings.maxRenewalsPerSecond !== undefined ? { maxRenewalsPerSecond: settings.maxRenewalsPerSecond } : {}),
-      ...(v.tokenFile ? { tokenFile: v.tokenFile } : {}),
+      ...(tokenFile ? { tokenFile } : {}),
       ...(handover.templates.length > 0 ? { templates: handover.templates.map((t) => t.dest) } : {}),
       ...(handover.socket ? { socket: handover.socket.path } : {}),
       ...(running.url ? { listen: running.url } : {}),

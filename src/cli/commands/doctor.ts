@@ -2,7 +2,7 @@
 // the secret store, each profile, the service and its API key, the token file, a running daemon), each line ok,
 // warn or fail with what to do. It changes nothing: no renewal, no write, only reads and one authenticated GET
 // per service. No secret is printed, not even in part.
-import { access, constants, stat } from 'node:fs/promises';
+import { access, constants, lstat, stat } from 'node:fs/promises';
 import { get as httpGet } from 'node:http';
 import path from 'node:path';
 import { SETTINGS } from '../../config.js';
@@ -16,11 +16,13 @@ import { describeSystemError } from '../errno.js';
 import { counted, paletteFor, printJson, type Io } from '../output.js';
 import { openSession, readSecrets, type ProfileSession, type ResolvedSecrets } from '../session.js';
 import { reauthorizeCommand } from '../../profile/name.js';
+import { insidePrivateSubdir, ownSubdirProblem, ownUid, sharedBecause } from '../../publish/place.js';
+import { parseTemplateFlag } from '../../publish/template.js';
 
 export type CheckStatus = 'ok' | 'warn' | 'fail';
 
 export interface Check {
-  check: 'config-dir' | 'store' | 'profile' | 'service' | 'token-file' | 'daemon';
+  check: 'config-dir' | 'store' | 'profile' | 'service' | 'token-file' | 'template' | 'socket' | 'daemon';
   /** What the line is about: a path, a profile name, a URL. */
   subject: string;
   status: CheckStatus;
@@ -261,6 +263,71 @@ async function checkService(target: ServiceTarget): Promise<Check[]> {
   }
 }
 
+// ---- where the sinks live ----
+
+/**
+ * A sink (token file, template DEST, socket) in a directory other users may write, or something there the
+ * daemon will not use: the daemon publishes it in its own subdirectory instead (warn), refuses to start when
+ * that subdirectory is not its own (fail), and never adopts or writes through a file it did not make (fail).
+ */
+async function checkPlace(check: 'token-file' | 'template' | 'socket', file: string): Promise<Check | undefined> {
+  const shared = await sharedBecause(path.dirname(file));
+  const target = shared ? insidePrivateSubdir(file) : file;
+  const own = path.dirname(target);
+  const choose = 'or choose a directory only this user may write (e.g. /run/syncauth, 0750)';
+  if (shared && (await lstat(own).then(() => true, () => false))) {
+    const problem = await ownSubdirProblem(own);
+    if (problem) return { check, subject: file, status: 'fail', message: `${shared}, and ${problem}: the daemon refuses to start`, fix: `remove ${own}, ${choose}` };
+  }
+  const info = await lstat(target).catch(() => undefined);
+  const foreign = !info
+    ? undefined
+    : info.isSymbolicLink()
+      ? 'is a symbolic link'
+      : info.uid !== ownUid()
+        ? `belongs to uid ${info.uid}, not to this user (uid ${ownUid()})`
+        : check !== 'socket' && !info.isFile()
+          ? 'is not a regular file'
+          : undefined;
+  if (foreign) {
+    const what = check === 'token-file' ? 'adopts it' : check === 'socket' ? 'listens there' : 'writes through it';
+    return { check, subject: file, status: 'fail', message: `${target} ${foreign}: the daemon never ${what}`, fix: `remove ${target}${shared ? '' : `, ${choose}`}` };
+  }
+  if (shared) {
+    return { check, subject: file, status: 'warn', message: `${shared}: other users could plant files there, so the daemon publishes it as ${target}`, fix: `point its consumers at ${target}, ${choose}` };
+  }
+  return undefined;
+}
+
+async function checkSocket(file: string): Promise<Check> {
+  const dir = path.dirname(file);
+  if (!(await statOf(dir))?.isDirectory()) return { check: 'socket', subject: file, status: 'fail', message: `the directory ${dir} does not exist`, fix: `create it, or set ${SETTINGS.socket.env} (--socket) to a path in an existing directory` };
+  return (await checkPlace('socket', file)) ?? { check: 'socket', subject: file, status: 'ok', message: `${dir} is a directory only this user may write` };
+}
+
+async function checkTemplates(raws: readonly string[], profiles: string[]): Promise<Check[]> {
+  const checks: Check[] = [];
+  for (const raw of raws) {
+    let dest: string;
+    try {
+      dest = parseTemplateFlag(raw, '--template').dest;
+    } catch (error) {
+      checks.push(failed('template', raw, error, 'give --template SRC:DEST[:MODE]'));
+      continue;
+    }
+    const files = dest.includes('{profile}') ? profiles.map((p) => dest.split('{profile}').join(p)) : [dest];
+    for (const file of files) {
+      const dir = path.dirname(file);
+      if (!(await statOf(dir))?.isDirectory()) {
+        checks.push({ check: 'template', subject: file, status: 'fail', message: `the directory ${dir} does not exist`, fix: 'create it, or render DEST somewhere else' });
+        continue;
+      }
+      checks.push((await checkPlace('template', file)) ?? { check: 'template', subject: file, status: 'ok', message: `${dir} is a directory only this user may write` });
+    }
+  }
+  return checks;
+}
+
 // ---- the token file ----
 
 async function checkTokenFile(template: string, profiles: string[]): Promise<Check[]> {
@@ -281,7 +348,8 @@ async function checkTokenFile(template: string, profiles: string[]): Promise<Che
     }
     try {
       await access(dir, constants.W_OK | constants.X_OK);
-      checks.push({ check: 'token-file', subject: file, status: 'ok', message: info ? `${file} exists and its directory is writable` : `${dir} is writable` });
+      const place = await checkPlace('token-file', file);
+      checks.push(place ?? { check: 'token-file', subject: file, status: 'ok', message: info ? `${file} exists and its directory is writable` : `${dir} is writable` });
     } catch (error) {
       checks.push(failed('token-file', file, error, fix));
     }
@@ -364,12 +432,21 @@ function label(check: Check): string {
       return check.subject ? `profile ${check.subject}` : 'profiles';
     case 'token-file':
       return 'token file';
+    case 'template':
+      return 'template';
+    case 'socket':
+      return 'socket';
     default:
       return check.check;
   }
 }
 
-export async function doctor(context: CommandContext): Promise<void> {
+export interface DoctorOptions {
+  /** Repeated --template SRC:DEST[:MODE], as the daemon is given them: where each DEST lands is checked. */
+  template?: string[];
+}
+
+export async function doctor(context: CommandContext, options: DoctorOptions = {}): Promise<void> {
   const v = context.settings.values;
   const env = context.inputs.env ?? {};
   const checks: Check[] = [await checkConfigDir(v.configDir)];
@@ -423,6 +500,8 @@ export async function doctor(context: CommandContext): Promise<void> {
   for (const target of targets.values()) checks.push(...(await checkService(target)));
 
   if (v.tokenFile) checks.push(...(await checkTokenFile(v.tokenFile, names.length > 0 ? names : [v.profile])));
+  if (options.template && options.template.length > 0) checks.push(...(await checkTemplates(options.template, names.length > 0 ? names : [v.profile])));
+  if (v.socket) checks.push(await checkSocket(v.socket));
   if (v.listen) checks.push(await checkDaemon(v.listen));
 
   const failures = checks.filter((c) => c.status === 'fail');
