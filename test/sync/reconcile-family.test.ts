@@ -178,6 +178,17 @@ describe('`refresh` where the workspace holds duplicates of the profile\'s conne
       expect(result.stdout).toContain(`✓ source connector conn-${p.profile} adopted (${read.id})`);
       expect(result.stdout).toContain(`✓ removed 20 other source connector(s) of this profile: ${removed.map((id) => `conn-${p.profile} (${id})`).join(', ')}\n`);
       for (const secret of [ob.app.appSecret, p.refreshToken, String(config.token)]) expect(result.stdout + result.stderr).not.toContain(secret);
+
+      // --json says the same: ids in `removed`, and names beside them.
+      const another = await client.createSource({ name: `conn-${p.profile}`, type: 'dropbox', config });
+      const json = await runCli(['refresh', '--profile', p.profile, '--json'], { env: p.env, cwd: p.home.dir });
+      expect(json.code, json.stderr).toBe(0);
+      expect(JSON.parse(json.stdout)).toMatchObject({
+        connector: { id: read.id, action: 'updated' },
+        removed: [another.id],
+        removedConnectors: [{ id: another.id, name: `conn-${p.profile}` }],
+        keptShared: [],
+      });
     } finally {
       await client.close();
     }
