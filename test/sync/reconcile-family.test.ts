@@ -7,6 +7,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_EMULATOR_API_KEY, startEmulator, type RunningEmulator, type StoredSource } from '../../src/emulator/index.js';
 import { ServiceClient, isServiceError, type SourceConnectorInformation } from '../../src/service/index.js';
 import { describeCleanup, dropboxConfig, reconcileConnector, type DropboxConnectorSpec } from '../../src/sync/reconcile.js';
+import { connectorsNamed, startWorld } from '../daemon/helpers.js';
 import {
   onboardWithGrant, readProfileState, runCli, sources, startOnboarding, type Onboarding,
 } from '../helpers/onboarding.js';
@@ -193,4 +194,28 @@ describe('`refresh` where the workspace holds duplicates of the profile\'s conne
       await client.close();
     }
   }, 60_000);
+});
+
+describe('the daemon where the workspace holds duplicates of the profile\'s connector', () => {
+  it('its next reconcile leaves one, the one the workflow reads, and logs the ids it removed', async () => {
+    const world = await startWorld({ profiles: ['docs'], reconcile: true, workflow: true, emulator: { uniqueConnectorNames: false } });
+    await world.daemon.sweep();
+    const [first] = connectorsNamed(world.emu, 'conn-docs');
+    expect(first).toBeDefined();
+    const client = new ServiceClient({ baseUrl: world.emu.url, apiKey: DEFAULT_EMULATOR_API_KEY, retry: { retries: 0 } });
+    try {
+      const extra: string[] = [];
+      for (let i = 0; i < 3; i++) extra.push((await client.createSource({ name: 'conn-docs', type: 'dropbox', config: first?.config as Record<string, unknown> })).id);
+      // Past the renewal margin: the next sweep renews, then reconciles.
+      world.clock.advance(16_000);
+      const report = await world.daemon.sweep();
+      expect(report.profiles[0]).toMatchObject({ renewal: 'renewed', reconcile: 'updated' });
+      expect(connectorsNamed(world.emu, 'conn-docs').map((c) => c.id)).toEqual([first?.id]);
+      const logged = world.log.records().filter((r) => r.event === 'reconcile.updated');
+      // Made in the same emulator instant, they are removed in id order.
+      expect(logged.at(-1)?.removed).toEqual([...extra].sort());
+    } finally {
+      await client.close();
+    }
+  });
 });
