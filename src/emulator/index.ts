@@ -101,6 +101,7 @@ export function resolveEmulatorOptions(options: EmulatorOptions = {}): ResolvedE
     seed: options.seed ?? true,
     checkDelayMs: options.checkDelayMs ?? 200,
     jobStepMs: options.jobStepMs ?? 500,
+    uniqueConnectorNames: options.uniqueConnectorNames ?? true,
     now: options.now ?? Date.now,
     random: options.random ?? randomBytes,
   };

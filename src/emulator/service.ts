@@ -4,7 +4,9 @@
 // problem, then the handler's own 404/409/422.
 //
 // Behaviour the public material does not pin down, and the choice made here:
-// - duplicate source names in a workspace: 409 `A source connector named X already exists`;
+// - duplicate source names in a workspace: 409 `A source connector named X already exists`, unless the
+//   `uniqueConnectorNames: false` option makes it a service without that rule (the document only says a name
+//   "must be unique for the connector", not that the service enforces it);
 // - unknown fields in a request body, or in a connector config, are ignored and dropped, as pydantic models do
 //   by default (the document's schemas do not forbid additional properties);
 // - a connector config is stored as given (less unknown fields) and answered with the defaults of its type
@@ -340,7 +342,7 @@ function createConnector(kind: ConnectorKind, call: Call): void {
     return;
   }
   const store = kind.store(call.ws);
-  if ([...store.values()].some((c) => c.name === body.name)) {
+  if (call.ctx.options.uniqueConnectorNames && [...store.values()].some((c) => c.name === body.name)) {
     sendDetail(call.res, 409, `A ${kind.noun} connector named ${body.name} already exists`);
     return;
   }

@@ -74,6 +74,12 @@ export interface EmulatorOptions {
   checkDelayMs?: number;
   /** How long a job stays in each of SCHEDULED and IN_PROGRESS before it finishes; default 500 ms. */
   jobStepMs?: number;
+  /**
+   * Default true: a second connector of a name already in the workspace is refused with 409. False accepts it,
+   * as a deployment without that rule may (the public material does not promise one), so that clients are tried
+   * against workspaces holding several connectors of one name.
+   */
+  uniqueConnectorNames?: boolean;
   /** Clock in milliseconds since the epoch; default `Date.now`. */
   now?: () => number;
   /** Source of random bytes for ids, codes, tokens and fault rolls; default `crypto.randomBytes`. */
@@ -92,6 +98,7 @@ export interface ResolvedEmulatorOptions {
   seed: boolean;
   checkDelayMs: number;
   jobStepMs: number;
+  uniqueConnectorNames: boolean;
   now: () => number;
   random: (size: number) => Buffer;
 }

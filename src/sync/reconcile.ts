@@ -1,7 +1,11 @@
 // The step shared by `setup`, `refresh` and the daemon: make the service hold one `dropbox` connector for the
 // profile, carrying the current credentials and the freshest access token, and (when a workflow is named) make
 // that workflow read from it.
-import type { ProfileState, ProfileStateDraft, ProfileStore, UpdateOptions } from '../profile/index.js';
+import path from 'node:path';
+import { assertProfileName, type ProfileState, type ProfileStateDraft, type ProfileStore, type UpdateOptions } from '../profile/index.js';
+import { ProfileStoreError } from '../profile/errors.js';
+import { ensurePrivateDir } from '../profile/files.js';
+import { withFileLock } from '../profile/lock.js';
 import { dropboxApiPath } from '../service/source-configs.js';
 import { baseState } from './renew.js';
 import { ServiceError, isServiceError, type ServiceClient } from '../service/index.js';
@@ -30,11 +34,21 @@ export interface ReconcileInput {
 
 export type ConnectorAction = 'created' | 'adopted' | 'updated' | 'recreated' | 'replaced';
 
+/** A connector named for the user: its name and id, never its config. */
+export interface ConnectorRef {
+  id: string;
+  name: string;
+}
+
 export interface ReconcileResult {
   connector: SourceConnectorInformation;
   action: ConnectorAction;
-  /** Connectors removed because a replacement took their place. */
+  /** Ids of the connectors of the family removed: replaced ones, and duplicates of the one kept. */
   removed: string[];
+  /** The same connectors, with their names. */
+  removedConnectors: ConnectorRef[];
+  /** Connectors of the family left in place because a workflow other than the profile's reads them. */
+  keptShared: (ConnectorRef & { workflows: string[] })[];
   workflow?: WorkflowInformation;
   workflowAction?: 'created' | 'updated' | 'unchanged';
 }
@@ -69,29 +83,43 @@ function stamp(date: Date): string {
   return date.toISOString().replace(/[-:T]/g, '').slice(0, 14);
 }
 
+/**
+ * Makes the service hold one connector of the profile's family and the workflow read from it.
+ *
+ * The family is listed first, every time: a service without the unique-name rule may hold several connectors
+ * of it (made by processes that each found none, on hosts that do not share a lock), and an update by id alone
+ * would never see them. Of several, one is kept, chosen so that every process that looks at the same workspace
+ * chooses the same one: the one the profile's workflow reads; else the one the profile recorded; else the
+ * oldest that no other workflow reads (a duplicate made later is always younger, so a process that lists after
+ * it was made still keeps the first); else the oldest. The workflow is pointed at it, then the others are
+ * deleted, except one that a workflow other than the profile's reads: that one is left and reported.
+ */
 export async function reconcileConnector(input: ReconcileInput): Promise<ReconcileResult> {
   const { client, connector } = input;
   const config = dropboxConfig(connector);
   const now = input.now ?? (() => new Date());
-  let result: ReconcileResult;
-  // The family as listed on the way in, when it was; removal reuses it rather than listing the workspace again.
-  let family: SourceConnectorInformation[] | undefined;
+  const family = await listFamily(client, connector);
+  // Which workflows read which connector: asked only when there is more than one connector to choose from or
+  // to remove, so the usual cycle (one connector, recorded) costs the listing of sources and nothing more.
+  let readers: Map<string, string[]> | undefined;
+  const readersOf = async (): Promise<Map<string, string[]>> => (readers ??= await workflowReaders(client));
+  const candidates = new Set([...(input.connectorId ? [input.connectorId] : []), ...family.map((s) => s.id)]);
+  const keepId = candidates.size > 1 ? chooseKept(family, input.connectorId, await readersOf(), input.workflow?.id) : [...candidates][0];
 
-  if (input.connectorId) {
-    result = await updateKnown(client, input.connectorId, connector, config, now);
+  let result: ReconcileResult;
+  if (keepId === undefined) {
+    // Nothing to adopt. Where the service has the unique-name rule, a 409 means another process created it
+    // after the listing: that one is adopted.
+    const created = await createOrAdopt(client, connector.name, connector, config);
+    result = created.adopted
+      ? adoptedFrom(await updateKnown(client, created.connector.id, connector, config, now))
+      : { ...emptyResult(created.connector), action: 'created' };
+  } else if (keepId === input.connectorId) {
+    result = await updateKnown(client, keepId, connector, config, now);
   } else {
-    // Adopt a connector of the family (a previous run whose state was lost, or that crashed between creating
-    // and recording) instead of failing on the service's unique-name rule or making a second one.
-    family = await listFamily(client, connector);
-    const created = family[0] ? undefined : await createOrAdopt(client, connector.name, connector, config);
-    if (created && !created.adopted) {
-      result = { connector: created.connector, action: 'created', removed: [] };
-    } else {
-      // The connector listed, or the one another process created between the listing and this create.
-      const existing = created?.connector ?? (family[0] as SourceConnectorInformation);
-      result = await updateKnown(client, existing.id, connector, config, now);
-      if (result.action === 'updated') result.action = 'adopted';
-    }
+    // A connector of the family the profile did not record: a previous run whose state was lost, or that
+    // crashed between creating and recording, or a duplicate the workflow reads.
+    result = adoptedFrom(await updateKnown(client, keepId, connector, config, now));
   }
 
   if (input.workflow) {
@@ -99,10 +127,44 @@ export async function reconcileConnector(input: ReconcileInput): Promise<Reconci
     result.workflow = wired.workflow;
     result.workflowAction = wired.action;
   }
-  // Any path that created or adopted a connector may follow a crash that left another member of the family
-  // behind; once the workflow reads from the one kept, the others go.
-  if (result.action !== 'updated') result.removed = await removeStaleFamily(client, connector, result.connector.id, family);
+  // Once the workflow reads from the one kept, the others go: duplicates, a replaced connector, one a crashed
+  // cycle left behind.
+  const stale = family.filter((s) => s.id !== result.connector.id);
+  if (stale.length > 0) Object.assign(result, await removeStale(client, stale, await readersOf(), input.workflow?.id));
   return result;
+}
+
+function emptyResult(connector: SourceConnectorInformation): Omit<ReconcileResult, 'action'> {
+  return { connector, removed: [], removedConnectors: [], keptShared: [] };
+}
+
+function adoptedFrom(result: ReconcileResult): ReconcileResult {
+  return result.action === 'updated' ? { ...result, action: 'adopted' } : result;
+}
+
+/** The connector to keep of several; see reconcileConnector. `family` is oldest first. */
+function chooseKept(
+  family: SourceConnectorInformation[],
+  recordedId: string | undefined,
+  readers: Map<string, string[]>,
+  workflowId: string | undefined,
+): string | undefined {
+  const readBy = (id: string): string[] => readers.get(id) ?? [];
+  if (workflowId) {
+    const read = family.find((s) => readBy(s.id).includes(workflowId));
+    if (read) return read.id;
+  }
+  if (recordedId) return recordedId;
+  return (family.find((s) => readBy(s.id).every((w) => w === workflowId)) ?? family[0])?.id;
+}
+
+/** Connector id -> ids of the workflows that read it. */
+async function workflowReaders(client: ServiceClient): Promise<Map<string, string[]>> {
+  const readers = new Map<string, string[]>();
+  for (const workflow of await client.listWorkflows()) {
+    for (const source of workflow.sources) readers.set(source, [...(readers.get(source) ?? []), workflow.id]);
+  }
+  return readers;
 }
 
 async function updateKnown(
@@ -113,7 +175,7 @@ async function updateKnown(
   now: () => Date,
 ): Promise<ReconcileResult> {
   try {
-    return { connector: await client.updateSource(id, config, 'dropbox'), action: 'updated', removed: [] };
+    return { ...emptyResult(await client.updateSource(id, config, 'dropbox')), action: 'updated' };
   } catch (error) {
     if (!isServiceError(error) || (error.status !== 404 && error.status !== 405)) throw error;
     // A 404 may mean the connector is gone or that this deployment has no update route (FastAPI answers
@@ -123,7 +185,7 @@ async function updateKnown(
       // A recreation that crashed before its id was recorded left a connector of the family: take it.
       const survivor = await findFamilyMember(client, connector, id);
       const recreated = survivor ? undefined : await createOrAdopt(client, connector.name, connector, config);
-      if (recreated && !recreated.adopted) return { connector: recreated.connector, action: 'recreated', removed: [] };
+      if (recreated && !recreated.adopted) return { ...emptyResult(recreated.connector), action: 'recreated' };
       const adopted = await updateKnown(client, (recreated?.connector ?? (survivor as SourceConnectorInformation)).id, connector, config, now);
       return adopted.action === 'updated' ? { ...adopted, action: 'recreated' } : adopted;
     }
@@ -131,7 +193,7 @@ async function updateKnown(
     // workflow at it, then the old one is removed. One that another process made in the same second is taken
     // as it is: this deployment cannot update it either.
     const replacement = await createOrAdopt(client, `${connector.name}-${stamp(now())}`, connector, config);
-    return { connector: replacement.connector, action: 'replaced', removed: [] };
+    return { ...emptyResult(replacement.connector), action: 'replaced' };
   }
 }
 
@@ -149,15 +211,18 @@ export function notOurs(source: SourceConnectorInformation, connector: Pick<Drop
   return undefined;
 }
 
-/** This profile's connectors named `connector.name` or one of its time-stamped replacements, newest first. */
+/**
+ * This profile's connectors named `connector.name` or one of its time-stamped replacements, oldest first (ties,
+ * as when the service stamps two creations with one time, by id, so that every process orders them alike).
+ */
 async function listFamily(client: ServiceClient, connector: DropboxConnectorSpec): Promise<SourceConnectorInformation[]> {
   const family = (await client.listSources({ sourceType: 'dropbox' })).filter(
     (s) => isConnectorFamily(s.name, connector.name) && notOurs(s, connector) === undefined,
   );
-  return family.sort((a, b) => Date.parse(b.created_at) - Date.parse(a.created_at));
+  return family.sort((a, b) => Date.parse(a.created_at) - Date.parse(b.created_at) || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
 }
 
-/** The newest member of the family other than `exceptId`. */
+/** The oldest member of the family other than `exceptId`, as the one kept of several is. */
 async function findFamilyMember(client: ServiceClient, connector: DropboxConnectorSpec, exceptId?: string): Promise<SourceConnectorInformation | undefined> {
   return (await listFamily(client, connector)).find((s) => s.id !== exceptId);
 }
@@ -225,21 +290,44 @@ async function wireWorkflow(
 }
 
 /**
- * Deletes the other connectors of the family; where deletes are refused, they stay. `listed` is the family as
- * listed earlier in the same cycle: a plain create after an empty listing then costs no second listing.
+ * Deletes `stale`, connectors of the family other than the one kept, except those a workflow other than the
+ * profile's reads (deleting a source leaves the workflows that read it pointing at nothing). Where deletes are
+ * refused, they stay; one already gone is not counted.
  */
-async function removeStaleFamily(client: ServiceClient, connector: DropboxConnectorSpec, keepId: string, listed?: SourceConnectorInformation[]): Promise<string[]> {
-  const removed: string[] = [];
-  const family = (listed ?? (await listFamily(client, connector))).filter((s) => s.id !== keepId);
-  for (const stale of family) {
+async function removeStale(
+  client: ServiceClient,
+  stale: SourceConnectorInformation[],
+  readers: Map<string, string[]>,
+  workflowId: string | undefined,
+): Promise<Pick<ReconcileResult, 'removed' | 'removedConnectors' | 'keptShared'>> {
+  const removedConnectors: ConnectorRef[] = [];
+  const keptShared: ReconcileResult['keptShared'] = [];
+  for (const source of stale) {
+    const others = (readers.get(source.id) ?? []).filter((w) => w !== workflowId);
+    if (others.length > 0) {
+      keptShared.push({ id: source.id, name: source.name, workflows: others });
+      continue;
+    }
     try {
-      await client.deleteSource(stale.id);
-      removed.push(stale.id);
+      await client.deleteSource(source.id);
+      removedConnectors.push({ id: source.id, name: source.name });
     } catch (error) {
       if (!isServiceError(error) || !(error.status === 404 || error.status === 405)) throw error;
     }
   }
-  return removed;
+  return { removed: removedConnectors.map((c) => c.id), removedConnectors, keptShared };
+}
+
+/** What a reconcile removed and left, in lines for the user: names and ids only. */
+export function describeCleanup(result: Pick<ReconcileResult, 'removedConnectors' | 'keptShared'>): string[] {
+  const lines: string[] = [];
+  if (result.removedConnectors.length > 0) {
+    lines.push(`removed ${result.removedConnectors.length} other source connector(s) of this profile: ${result.removedConnectors.map((c) => `${c.name} (${c.id})`).join(', ')}`);
+  }
+  for (const kept of result.keptShared) {
+    lines.push(`left source connector ${kept.name} (${kept.id}) in place: workflow ${kept.workflows.join(', ')} reads it`);
+  }
+  return lines;
 }
 
 export interface SyncConnectorInput extends ReconcileInput {
@@ -258,18 +346,49 @@ export interface SyncConnectorInput extends ReconcileInput {
  * what each does when it fails is its own.
  */
 export async function syncConnector(input: SyncConnectorInput): Promise<ReconcileResult> {
-  const result = await reconcileConnector(input);
-  const write = (): Promise<unknown> =>
-    input.profiles.update(
-      input.profile,
-      (current) => ({
-        ...(input.fields ? input.fields(current) : baseState(current)),
-        connectorId: result.connector.id,
-        // The configured name, not a replacement's time-stamped one, so later runs find the whole family.
-        connectorName: input.connector.name,
-      }),
-      input.update,
-    );
-  await (input.writing ? input.writing(write) : write());
-  return result;
+  return withReconcileLock(input.profiles, input.profile, async () => {
+    const result = await reconcileConnector(input);
+    const write = (): Promise<unknown> =>
+      input.profiles.update(
+        input.profile,
+        (current) => ({
+          ...(input.fields ? input.fields(current) : baseState(current)),
+          connectorId: result.connector.id,
+          // The configured name, not a replacement's time-stamped one, so later runs find the whole family.
+          connectorName: input.connector.name,
+        }),
+        input.update,
+      );
+    await (input.writing ? input.writing(write) : write());
+    return result;
+  });
+}
+
+/** How long a reconcile waits for another process's reconcile of the same profile. */
+export const RECONCILE_LOCK_WAIT_MS = 60_000;
+const RECONCILE_LOCK_STALE_MS = 10_000;
+
+/**
+ * Runs `fn` holding the profile's reconcile lock (`<profile>.reconcile.lock`, beside the renewal lock and apart
+ * from it: a renewal never waits for a slow service). Two processes of one host that both find no connector
+ * would otherwise both create one where the service has no unique-name rule; under the lock the second finds
+ * the first's and adopts it. A holder killed is found dead by its owner record and its lock taken over at once.
+ * The holder takes no other profile lock but the state write lock, so no two holders wait on each other.
+ */
+export async function withReconcileLock<T>(profiles: ProfileStore, profile: string, fn: () => Promise<T>): Promise<T> {
+  assertProfileName(profile);
+  const lockPath = path.join(profiles.dir, `${profile}.reconcile.lock`);
+  await ensurePrivateDir(profiles.dir);
+  return withFileLock(lockPath, fn, {
+    waitMs: RECONCILE_LOCK_WAIT_MS,
+    staleMs: RECONCILE_LOCK_STALE_MS,
+    recordOwner: true,
+    timeoutError: () =>
+      new ProfileStoreError(
+        'PROFILE_LOCK_TIMEOUT',
+        `profile "${profile}" is busy: another syncauth process has held its reconcile lock (${lockPath}) for more than ` +
+          `${RECONCILE_LOCK_WAIT_MS / 1000} s. Try again later; a lock left by a process that died is taken over at once.`,
+        { path: lockPath },
+      ),
+  });
 }

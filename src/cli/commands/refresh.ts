@@ -3,7 +3,7 @@
 // token (see RECENT_RENEWAL_MS) instead of renewing again.
 import { ExitCode, SyncauthError } from '../../errors.js';
 import type { Schedule } from '../../service/models.js';
-import { defaultConnectorName, syncConnector } from '../../sync/reconcile.js';
+import { defaultConnectorName, describeCleanup, syncConnector } from '../../sync/reconcile.js';
 import { baseState, recordFailure } from '../../sync/renew.js';
 import type { CommandContext } from '../context.js';
 import { printJson } from '../output.js';
@@ -47,11 +47,11 @@ export async function refresh(context: CommandContext): Promise<void> {
     });
     const expiresAt = new Date(tokens.expiresAt).toISOString();
     if (context.json) {
-      printJson(context.io, { profile: session.name, accessTokenExpiresAt: expiresAt, connector: { id: result.connector.id, action: result.action }, removed: result.removed, workflow: result.workflowAction ?? null });
+      printJson(context.io, { profile: session.name, accessTokenExpiresAt: expiresAt, connector: { id: result.connector.id, action: result.action }, removed: result.removed, removedConnectors: result.removedConnectors, keptShared: result.keptShared, workflow: result.workflowAction ?? null });
       return;
     }
     context.io.stdout.write(`✓ renewed: access token valid until ${expiresAt}\n✓ source connector ${result.connector.name} ${result.action} (${result.connector.id})\n`);
-    if (result.removed.length) context.io.stdout.write(`✓ removed the replaced connector(s) ${result.removed.join(', ')}\n`);
+    for (const line of describeCleanup(result)) context.io.stdout.write(`✓ ${line}\n`);
     if (result.workflow) context.io.stdout.write(`✓ workflow ${result.workflow.id} ${result.workflowAction === 'updated' ? 'now reads from it' : 'already reads from it'}\n`);
   } catch (error) {
     await recordFailure(session.profiles, session.name, error);
