@@ -48,6 +48,12 @@ export interface DaemonProfile {
    * other processes reuse it instead of renewing again. Absent when the secrets are read-only.
    */
   storeAccessToken?: (tokens: TokenSet, grant: DaemonGrant) => Promise<void>;
+  /**
+   * Reads back the access token kept by `storeAccessToken` (this or another process), when it belongs to
+   * `grant`. A daemon that publishes its token takes one another process renewed, rather than renewing again,
+   * when its own is due. Absent when the secrets keep no access token (the env store): the daemon renews.
+   */
+  readAccessToken?: (grant: DaemonGrant) => Promise<{ accessToken: string; expiresAt: number; renewedAt: number } | undefined>;
   /** Absent: the profile is only renewed (no service settings). */
   reconcile?: ReconcileTarget;
 }
@@ -130,7 +136,10 @@ export interface DaemonOptions {
 
 export type RenewalOutcome =
   | 'renewed'
-  /** Another process renewed while this one waited: nothing to do. */
+  /**
+   * Another process renewed: no token request. When this process publishes its token, it took the one the
+   * other kept in the secret store (more than the margin left); otherwise it had nothing to do.
+   */
   | 'fresh'
   | 'rate_limited'
   | 'failed'

@@ -13,6 +13,7 @@ import { ACCOUNT_ID_TIMEOUT_MS, templatesUse, type TemplateSpec } from '../publi
 import { ServiceClient } from '../service/index.js';
 import { syncConnector } from '../sync/reconcile.js';
 import { renewHoldingLock } from '../sync/renew.js';
+import { remainingMs } from '../sync/token-cache.js';
 import { linkSignals } from '../abort.js';
 import { Backoff } from '../backoff.js';
 import { classifyFailure, type Failure } from './classify.js';
@@ -434,14 +435,17 @@ export class ProfileWorker {
 
   async #renew(profile: DaemonProfile): Promise<{ renewal: RenewalOutcome; reconcile?: ReconcileOutcome }> {
     const rt = this.#rt;
-    const renewal = await this.#renewUnderLock(profile);
-    if (renewal.renewal !== 'renewed' || !profile.reconcile || rt.removed) return renewal;
+    const { adopted, ...renewal } = await this.#renewUnderLock(profile);
+    if ((renewal.renewal !== 'renewed' && !adopted) || !profile.reconcile || rt.removed) return renewal;
     rt.oweReconcile();
+    // A token taken from another process: that process may not have given it to the connector (`token` never
+    // does), so this one does, unless someone renewed again since (the retry's rule).
+    if (adopted) return { ...renewal, reconcile: await this.#retryReconcile(profile) };
     const coordinator = this.#ctx.coordinator;
     return { ...renewal, reconcile: coordinator ? await this.#reconcileShared(profile, coordinator) : await this.#reconcileNow(profile) };
   }
 
-  async #renewUnderLock(profile: DaemonProfile): Promise<{ renewal: RenewalOutcome }> {
+  async #renewUnderLock(profile: DaemonProfile): Promise<{ renewal: RenewalOutcome; adopted?: boolean }> {
     const rt = this.#rt;
     const { shutdown, locks } = this.#ctx;
     try {
@@ -464,7 +468,7 @@ export class ProfileWorker {
   }
 
   /** The renewal itself, holding the profile's lock; `signal` aborts when the lock is lost or the daemon stops. */
-  async #renewHolding(profile: DaemonProfile, signal: AbortSignal): Promise<{ renewal: RenewalOutcome }> {
+  async #renewHolding(profile: DaemonProfile, signal: AbortSignal): Promise<{ renewal: RenewalOutcome; adopted?: boolean }> {
     const rt = this.#rt;
     const { store, config, rateGate, clock } = this.#ctx;
     // Another process may have renewed while this one waited for the lock.
@@ -479,6 +483,10 @@ export class ProfileWorker {
       rt.secretsVersion = state?.secretsVersion;
     }
     const grant = rt.grant as NonNullable<typeof rt.grant>;
+    if (config.needsOwnToken && (await this.#adoptKept(profile, grant))) {
+      rt.backoff = Backoff.none;
+      return { renewal: this.#settle('fresh'), adopted: true };
+    }
     if (rateGate) await rateGate.wait(signal);
     const sentMono = clock.mono();
     const tokens = await renewHoldingLock({
@@ -496,6 +504,39 @@ export class ProfileWorker {
     this.#settle('renewed');
     await this.#renewed(tokens, sentMono);
     return { renewal: 'renewed' as const };
+  }
+
+  /**
+   * This process publishes its token and its own is due, while the state says another process renewed: the
+   * token that process kept in the secret store is taken, published and held as this one's, when it belongs
+   * to the grant held and has more than the margin (and the largest jitter) left. Returns whether it was; if
+   * not (the env store keeps none, the store is out of reach, the kept token is as old), this process renews.
+   */
+  async #adoptKept(profile: DaemonProfile, grant: DaemonGrant): Promise<boolean> {
+    const rt = this.#rt;
+    const { config, clock, log } = this.#ctx;
+    const enough = config.marginMs + config.jitterMs;
+    const at = this.#now();
+    const known = rt.expiry(at);
+    if (!profile.readAccessToken || known === undefined || known - at <= enough) return false;
+    let kept: Awaited<ReturnType<NonNullable<DaemonProfile['readAccessToken']>>>;
+    try {
+      kept = await profile.readAccessToken(grant);
+    } catch (error) {
+      log.warn({ profile: rt.name, event: 'token.unread', op: 'renew', error: classifyFailure(error).message }, `could not read the access token of profile "${rt.name}" another process kept; renewing instead`);
+      return false;
+    }
+    const now = this.#now();
+    const left = kept ? remainingMs(kept, now) : 0;
+    if (!kept || left <= enough || kept.accessToken === rt.token?.value) return false;
+    this.#holdToken({ value: kept.accessToken, expiresAt: kept.expiresAt, monoExpiresAt: clock.mono() + left });
+    // Published before anything else awaits, as after a renewal of its own.
+    await this.#ctx.files.publish(rt);
+    log.info(
+      { profile: rt.name, event: 'token.shared', op: 'renew', expiresAt: new Date(kept.expiresAt).toISOString() },
+      `took the access token of profile "${rt.name}" another process renewed, instead of renewing again`,
+    );
+    return true;
   }
 
   async #keepRefreshToken(profile: DaemonProfile, refreshToken: string): Promise<void> {
