@@ -142,8 +142,15 @@ export class ProfileRuntime {
     return at >= expiry - marginMs - this.jitterMs;
   }
 
+  /**
+   * How many times a reconcile was owed: a reconcile that sees it change while it runs knows a newer token
+   * arrived meanwhile, and leaves the reconcile pending for it.
+   */
+  reconcileOwed = 0;
+
   /** A reconcile is owed now (a fresh token, or a connector whose token is not known): no wait, the last outcome kept. */
   oweReconcile(): void {
+    this.reconcileOwed += 1;
     this.reconcile = { pending: true, backoff: Backoff.none, lastOutcome: this.reconcile.lastOutcome };
   }
 

@@ -87,7 +87,10 @@ export interface DaemonOptions {
   schedule?: string | false;
   /** Run a sweep at once when started. Default: true when a schedule runs. */
   sweepOnStart?: boolean;
-  /** Profiles renewed or reconciled at the same time. Default 4. */
+  /**
+   * Profiles renewed at the same time, and profiles reconciled at the same time (bounded apart, so a renewal
+   * never waits behind a slow reconcile). Default 4.
+   */
   concurrency?: number;
   /** Cap on token requests per second across profiles. Default: none. */
   maxRenewalsPerSecond?: number;
