@@ -157,7 +157,10 @@ export type ReconcileOutcome = 'created' | 'adopted' | 'updated' | 'recreated' |
 
 export interface SweepEntry {
   profile: string;
-  /** What this sweep did: a renewal, a reconcile retry, nothing, or joined work already running. */
+  /**
+   * What this sweep did: a renewal (with the outcome of the reconcile it started), a reconcile retry, nothing,
+   * or nothing because the profile is busy (its previous visit, or a reconcile it owes, still running).
+   */
   action: 'renewal' | 'reconcile' | 'idle' | 'parked' | 'in_flight';
   renewal?: RenewalOutcome;
   reconcile?: ReconcileOutcome;
