@@ -83,6 +83,7 @@ export class Daemon implements RunningDaemon {
       files,
       metrics: this.#metrics,
       limiter: new Semaphore(this.#config.concurrency),
+      reconcileLimiter: new Semaphore(this.#config.concurrency),
       rateGate: rate === undefined ? undefined : new RateGate(rate, now, sleep),
       shutdown: this.#shutdown.signal,
       random: options.random ?? Math.random,

@@ -132,17 +132,25 @@ export class ProfileRuntime {
 
   /**
    * Whether the token should be renewed now: nothing known, or inside the margin (plus this cycle's jitter).
-   * `needsOwnToken`: this process publishes the token, so one that only another process holds is not enough.
+   * `needsOwnToken`: this process publishes the token, so what counts is the token it holds itself: one that
+   * only another process holds, however fresh, leaves its consumers with a token that expires (the renewal
+   * then takes the other's token from the secret store when it can, see ProfileWorker).
    */
   renewalDue(at: number, marginMs: number, needsOwnToken: boolean): boolean {
-    if (needsOwnToken && !this.holdsToken(at)) return true;
-    const expiry = this.expiry(at);
+    const expiry = needsOwnToken ? this.tokenExpiry(at) : this.expiry(at);
     if (expiry === undefined) return true;
     return at >= expiry - marginMs - this.jitterMs;
   }
 
+  /**
+   * How many times a reconcile was owed: a reconcile that sees it change while it runs knows a newer token
+   * arrived meanwhile, and leaves the reconcile pending for it.
+   */
+  reconcileOwed = 0;
+
   /** A reconcile is owed now (a fresh token, or a connector whose token is not known): no wait, the last outcome kept. */
   oweReconcile(): void {
+    this.reconcileOwed += 1;
     this.reconcile = { pending: true, backoff: Backoff.none, lastOutcome: this.reconcile.lastOutcome };
   }
 

@@ -48,6 +48,12 @@ export interface DaemonProfile {
    * other processes reuse it instead of renewing again. Absent when the secrets are read-only.
    */
   storeAccessToken?: (tokens: TokenSet, grant: DaemonGrant) => Promise<void>;
+  /**
+   * Reads back the access token kept by `storeAccessToken` (this or another process), when it belongs to
+   * `grant`. A daemon that publishes its token takes one another process renewed, rather than renewing again,
+   * when its own is due. Absent when the secrets keep no access token (the env store): the daemon renews.
+   */
+  readAccessToken?: (grant: DaemonGrant) => Promise<{ accessToken: string; expiresAt: number; renewedAt: number } | undefined>;
   /** Absent: the profile is only renewed (no service settings). */
   reconcile?: ReconcileTarget;
 }
@@ -81,7 +87,10 @@ export interface DaemonOptions {
   schedule?: string | false;
   /** Run a sweep at once when started. Default: true when a schedule runs. */
   sweepOnStart?: boolean;
-  /** Profiles renewed or reconciled at the same time. Default 4. */
+  /**
+   * Profiles renewed at the same time, and profiles reconciled at the same time (bounded apart, so a renewal
+   * never waits behind a slow reconcile). Default 4.
+   */
   concurrency?: number;
   /** Cap on token requests per second across profiles. Default: none. */
   maxRenewalsPerSecond?: number;
@@ -130,7 +139,10 @@ export interface DaemonOptions {
 
 export type RenewalOutcome =
   | 'renewed'
-  /** Another process renewed while this one waited: nothing to do. */
+  /**
+   * Another process renewed: no token request. When this process publishes its token, it took the one the
+   * other kept in the secret store (more than the margin left); otherwise it had nothing to do.
+   */
   | 'fresh'
   | 'rate_limited'
   | 'failed'
@@ -145,7 +157,10 @@ export type ReconcileOutcome = 'created' | 'adopted' | 'updated' | 'recreated' |
 
 export interface SweepEntry {
   profile: string;
-  /** What this sweep did: a renewal, a reconcile retry, nothing, or joined work already running. */
+  /**
+   * What this sweep did: a renewal (with the outcome of the reconcile it started), a reconcile retry, nothing,
+   * or nothing because the profile is busy (its previous visit, or a reconcile it owes, still running).
+   */
   action: 'renewal' | 'reconcile' | 'idle' | 'parked' | 'in_flight';
   renewal?: RenewalOutcome;
   reconcile?: ReconcileOutcome;

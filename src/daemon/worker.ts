@@ -13,6 +13,7 @@ import { ACCOUNT_ID_TIMEOUT_MS, templatesUse, type TemplateSpec } from '../publi
 import { ServiceClient } from '../service/index.js';
 import { syncConnector } from '../sync/reconcile.js';
 import { renewHoldingLock } from '../sync/renew.js';
+import { remainingMs } from '../sync/token-cache.js';
 import { linkSignals } from '../abort.js';
 import { Backoff } from '../backoff.js';
 import { classifyFailure, type Failure } from './classify.js';
@@ -52,7 +53,10 @@ export interface WorkerContext {
   readonly coordinator: Coordinator | undefined;
   readonly files: TokenPublisher;
   readonly metrics: DaemonMetrics;
+  /** Renewals at once across profiles. */
   readonly limiter: Semaphore;
+  /** Reconciles at once across profiles: bounded apart from renewals, so that no renewal waits behind one. */
+  readonly reconcileLimiter: Semaphore;
   readonly rateGate: RateGate | undefined;
   /** Aborted when the daemon gives up on work in flight at shutdown. */
   readonly shutdown: AbortSignal;
@@ -64,9 +68,20 @@ export interface WorkerContext {
   readonly coordinatorHealth: { down(error: unknown): void; up(): void };
 }
 
+/** One visit's work: its sweep entry, and the reconcile it started, which runs outside the single flight. */
+interface Visited {
+  entry: SweepEntry;
+  reconcile?: Promise<ReconcileOutcome>;
+}
+
+type ReconcileKind = 'renewed' | 'retry';
+
 export class ProfileWorker {
   readonly #ctx: WorkerContext;
   readonly #rt: ProfileRuntime;
+  /** The profile's reconcile running now, and the one queued to run after it (with the newest token). */
+  #reconcileRunning: Promise<ReconcileOutcome> | undefined;
+  #reconcileQueued: { kind: ReconcileKind; promise: Promise<ReconcileOutcome> } | undefined;
 
   private constructor(name: string, ctx: WorkerContext) {
     this.#ctx = ctx;
@@ -86,9 +101,15 @@ export class ProfileWorker {
     return this.#rt.name;
   }
 
-  /** The work in flight, if any: shutdown waits for it. */
+  /** The work in flight, if any, the reconciles it starts included: shutdown waits for it. */
   get inFlight(): Promise<unknown> | undefined {
-    return this.#ctx.locks.flight.inFlight(this.#rt.name);
+    const visit = this.#ctx.locks.flight.inFlight(this.#rt.name);
+    if (!visit && !this.#reconciling) return undefined;
+    return (async () => {
+      await visit?.catch(() => undefined);
+      // A renewal that ends starts a reconcile, and one that runs may have another queued behind it.
+      while (this.#reconciling) await this.#reconciling.catch(() => undefined);
+    })();
   }
 
   // ---- what the daemon calls ----
@@ -99,15 +120,19 @@ export class ProfileWorker {
    */
   async visit(): Promise<SweepEntry> {
     const name = this.#rt.name;
-    const entry = await this.#ctx.locks.flight.run(name, () =>
-      this.#work().catch((error: unknown): SweepEntry => {
+    const visited = await this.#ctx.locks.flight.run(name, () =>
+      this.#work().catch((error: unknown): Visited => {
         this.#ctx.log.error({ profile: name, event: 'sweep.failed', op: 'sweep', err: error }, 'unexpected failure in the sweep');
-        return { profile: name, action: 'idle' };
+        return { entry: { profile: name, action: 'idle' } };
       }),
     );
-    if (entry !== HELD_ELSEWHERE) return entry;
-    this.#ctx.metrics.skipped(name);
-    return { profile: name, action: 'in_flight' };
+    if (visited === HELD_ELSEWHERE || visited.entry.action === 'in_flight') {
+      this.#ctx.metrics.skipped(name);
+      return { profile: name, action: 'in_flight' };
+    }
+    // The reconcile the visit started runs on the profile's own chain, outside the single flight: the sweep
+    // still reports its outcome, but the next visit may renew while it runs.
+    return visited.reconcile ? { ...visited.entry, reconcile: await visited.reconcile } : visited.entry;
   }
 
   /** Drops the token held when its time is up at `at`; the token file goes with it. */
@@ -397,13 +422,13 @@ export class ProfileWorker {
 
   // ---- one visit ----
 
-  async #work(): Promise<SweepEntry> {
+  async #work(): Promise<Visited> {
     const rt = this.#rt;
     if (rt.parked?.reason === 'unavailable') await this.#retryLoad();
     const profile = rt.config;
-    if (!profile) return { profile: rt.name, action: 'parked' };
+    if (!profile) return { entry: { profile: rt.name, action: 'parked' } };
     if (rt.parked) await this.#maybeUnpark();
-    if (rt.parked) return { profile: rt.name, action: 'parked' };
+    if (rt.parked) return { entry: { profile: rt.name, action: 'parked' } };
     const at = this.#now();
     // A write that failed when the token was renewed (the directory unusable for a while) is tried again at
     // every sweep: the file must not keep the previous token until it expires. So is a removal that failed
@@ -414,14 +439,87 @@ export class ProfileWorker {
       } else if (rt.fileFailed) await this.#ctx.files.unpublish(rt);
     }
     if (!rt.inBackoff() && rt.renewalDue(at, this.#ctx.config.marginMs, this.#ctx.config.needsOwnToken)) {
-      const result = await this.#ctx.limiter.run(() => this.#renew(profile));
-      return { profile: rt.name, action: 'renewal', ...result };
+      const { adopted, renewal } = await this.#ctx.limiter.run(() => this.#renewUnderLock(profile));
+      const entry: SweepEntry = { profile: rt.name, action: 'renewal', renewal };
+      if ((renewal !== 'renewed' && !adopted) || !profile.reconcile || rt.removed) return { entry };
+      rt.oweReconcile();
+      // A token taken from another process: that process may not have given it to the connector (`token` never
+      // does), so this one does, unless someone renewed again since (the retry's rule).
+      return { entry, reconcile: this.#reconcile(adopted ? 'retry' : 'renewed') };
     }
     if (rt.reconcileDue() && profile.reconcile) {
-      const reconcile = await this.#ctx.limiter.run(() => this.#retryReconcile(profile));
-      return { profile: rt.name, action: 'reconcile', reconcile };
+      // One reconcile per profile at a time: a retry while one runs is that one's to make (it is still busy).
+      if (this.#reconciling) return { entry: { profile: rt.name, action: 'in_flight' } };
+      return { entry: { profile: rt.name, action: 'reconcile' }, reconcile: this.#reconcile('retry') };
     }
-    return { profile: rt.name, action: 'idle' };
+    return { entry: { profile: rt.name, action: 'idle' } };
+  }
+
+  // ---- the reconcile chain ----
+
+  /**
+   * A reconcile on the profile's own chain: at once when none runs, otherwise once the running one has ended
+   * (callers meanwhile share that one). It reads the token when it starts, so it gives the connector the
+   * newest; a renewal never waits for it, and it never overlaps another of the same profile.
+   */
+  #reconcile(kind: ReconcileKind): Promise<ReconcileOutcome> {
+    const queued = this.#reconcileQueued;
+    if (queued) {
+      if (kind === 'renewed') queued.kind = 'renewed';
+      return queued.promise;
+    }
+    const running = this.#reconcileRunning;
+    if (!running) return this.#startReconcile(kind);
+    const next: { kind: ReconcileKind; promise: Promise<ReconcileOutcome> } = { kind, promise: Promise.resolve('skipped') };
+    next.promise = running.then(() => {
+      this.#reconcileQueued = undefined;
+      return this.#startReconcile(next.kind);
+    });
+    this.#reconcileQueued = next;
+    return next.promise;
+  }
+
+  /** The reconcile running or queued, if any. */
+  get #reconciling(): Promise<ReconcileOutcome> | undefined {
+    return this.#reconcileQueued?.promise ?? this.#reconcileRunning;
+  }
+
+  #startReconcile(kind: ReconcileKind): Promise<ReconcileOutcome> {
+    const rt = this.#rt;
+    const run = this.#ctx.reconcileLimiter
+      .run(() => this.#reconcileOnce(kind))
+      .catch((error: unknown): ReconcileOutcome => {
+        this.#ctx.log.error({ profile: rt.name, event: 'reconcile.failed', op: 'reconcile', err: error }, 'unexpected failure in the reconcile');
+        return 'failed';
+      });
+    this.#reconcileRunning = run;
+    void run.then(() => {
+      if (this.#reconcileRunning === run) this.#reconcileRunning = undefined;
+    });
+    return run;
+  }
+
+  /**
+   * `renewed`: this process's own fresh token, given as after every renewal (through the replicas' lease with
+   * a coordinator); `retry`: a pending reconcile tried again, or a token taken from another process.
+   */
+  async #reconcileOnce(kind: ReconcileKind): Promise<ReconcileOutcome> {
+    const rt = this.#rt;
+    const profile = rt.config;
+    if (!profile?.reconcile || rt.removed || this.#ctx.shutdown.aborted) return rt.reconcile.lastOutcome ?? 'skipped';
+    // A retry queued behind a reconcile that has since given the connector the token needs doing no more.
+    if (kind === 'retry' && !rt.reconcileDue()) return rt.reconcile.lastOutcome ?? 'skipped';
+    const owed = rt.reconcileOwed;
+    const coordinator = this.#ctx.coordinator;
+    let outcome: ReconcileOutcome;
+    if (kind === 'retry') outcome = await this.#retryReconcile(profile);
+    else outcome = coordinator ? await this.#reconcileShared(profile, coordinator) : await this.#reconcileNow(profile);
+    // A renewal while it ran owes the connector the newer token: its reconcile, queued behind, goes at once.
+    if (rt.reconcileOwed !== owed) {
+      rt.reconcile.pending = true;
+      rt.reconcile.backoff = Backoff.none;
+    }
+    return outcome;
   }
 
   // ---- renewal ----
@@ -432,16 +530,7 @@ export class ProfileWorker {
     return outcome;
   }
 
-  async #renew(profile: DaemonProfile): Promise<{ renewal: RenewalOutcome; reconcile?: ReconcileOutcome }> {
-    const rt = this.#rt;
-    const renewal = await this.#renewUnderLock(profile);
-    if (renewal.renewal !== 'renewed' || !profile.reconcile || rt.removed) return renewal;
-    rt.oweReconcile();
-    const coordinator = this.#ctx.coordinator;
-    return { ...renewal, reconcile: coordinator ? await this.#reconcileShared(profile, coordinator) : await this.#reconcileNow(profile) };
-  }
-
-  async #renewUnderLock(profile: DaemonProfile): Promise<{ renewal: RenewalOutcome }> {
+  async #renewUnderLock(profile: DaemonProfile): Promise<{ renewal: RenewalOutcome; adopted?: boolean }> {
     const rt = this.#rt;
     const { shutdown, locks } = this.#ctx;
     try {
@@ -464,7 +553,7 @@ export class ProfileWorker {
   }
 
   /** The renewal itself, holding the profile's lock; `signal` aborts when the lock is lost or the daemon stops. */
-  async #renewHolding(profile: DaemonProfile, signal: AbortSignal): Promise<{ renewal: RenewalOutcome }> {
+  async #renewHolding(profile: DaemonProfile, signal: AbortSignal): Promise<{ renewal: RenewalOutcome; adopted?: boolean }> {
     const rt = this.#rt;
     const { store, config, rateGate, clock } = this.#ctx;
     // Another process may have renewed while this one waited for the lock.
@@ -479,6 +568,10 @@ export class ProfileWorker {
       rt.secretsVersion = state?.secretsVersion;
     }
     const grant = rt.grant as NonNullable<typeof rt.grant>;
+    if (config.needsOwnToken && (await this.#adoptKept(profile, grant))) {
+      rt.backoff = Backoff.none;
+      return { renewal: this.#settle('fresh'), adopted: true };
+    }
     if (rateGate) await rateGate.wait(signal);
     const sentMono = clock.mono();
     const tokens = await renewHoldingLock({
@@ -496,6 +589,39 @@ export class ProfileWorker {
     this.#settle('renewed');
     await this.#renewed(tokens, sentMono);
     return { renewal: 'renewed' as const };
+  }
+
+  /**
+   * This process publishes its token and its own is due, while the state says another process renewed: the
+   * token that process kept in the secret store is taken, published and held as this one's, when it belongs
+   * to the grant held and has more than the margin (and the largest jitter) left. Returns whether it was; if
+   * not (the env store keeps none, the store is out of reach, the kept token is as old), this process renews.
+   */
+  async #adoptKept(profile: DaemonProfile, grant: DaemonGrant): Promise<boolean> {
+    const rt = this.#rt;
+    const { config, clock, log } = this.#ctx;
+    const enough = config.marginMs + config.jitterMs;
+    const at = this.#now();
+    const known = rt.expiry(at);
+    if (!profile.readAccessToken || known === undefined || known - at <= enough) return false;
+    let kept: Awaited<ReturnType<NonNullable<DaemonProfile['readAccessToken']>>>;
+    try {
+      kept = await profile.readAccessToken(grant);
+    } catch (error) {
+      log.warn({ profile: rt.name, event: 'token.unread', op: 'renew', error: classifyFailure(error).message }, `could not read the access token of profile "${rt.name}" another process kept; renewing instead`);
+      return false;
+    }
+    const now = this.#now();
+    const left = kept ? remainingMs(kept, now) : 0;
+    if (!kept || left <= enough || kept.accessToken === rt.token?.value) return false;
+    this.#holdToken({ value: kept.accessToken, expiresAt: kept.expiresAt, monoExpiresAt: clock.mono() + left });
+    // Published before anything else awaits, as after a renewal of its own.
+    await this.#ctx.files.publish(rt);
+    log.info(
+      { profile: rt.name, event: 'token.shared', op: 'renew', expiresAt: new Date(kept.expiresAt).toISOString() },
+      `took the access token of profile "${rt.name}" another process renewed, instead of renewing again`,
+    );
+    return true;
   }
 
   async #keepRefreshToken(profile: DaemonProfile, refreshToken: string): Promise<void> {
@@ -696,8 +822,10 @@ export class ProfileWorker {
       rt.connectorId = result.connector.id;
       rt.reconcile = { pending: false, backoff: Backoff.none, lastOutcome: result.action };
       metrics.reconcile(rt.name, result.action, this.#now());
-      const detail = { profile: rt.name, event: `reconcile.${result.action}`, op: 'reconcile', connectorId: result.connector.id, action: result.action, removed: result.removed, workflow: result.workflowAction };
-      if (result.action === 'updated' && result.workflowAction !== 'updated') log.debug(detail, 'connector reconciled');
+      const detail = { profile: rt.name, event: `reconcile.${result.action}`, op: 'reconcile', connectorId: result.connector.id, action: result.action, removed: result.removed, removedConnectors: result.removedConnectors, keptShared: result.keptShared, workflow: result.workflowAction };
+      // A routine in-place update is debug; removing duplicates or leaving shared ones is worth an operator's eye.
+      const routine = result.action === 'updated' && result.workflowAction !== 'updated' && result.removed.length === 0 && result.keptShared.length === 0;
+      if (routine) log.debug(detail, 'connector reconciled');
       else log.info(detail, `connector of profile "${rt.name}" ${result.action}`);
       return result.action;
     } catch (caught) {

@@ -86,3 +86,13 @@ export function accessTokenKeeper(
       ),
     });
 }
+
+/**
+ * Reads back what `accessTokenKeeper` kept: the profile's last access token, when it belongs to `grant`. A
+ * daemon takes it instead of renewing when another process renewed the profile. Undefined for the read-only
+ * env store, which keeps none (a daemon there renews its own).
+ */
+export function accessTokenReader(store: SecretStore, profile: string): ((grant: GrantIdentity) => Promise<CachedAccessToken | undefined>) | undefined {
+  if (!store.writable) return undefined;
+  return async (grant) => decodeAccessToken((await store.get(profile)).access_token, grant);
+}

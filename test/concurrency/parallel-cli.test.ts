@@ -2,7 +2,6 @@
 // they take turns on the profile's renewal lock and reuse the renewal one of them made, counted in the
 // emulator's request log.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RECENT_RENEWAL_MS } from '../../src/cli/commands/shared.js';
 import {
   onboardWithGrant, runCli, sources, startOnboarding, type Onboarded, type Onboarding,
 } from '../helpers/onboarding.js';
@@ -43,17 +42,21 @@ describe('many processes on one profile', () => {
     expect([...printed][0]).toMatch(/^sl\.u\.\S+\n$/);
   }, 180_000);
 
-  it(`${PROCESSES} \`syncauth refresh\` at once share renewals: at most one per ${RECENT_RENEWAL_MS / 1000} s they span`, async () => {
+  it(`${PROCESSES} \`syncauth refresh\` at once each get a renewal made after they were started, sharing those made while they waited`, async () => {
     const p = await onboard('twenty-refreshes');
+    const started = Date.now();
     const { results, tokenRequests, elapsedMs } = await together(p, ['refresh', '--profile', p.profile, '--json']);
-    // A refresh renews unless it finds a token renewed less than RECENT_RENEWAL_MS ago, so two renewals are at
-    // least that far apart: over `elapsedMs` there can be no more than 1 + elapsedMs / RECENT_RENEWAL_MS.
-    const bound = 1 + Math.floor(elapsedMs / RECENT_RENEWAL_MS);
-    expect(tokenRequests.length, `${tokenRequests.length} renewals in ${elapsedMs} ms`).toBeGreaterThanOrEqual(1);
-    expect(tokenRequests.length, `${tokenRequests.length} renewals in ${elapsedMs} ms`).toBeLessThanOrEqual(bound);
-    expect(bound, `the processes took ${elapsedMs} ms`).toBeLessThan(PROCESSES / 4);
+    console.log(`${PROCESSES} refreshes: ${tokenRequests.length} renewals in ${elapsedMs} ms`);
+    // A refresh takes another's renewal only when it finished while it waited for the lock, so some share one,
+    // and none takes the token setup kept just before.
+    expect(tokenRequests.length).toBeGreaterThanOrEqual(1);
+    expect(tokenRequests.length).toBeLessThan(PROCESSES);
+    const lifetimeMs = ob.emulator.options.tokenLifetimeSeconds * 1000;
     for (const result of results) {
-      expect((JSON.parse(result.stdout) as { connector: { id: string } }).connector.id).toBe(p.connectorId);
+      const printed = JSON.parse(result.stdout) as { connector: { id: string }; accessTokenExpiresAt: string };
+      expect(printed.connector.id).toBe(p.connectorId);
+      // Counted from when its token request was sent, which was after every process was started.
+      expect(Date.parse(printed.accessTokenExpiresAt)).toBeGreaterThanOrEqual(started + lifetimeMs);
     }
     expect(sources(ob).filter((s) => s.name === `conn-${p.profile}`)).toHaveLength(1);
   }, 180_000);

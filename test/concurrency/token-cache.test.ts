@@ -16,7 +16,7 @@ import { openSecretStore } from '../../src/credentials/index.js';
 import { connectionSettings } from '../../src/emulator/index.js';
 import { openProfileStore } from '../../src/profile/index.js';
 import { decodeAccessToken, encodeAccessToken } from '../../src/sync/token-cache.js';
-import { grantRefreshToken, newHome, startOnboarding, type Home, type Onboarding } from '../helpers/onboarding.js';
+import { grantRefreshToken, newHome, renewAtEmulator, startOnboarding, type Home, type Onboarding } from '../helpers/onboarding.js';
 
 let ob: Onboarding;
 
@@ -155,24 +155,53 @@ describe.concurrent('syncauth token with a kept access token', () => {
   });
 });
 
-describe.concurrent('refresh reuses only a renewal made moments ago', () => {
-  async function sessionToken(p: Profile, now: () => number) {
+describe.concurrent('refresh reuses only a renewal that finished while it waited for the lock', () => {
+  async function sessionToken(p: Profile, now: () => number = Date.now) {
     const session = await openSession(contextOf(p));
     return sessionAccessToken(session, requireGrant(session, await readSecrets(session)), 'recent', now);
   }
 
-  it(`takes a token renewed less than ${RECENT_RENEWAL_MS / 1000} s ago, renews an older one`, async () => {
-    const p = await profile('recent');
+  it('renews although `token` kept a token a moment before it was asked', async () => {
+    const p = await profile('recent-before');
     const kept = await printed(p);
     expect(renewalsOf(p)).toBe(1);
-    const entry = (await openSecretStore({ kind: 'file', configDir: p.home.configDir, storeKey: p.home.storeKey, env: {} }).get(p.name)).access_token;
-    const at = JSON.parse(entry as string) as { renewedAt: number };
-    const soon = await sessionToken(p, () => at.renewedAt + RECENT_RENEWAL_MS - 1);
-    expect(soon.accessToken).toBe(kept);
-    expect(soon.refreshToken).toBe(p.refreshToken);
-    expect(renewalsOf(p)).toBe(1);
-    const later = await sessionToken(p, () => at.renewedAt + RECENT_RENEWAL_MS + 1);
-    expect(later.accessToken).not.toBe(kept);
+    const renewed = await sessionToken(p);
+    expect(renewed.accessToken).not.toBe(kept);
     expect(renewalsOf(p)).toBe(2);
+    expect(await keptToken(p)).toBe(renewed.accessToken);
+  });
+
+  it(`takes a renewal that finished while it waited, unless that was over ${RECENT_RENEWAL_MS / 1000} s ago`, async () => {
+    for (const late of [false, true]) {
+      const p = await profile(late ? 'recent-late' : 'recent-waited');
+      await printed(p);
+      let began!: () => void;
+      const waiting = new Promise<void>((resolve) => (began = resolve));
+      let shift = 0;
+      // The first reading of the clock is when it begins to wait for the lock.
+      const now = (): number => {
+        began();
+        return Date.now() + shift;
+      };
+      let result: ReturnType<typeof sessionToken> | undefined;
+      let renewedMeanwhile = '';
+      // Another process holds the profile's lock, renews and keeps its token while this one waits.
+      await openProfileStore(p.home.configDir).withLock(p.name, async () => {
+        result = sessionToken(p, now);
+        result.catch(() => undefined);
+        await waiting;
+        const renewal = await renewAtEmulator(ob, p.refreshToken);
+        renewedMeanwhile = renewal.body.access_token as string;
+        const kept = { accessToken: renewedMeanwhile, expiresAt: Date.now() + (renewal.body.expires_in as number) * 1000, renewedAt: Date.now() };
+        await openSecretStore({ kind: 'file', configDir: p.home.configDir, storeKey: p.home.storeKey, env: {} }).set(p.name, {
+          access_token: encodeAccessToken(kept, { appKey: ob.app.appKey, refreshToken: p.refreshToken }),
+        });
+        if (late) shift = RECENT_RENEWAL_MS + 1_000;
+      });
+      const got = await (result as ReturnType<typeof sessionToken>);
+      expect(renewalsOf(p)).toBe(late ? 3 : 2);
+      if (late) expect(got.accessToken).not.toBe(renewedMeanwhile);
+      else expect(got.accessToken).toBe(renewedMeanwhile);
+    }
   });
 });

@@ -32,7 +32,7 @@ import { isProfileName, newSecretsVersion, openProfileStore, type ProfileStore }
 import type { Schedule } from '../../service/models.js';
 import type { TokenSet } from '../../oauth/index.js';
 import { defaultConnectorName } from '../../sync/reconcile.js';
-import { accessTokenKeeper } from '../../sync/token-cache.js';
+import { accessTokenKeeper, accessTokenReader } from '../../sync/token-cache.js';
 import { baseState } from '../../sync/renew.js';
 import type { CommandContext } from '../context.js';
 import { openSession, readSecrets, requireGrant, type ResolvedSecrets } from '../session.js';
@@ -247,6 +247,7 @@ async function storedProfile(context: CommandContext, name: string): Promise<Dae
             await session.profiles.update(name, (current) => (current ? { ...baseState(current), secretsVersion: newSecretsVersion() } : current));
           },
           storeAccessToken: (tokens: TokenSet, held: DaemonGrant) => accessTokenKeeper(session.secrets, name, held.appKey)?.(tokens) ?? Promise.resolve(),
+          readAccessToken: (held: DaemonGrant) => accessTokenReader(session.secrets, name)?.(held) ?? Promise.resolve(undefined),
         }
       : {}),
     ...(reconcile ? { reconcile } : {}),

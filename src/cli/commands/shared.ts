@@ -30,8 +30,9 @@ export type SessionToken = Pick<TokenSet, 'accessToken' | 'refreshToken' | 'expi
 /**
  * When a token another process already obtained will do:
  * - `margin` (`token`): while it has more than the renew margin left;
- * - `recent` (`refresh`, which promises a renewal now): only one renewed in the last RECENT_RENEWAL_MS, which
- *   can only be another `refresh` or `token` that held the lock while this one waited for it;
+ * - `recent` (`refresh`, which promises a renewal now): only one whose renewal finished after this process
+ *   began waiting for the profile's lock (another `refresh`, `token` or a daemon that held the lock meanwhile),
+ *   and less than RECENT_RENEWAL_MS ago; a token kept before this process asked is never taken, however new;
  * - `never` (`token --force`).
  */
 export type TokenReuse = 'margin' | 'recent' | 'never';
@@ -59,25 +60,31 @@ export async function sessionAccessToken(
   const { secrets, name } = session;
   // A profile the state marks for re-authorization has a revoked grant, whose access tokens died with it.
   const cacheable = secrets.writable && session.state?.needsReauthorization !== true;
-  const reusable = (stored: StoredSecrets, current: Grant): SessionToken | undefined => {
+  // `waitingSince`: when this process began waiting for the lock; `recent` reuses only a renewal finished since.
+  const reusable = (stored: StoredSecrets, current: Grant, waitingSince?: number): SessionToken | undefined => {
     const cached = reuse === 'never' ? undefined : decodeAccessToken(stored.access_token, current);
     if (!cached) return undefined;
     const at = now();
     const left = remainingMs(cached, at);
-    const fresh = reuse === 'margin' ? left > session.values.renewMargin * 1000 : left > 0 && at - cached.renewedAt < RECENT_RENEWAL_MS;
+    const fresh =
+      reuse === 'margin'
+        ? left > session.values.renewMargin * 1000
+        : waitingSince !== undefined && cached.renewedAt >= waitingSince && left > 0 && at - cached.renewedAt < RECENT_RENEWAL_MS;
     return fresh ? { accessToken: cached.accessToken, refreshToken: current.refreshToken, expiresAt: cached.expiresAt } : undefined;
   };
-  if (cacheable && reuse !== 'never') {
+  // Before the lock only `token` may reuse: `refresh` promises a renewal made now, not one made before it asked.
+  if (cacheable && reuse === 'margin') {
     const hit = reusable(await secrets.get(name), grant);
     if (hit) return hit;
   }
+  const waitingSince = now();
   return reauthorizeHint(name, () =>
     session.profiles.withLock(name, async () => {
       let current = grant;
       if (cacheable) {
         const stored = await secrets.get(name);
         current = storedGrant(session, grant, stored);
-        const hit = reusable(stored, current);
+        const hit = reusable(stored, current, waitingSince);
         if (hit) return hit;
       }
       const keep = cacheable ? accessTokenKeeper(secrets, name, current.appKey, now) : undefined;
