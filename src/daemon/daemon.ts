@@ -37,6 +37,8 @@ export class Daemon implements RunningDaemon {
   #schedule: SweepSchedule | undefined;
   #url: string | undefined;
   #closing: Promise<void> | undefined;
+  /** Renders templates off the renewal path; stopped first at close, a render under way abandoned. */
+  readonly #renderer: TemplateRenderer | undefined;
   #coordinatorDownSince: number | undefined;
 
   /** Checks every option; nothing is started until `start()`. */
@@ -50,11 +52,12 @@ export class Daemon implements RunningDaemon {
     this.#clock = { wall: now, mono };
     const sleep = options.sleep ?? ((ms: number, signal?: AbortSignal) => delay(ms, undefined, signal ? { signal } : {}));
     const templates = options.templates ?? [];
+    this.#renderer = templates.length > 0 ? new TemplateRenderer(templates, this.#log) : undefined;
     const files = new TokenPublisher({
       template: options.tokenFile,
       ...(options.tokenFileAccess ? { access: options.tokenFileAccess } : {}),
-      ...(templates.length > 0
-        ? { templates: new TemplateRenderer(templates, this.#log), accountId: (name: string, accessToken: string) => this.#workers.get(name)?.accountId(accessToken) ?? Promise.resolve(undefined) }
+      ...(this.#renderer
+        ? { templates: this.#renderer, accountId: (name: string, accessToken: string) => this.#workers.get(name)?.accountId(accessToken) ?? Promise.resolve(undefined) }
         : {}),
       now,
       log: this.#log,
@@ -105,6 +108,8 @@ export class Daemon implements RunningDaemon {
   async start(): Promise<this> {
     const options = this.#options;
     this.#closers.push({ what: 'profiles', close: () => this.#disposeWorkers() });
+    const renderer = this.#renderer;
+    if (renderer) this.#closers.push({ what: 'templates', close: async () => renderer.stop() });
     try {
       const initial = await this.#loadEntries();
       this.#checkTemplate(initial);
