@@ -77,6 +77,30 @@ describe('a template SRC that is not a regular file', () => {
     expect(Date.now() - stopAt).toBeLessThan(3_000 + 2_000);
   }, 60_000);
 
+  it('swapped to a FIFO just before a renewal: SIGTERM ends the daemon within --shutdown-timeout', async () => {
+    const emu = await emulator({ tokenLifetimeSeconds: 4 });
+    const grant = await obtainGrant(emu);
+    const dir = tempDir();
+    const source = path.join(dir, 'env.tpl');
+    writeFileSync(source, 'T={{ access_token }}\n');
+    const daemon = spawnDaemon(containerEnv(emu, grant, dir, { profile: 'stop', tokenFile: path.join(dir, 'token') }), dir, [
+      '--sweep', '* * * * * *', '--renew-margin', '2', '--shutdown-timeout', '3', '--template', `${source}:${path.join(dir, 'out')}`,
+    ]);
+    running.push({ kill: () => daemon.child.kill('SIGKILL') });
+    await daemon.ready((await daemon.started()).listen);
+    rmSync(source);
+    execFileSync('mkfifo', [source]);
+    const attempts = (): number => linesOf(daemon.out.stdout, 'renewal.succeeded').length + linesOf(daemon.out.stdout, 'template.failed').length;
+    const before = attempts();
+    // A renewal (and with it a render) comes within 2 s; wait for it, or for its time if it never logs.
+    await waitFor('a renewal after the swap', () => (attempts() > before ? true : undefined), 4_000).catch(() => undefined);
+    const stopAt = Date.now();
+    daemon.child.kill('SIGTERM');
+    const code = await Promise.race([daemon.exited, new Promise<'hung'>((resolve) => setTimeout(() => resolve('hung'), 8_000))]);
+    expect(code).toBe(0);
+    expect(Date.now() - stopAt).toBeLessThan(3_000 + 2_000);
+  }, 30_000);
+
   it('is refused when the daemon starts and when exec starts: exit 2, naming the flag, before anything is asked', async () => {
     const emu = await emulator();
     const grant = await obtainGrant(emu);
