@@ -17,6 +17,14 @@ import { checkTokenFileTemplate, TokenPublisher } from './token-file.js';
 import type { DaemonOptions, DaemonStatus, ProfileEntry, RunningDaemon, SweepReport } from './types.js';
 import { ProfileWorker, type WorkerContext } from './worker.js';
 
+/**
+ * Beyond the shutdown timeout, what closing the rest may take in all: a part that takes longer (a coordinator
+ * that does not answer, a file on a mount that hangs) is left behind and logged, so a stop always ends.
+ */
+const CLOSE_GRACE_MS = 2_000;
+/** However late, each part gets this long to close. */
+const CLOSE_MIN_MS = 250;
+
 interface Closer {
   what: string;
   close(): Promise<void>;
@@ -218,20 +226,30 @@ export class Daemon implements RunningDaemon {
   // ---- inside ----
 
   async #closeAll(): Promise<void> {
+    const deadline = performance.now() + this.#config.shutdownTimeoutMs + CLOSE_GRACE_MS;
+    const left = (): number => Math.max(CLOSE_MIN_MS, deadline - performance.now());
     // The schedule first, then the work in flight, then the rest in reverse order of opening.
     const schedule = this.#schedule;
     this.#schedule = undefined;
-    if (schedule) await this.#closeOne({ what: 'schedule', close: () => schedule.stop() });
+    if (schedule) await this.#closeOne({ what: 'schedule', close: () => schedule.stop() }, left());
     await this.#settleWork();
-    while (this.#closers.length > 0) await this.#closeOne(this.#closers.pop());
+    while (this.#closers.length > 0) await this.#closeOne(this.#closers.pop(), left());
   }
 
-  async #closeOne(closer: Closer | undefined): Promise<void> {
+  async #closeOne(closer: Closer | undefined, withinMs: number): Promise<void> {
     if (!closer) return;
+    let timer: NodeJS.Timeout | undefined;
     try {
-      await closer.close();
+      const late = new Promise<'late'>((resolve) => {
+        timer = setTimeout(() => resolve('late'), withinMs);
+      });
+      if ((await Promise.race([closer.close(), late])) === 'late') {
+        this.#log.warn({ event: 'daemon.close_failed', op: 'stop', part: closer.what }, `the ${closer.what} did not close within ${(withinMs / 1000).toFixed(1)} s; leaving it`);
+      }
     } catch (error) {
       this.#log.warn({ event: 'daemon.close_failed', op: 'stop', part: closer.what, error: (error as Error).message }, `could not close the ${closer.what} cleanly`);
+    } finally {
+      clearTimeout(timer);
     }
   }
 
