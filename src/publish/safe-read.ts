@@ -10,8 +10,8 @@
 // - a symbolic link put where the file was, by whoever can write in its directory, makes a process running as
 //   root read (and publish) a file that user could not. A link is followed only when it is owned by root or by
 //   the user this process runs as, and the file it leads to is too, with neither that file nor its directory
-//   writable by anyone else. The file opened is the one checked: its device and inode are compared on the
-//   descriptor.
+//   writable by anyone else. The file opened is the one checked: its device and inode, and (Linux) the
+//   path the kernel followed to it, are compared on the descriptor.
 //
 // A read stuck in the kernel on a dead network mount (NFS `hard`) cannot be interrupted by any process: the
 // deadline frees the caller, not the thread, and such a process cannot exit until the mount answers.
@@ -80,12 +80,14 @@ interface Resolved {
   /** The path with every link resolved: what is opened. */
   real: string;
   info: Stats;
+  /** The file itself is reached through a link (a link to a directory on the way does not count). */
   viaLink: boolean;
 }
 
 /**
- * Follows `file` one component at a time, as the kernel would, refusing a link not owned by root or this user.
- * Gives the real path and the lstat of what it names.
+ * Follows `file` one component at a time, as the kernel would, refusing a link not owned by root or this user
+ * (such a link decides what is read). Gives the real path and the lstat of what it names. A trusted link to a
+ * directory on the way (/var/run to /run) makes the path no different from its real one.
  */
 async function resolveTrusted(file: string, alive: () => void): Promise<Resolved> {
   let pending = file.split('/').filter(Boolean);
@@ -109,11 +111,12 @@ async function resolveTrusted(file: string, alive: () => void): Promise<Resolved
       continue;
     }
     links += 1;
+    // The last name is a link: the file is what the link leads to, checked in checkLinkTarget.
+    if (pending.length === 0) viaLink = true;
     if (links > MAX_LINKS) throw Object.assign(new Error(`${file}: too many symbolic links`), { code: 'ELOOP' });
     if (!trustedOwner(info.uid)) {
       throw new FileRefusedError(file, 'untrusted_link', `goes through the symbolic link ${next}, owned by uid ${info.uid}; a link is followed only when root or this user (uid ${euid}) owns it`);
     }
-    viaLink = true;
     const target = await readlink(next);
     if (target.startsWith('/')) current = '/';
     pending = [...target.split('/').filter(Boolean), ...pending];
@@ -145,7 +148,11 @@ async function readChecked(file: string, maxBytes: number, alive: () => void): P
   try {
     const info = await handle.stat();
     if (!info.isFile()) throw notRegular(file, info);
-    if (info.dev !== resolved.info.dev || info.ino !== resolved.info.ino) {
+    // What was opened must be what was checked, by the path the kernel followed: a directory on the way swapped
+    // for a link between the checks and the open would lead elsewhere (Linux names it in /proc; elsewhere the
+    // device and inode are compared alone).
+    const opened = await readlink(`/proc/self/fd/${handle.fd}`).catch(() => undefined);
+    if (info.dev !== resolved.info.dev || info.ino !== resolved.info.ino || (opened !== undefined && opened !== resolved.real)) {
       throw new FileRefusedError(file, 'changed', 'was replaced while it was being opened; not read');
     }
     if (resolved.viaLink) await checkLinkTarget(file, resolved.real, info);

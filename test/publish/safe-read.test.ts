@@ -77,8 +77,11 @@ describe('readRegularFile', () => {
     chownSync(theirs, 65534, 65534);
     const source = path.join(theirs, 'app.tpl');
     asNobody('sh', '-c', `printf 'T={{ access_token }}\\n' > '${source}'`);
-    // Their own file is theirs to give.
+    // Their own file is theirs to give, under its own name or through a root-owned link to its directory
+    // (as /var/run leads to /run).
     await expect(readRegularFile(source)).resolves.toBe('T={{ access_token }}\n');
+    symlinkSync('theirs', path.join(dir, 'alias'));
+    await expect(readRegularFile(path.join(dir, 'alias', 'app.tpl'))).resolves.toBe('T={{ access_token }}\n');
 
     // Swapped for a link to a file only root can read: refused, the secret not read.
     const secret = rootSecret();
@@ -162,5 +165,43 @@ describe('readRegularFile', () => {
     expect(result.second.outcome).toBe('stuck');
     expect(result.second.ms).toBeLessThan(100);
     expect(result.third.outcome).toBe('hello');
+  });
+});
+
+describe('readRegularFile against a swap raced with the read', () => {
+  it('never reads the root-only file while another user keeps swapping a directory on the way for a link to it', async () => {
+    const dir = sharedDir();
+    const theirs = path.join(dir, 'theirs');
+    mkdirSync(theirs, { mode: 0o755 });
+    chownSync(theirs, 65534, 65534);
+    const secret = rootSecret();
+    asNobody('sh', '-c', `mkdir '${theirs}/conf' && printf 'THEIRS\\n' > '${theirs}/conf/secret' && ln -s '${path.dirname(secret)}' '${theirs}/link'`);
+    // conf is a directory of theirs, then a link to root's directory, then a directory again, as fast as it goes.
+    const swapper = spawn('setpriv', [...NOBODY, process.execPath, '-e', `
+      const fs = require('node:fs');
+      process.chdir(${JSON.stringify(theirs)});
+      for (;;) {
+        fs.renameSync('conf', 'dir'); fs.renameSync('link', 'conf');
+        fs.renameSync('conf', 'link'); fs.renameSync('dir', 'conf');
+      }
+    `], { stdio: 'ignore' });
+    try {
+      const outcomes = new Map<string, number>();
+      const until = Date.now() + 2_500;
+      while (Date.now() < until) {
+        const outcome = await readRegularFile(path.join(theirs, 'conf', 'secret')).then(
+          (text) => (text === 'THEIRS\n' ? 'theirs' : text.includes('ROOT-ONLY') ? 'LEAKED' : 'other'),
+          (e: unknown) => (e instanceof FileRefusedError ? e.refusal : String((e as NodeJS.ErrnoException).code)),
+        );
+        outcomes.set(outcome, (outcomes.get(outcome) ?? 0) + 1);
+      }
+      expect(outcomes.get('LEAKED') ?? 0, JSON.stringify([...outcomes])).toBe(0);
+      expect(outcomes.get('other') ?? 0).toBe(0);
+      // The race was run: some reads went through, and some met the link.
+      expect(outcomes.get('theirs') ?? 0, JSON.stringify([...outcomes])).toBeGreaterThan(0);
+      expect((outcomes.get('untrusted_link') ?? 0) + (outcomes.get('changed') ?? 0), JSON.stringify([...outcomes])).toBeGreaterThan(0);
+    } finally {
+      swapper.kill('SIGKILL');
+    }
   });
 });
