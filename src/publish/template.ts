@@ -25,14 +25,16 @@
 //
 // SRC may sit in a directory another user writes (the consumer's own configuration): it is read as
 // `readRegularFile` reads (src/publish/safe-read.ts), so a FIFO or device put there cannot wedge the daemon, and
-// a symbolic link put there cannot make it publish a file that user could not read.
+// a symbolic link put there cannot make it publish a file that user could not read. Nor can a link put at DEST
+// make it write another file: the link is replaced.
 import { access, constants, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { PROFILE_PLACEHOLDER, tokenFileFor } from '../daemon/token-file.js';
 import { SyncauthError, ValidationError } from '../errors.js';
 import type { FieldIssue } from '../errors.js';
 import type { Logger } from '../log.js';
-import { parseMode, writeSharedFile } from './file.js';
+import { writePrivateFile } from '../profile/files.js';
+import { parseMode } from './file.js';
 import { FileRefusedError, readRegularFile } from './safe-read.js';
 
 export interface TemplateSpec {
@@ -277,7 +279,9 @@ export class TemplateRenderer {
     const context = { profile: values.profile, op: 'publish', template: spec.source, dest };
     try {
       const text = await readTemplate(spec.source);
-      await writeSharedFile(dest, renderTemplate(text, values, spec.source), { mode: spec.mode });
+      // A link at DEST is replaced, not followed: whoever writes DEST's directory (a consumer's own) must not be
+      // able to point the render at another file, which this process may be allowed to overwrite.
+      await writePrivateFile(dest, renderTemplate(text, values, spec.source), { mode: spec.mode }, { durable: false, followLinks: false });
       this.log.debug({ ...context, event: 'template.rendered' }, 'template rendered');
     } catch (error) {
       // Messages name files and fields only: neither the token nor the rendered text reaches them.

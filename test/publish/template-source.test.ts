@@ -2,7 +2,7 @@
 // fails its render at once; a link another user swaps in cannot put a root-only file into DEST. Renders of one
 // file keep only the latest one waiting, and stop at shutdown.
 import { execFileSync, spawnSync } from 'node:child_process';
-import { chmodSync, chownSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, lstatSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ValidationError } from '../../src/errors.js';
@@ -131,5 +131,28 @@ describe('TemplateRenderer queue', () => {
     await Promise.all([first, waiting]);
     await renderer.render(values({ accessToken: `${TOKEN}-after` }));
     expect(readFileSync(dest, 'utf8')).toBe(`TOKEN=${TOKEN}\n`);
+  });
+});
+
+describe('a template DEST in a directory another user controls', () => {
+  it('swapped for a link to a root-only file: the link is replaced, that file is left alone', async () => {
+    const shared = tempDir('syncauth-tpl-dest-');
+    chmodSync(shared, 0o755);
+    const theirs = path.join(shared, 'consumer');
+    mkdirSync(theirs, { mode: 0o755 });
+    chownSync(theirs, 65534, 65534);
+    const source = path.join(shared, 'app.tpl');
+    writeFileSync(source, 'TOKEN={{ access_token }}\n');
+    const dest = path.join(theirs, 'app.env');
+    const victim = path.join(tempDir('syncauth-root-only-'), 'important');
+    writeFileSync(victim, 'ROOT-ONLY-CONTENT\n', { mode: 0o600 });
+    const renderer = new TemplateRenderer([{ source, dest, mode: 0o644 }], captureLog().logger);
+    await renderer.render(values());
+    const run = spawnSync('setpriv', ['--reuid', '65534', '--regid', '65534', '--clear-groups', 'ln', '-sfn', victim, dest], { encoding: 'utf8' });
+    expect(run.status, run.stderr).toBe(0);
+    await renderer.render(values({ accessToken: `${TOKEN}-second` }));
+    expect(readFileSync(victim, 'utf8')).toBe('ROOT-ONLY-CONTENT\n');
+    expect(lstatSync(dest).isSymbolicLink()).toBe(false);
+    expect(readFileSync(dest, 'utf8')).toBe(`TOKEN=${TOKEN}-second\n`);
   });
 });
