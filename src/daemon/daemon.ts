@@ -17,6 +17,14 @@ import { checkTokenFileTemplate, TokenPublisher } from './token-file.js';
 import type { DaemonOptions, DaemonStatus, ProfileEntry, RunningDaemon, SweepReport } from './types.js';
 import { ProfileWorker, type WorkerContext } from './worker.js';
 
+/**
+ * Beyond the shutdown timeout, what closing the rest may take in all: a part that takes longer (a coordinator
+ * that does not answer, a file on a mount that hangs) is left behind and logged, so a stop always ends.
+ */
+const CLOSE_GRACE_MS = 2_000;
+/** However late, each part gets this long to close. */
+const CLOSE_MIN_MS = 250;
+
 interface Closer {
   what: string;
   close(): Promise<void>;
@@ -37,6 +45,8 @@ export class Daemon implements RunningDaemon {
   #schedule: SweepSchedule | undefined;
   #url: string | undefined;
   #closing: Promise<void> | undefined;
+  /** Renders templates off the renewal path; stopped first at close, a render under way abandoned. */
+  readonly #renderer: TemplateRenderer | undefined;
   #coordinatorDownSince: number | undefined;
 
   /** Checks every option; nothing is started until `start()`. */
@@ -50,11 +60,12 @@ export class Daemon implements RunningDaemon {
     this.#clock = { wall: now, mono };
     const sleep = options.sleep ?? ((ms: number, signal?: AbortSignal) => delay(ms, undefined, signal ? { signal } : {}));
     const templates = options.templates ?? [];
+    this.#renderer = templates.length > 0 ? new TemplateRenderer(templates, this.#log) : undefined;
     const files = new TokenPublisher({
       template: options.tokenFile,
       ...(options.tokenFileAccess ? { access: options.tokenFileAccess } : {}),
-      ...(templates.length > 0
-        ? { templates: new TemplateRenderer(templates, this.#log), accountId: (name: string, accessToken: string) => this.#workers.get(name)?.accountId(accessToken) ?? Promise.resolve(undefined) }
+      ...(this.#renderer
+        ? { templates: this.#renderer, accountId: (name: string, accessToken: string) => this.#workers.get(name)?.accountId(accessToken) ?? Promise.resolve(undefined) }
         : {}),
       now,
       log: this.#log,
@@ -106,6 +117,8 @@ export class Daemon implements RunningDaemon {
   async start(): Promise<this> {
     const options = this.#options;
     this.#closers.push({ what: 'profiles', close: () => this.#disposeWorkers() });
+    const renderer = this.#renderer;
+    if (renderer) this.#closers.push({ what: 'templates', close: async () => renderer.stop() });
     try {
       const initial = await this.#loadEntries();
       this.#checkTemplate(initial);
@@ -214,20 +227,30 @@ export class Daemon implements RunningDaemon {
   // ---- inside ----
 
   async #closeAll(): Promise<void> {
+    const deadline = performance.now() + this.#config.shutdownTimeoutMs + CLOSE_GRACE_MS;
+    const left = (): number => Math.max(CLOSE_MIN_MS, deadline - performance.now());
     // The schedule first, then the work in flight, then the rest in reverse order of opening.
     const schedule = this.#schedule;
     this.#schedule = undefined;
-    if (schedule) await this.#closeOne({ what: 'schedule', close: () => schedule.stop() });
+    if (schedule) await this.#closeOne({ what: 'schedule', close: () => schedule.stop() }, left());
     await this.#settleWork();
-    while (this.#closers.length > 0) await this.#closeOne(this.#closers.pop());
+    while (this.#closers.length > 0) await this.#closeOne(this.#closers.pop(), left());
   }
 
-  async #closeOne(closer: Closer | undefined): Promise<void> {
+  async #closeOne(closer: Closer | undefined, withinMs: number): Promise<void> {
     if (!closer) return;
+    let timer: NodeJS.Timeout | undefined;
     try {
-      await closer.close();
+      const late = new Promise<'late'>((resolve) => {
+        timer = setTimeout(() => resolve('late'), withinMs);
+      });
+      if ((await Promise.race([closer.close(), late])) === 'late') {
+        this.#log.warn({ event: 'daemon.close_failed', op: 'stop', part: closer.what }, `the ${closer.what} did not close within ${(withinMs / 1000).toFixed(1)} s; leaving it`);
+      }
     } catch (error) {
       this.#log.warn({ event: 'daemon.close_failed', op: 'stop', part: closer.what, error: (error as Error).message }, `could not close the ${closer.what} cleanly`);
+    } finally {
+      clearTimeout(timer);
     }
   }
 

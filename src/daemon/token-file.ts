@@ -169,11 +169,20 @@ export class TokenPublisher {
       if (!token || holder.token !== token || holder.removed || !holder.holdsToken(this.now())) return false;
       if (path !== undefined) await writeTokenFile(path, token.value, token.expiresAt, this.options.access);
       const templates = this.options.templates;
-      if (templates) {
-        const accountId = await this.options.accountId?.(holder.name, token.value);
-        await templates.render({ accessToken: token.value, expiresAt: token.expiresAt, profile: holder.name, now: this.now(), ...(accountId ? { accountId } : {}) });
+      if (!templates) {
+        holder.publishedToken = token.value;
+        return true;
       }
-      holder.publishedToken = token.value;
+      // Rendered beside the file chain, not in it: a slow or stuck template source (or account id lookup) never
+      // holds up the next write, the removal at expiry, a renewal or shutdown. Ready once the render has ended,
+      // rendered or failed (each read has a deadline), unless the token changed meanwhile.
+      const render = async (): Promise<void> => {
+        const accountId = await this.options.accountId?.(holder.name, token.value).catch(() => undefined);
+        await templates.render({ accessToken: token.value, expiresAt: token.expiresAt, profile: holder.name, now: this.now(), ...(accountId ? { accountId } : {}) });
+      };
+      void render().then(() => {
+        if (holder.token === token && !holder.removed) holder.publishedToken = token.value;
+      });
       return true;
     });
   }

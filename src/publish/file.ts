@@ -1,9 +1,9 @@
 // Files handed to a consumer that may run as another user (the usual sidecar): a mode and a group chosen by
 // the operator, and the same whole-or-nothing replacement as the private files.
-import { readFile } from 'node:fs/promises';
 import { ValidationError } from '../errors.js';
 import { writePrivateFile } from '../profile/files.js';
 import { assertSinkDir } from './place.js';
+import { FileRefusedError, readRegularFile } from './safe-read.js';
 
 export interface FileAccess {
   mode: number;
@@ -63,7 +63,7 @@ export function parseSocketMode(raw: string, field: string): number {
  * A group by number or by name. Names come from /etc/group, read directly (no `getent`: a slim image has none,
  * and NSS groups are rare where a sidecar runs). A number need not be listed: Kubernetes' fsGroup rarely is.
  */
-export async function resolveGroup(raw: string, field: string): Promise<number> {
+export async function resolveGroup(raw: string, field: string, groupFile = '/etc/group'): Promise<number> {
   const name = raw.trim();
   if (/^\d+$/.test(name)) {
     const gid = Number(name);
@@ -75,16 +75,17 @@ export async function resolveGroup(raw: string, field: string): Promise<number> 
   }
   let text: string;
   try {
-    text = await readFile('/etc/group', 'utf8');
+    // As the daemon reads every file on its way: a special file there cannot block its start.
+    text = await readRegularFile(groupFile);
   } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code ?? 'unreadable';
-    throw new ValidationError([{ field, message: `cannot read /etc/group to look up "${name}" (${code}); give the group by number` }]);
+    const why = error instanceof FileRefusedError ? `: it ${error.why}` : ` (${(error as NodeJS.ErrnoException).code ?? 'unreadable'})`;
+    throw new ValidationError([{ field, message: `cannot read ${groupFile} to look up "${name}"${why}; give the group by number` }]);
   }
   for (const line of text.split('\n')) {
     const [entry, , gid] = line.split(':');
     if (entry === name && gid !== undefined && /^\d+$/.test(gid)) return Number(gid);
   }
-  throw new ValidationError([{ field, message: `no group named "${name}" in /etc/group; give an existing group or a number` }]);
+  throw new ValidationError([{ field, message: `no group named "${name}" in ${groupFile}; give an existing group or a number` }]);
 }
 
 /**

@@ -22,13 +22,20 @@
 //
 // SRC is read again at every render, so an edit applies at the next renewal. A render that fails (SRC
 // unreadable, an unknown field, a write error) leaves the previous DEST as it was and is logged.
-import { access, constants, readFile, stat } from 'node:fs/promises';
+//
+// SRC may sit in a directory another user writes (the consumer's own configuration): it is read as
+// `readRegularFile` reads (src/publish/safe-read.ts), so a FIFO or device put there cannot wedge the daemon, and
+// a symbolic link put there cannot make it publish a file that user could not read. Nor can a link put at DEST
+// make it write another file: the link is replaced.
+import { access, constants, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { PROFILE_PLACEHOLDER, tokenFileFor } from '../daemon/token-file.js';
 import { SyncauthError, ValidationError } from '../errors.js';
 import type { FieldIssue } from '../errors.js';
 import type { Logger } from '../log.js';
-import { parseMode, writeSharedFile } from './file.js';
+import { writePrivateFile } from '../profile/files.js';
+import { parseMode } from './file.js';
+import { FileRefusedError, readRegularFile } from './safe-read.js';
 
 export interface TemplateSpec {
   source: string;
@@ -148,6 +155,11 @@ export function renderTemplate(text: string, values: TemplateValues, source?: st
   return parts.map((part) => ('text' in part ? part.text : valueOf(part.field, values, where))).join('');
 }
 
+/** A template's text: a regular file of at most 1 MiB, read within 5 s, behind trusted links only (see safe-read.ts). */
+function readTemplate(source: string): Promise<string> {
+  return readRegularFile(source);
+}
+
 /**
  * Refuses, before anything is written, a template that cannot render: SRC unreadable or using an unknown field,
  * DEST in a directory that does not exist or cannot be written, or one DEST for several profiles.
@@ -155,11 +167,15 @@ export function renderTemplate(text: string, values: TemplateValues, source?: st
 export async function checkTemplate(spec: TemplateSpec, profiles: readonly string[], field = '--template'): Promise<void> {
   const issues: FieldIssue[] = [];
   try {
-    const text = await readFile(spec.source, 'utf8');
+    const text = await readTemplate(spec.source);
     for (const problem of scan(text).problems) issues.push({ field, message: `template ${spec.source}, ${problem}` });
   } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code ?? 'unreadable';
-    issues.push({ field, message: `cannot read template ${spec.source} (${code})` });
+    if (error instanceof FileRefusedError) {
+      issues.push({ field, message: `cannot read template ${spec.source}: it ${error.why}` });
+    } else {
+      const code = (error as NodeJS.ErrnoException).code ?? 'unreadable';
+      issues.push({ field, message: `cannot read template ${spec.source} (${code})` });
+    }
   }
   if (profiles.length > 1 && !spec.dest.includes(PROFILE_PLACEHOLDER)) {
     issues.push({ field, message: `${spec.dest} serves ${profiles.length} profiles, so it must contain ${PROFILE_PLACEHOLDER}` });
@@ -186,18 +202,29 @@ export async function checkTemplate(spec: TemplateSpec, profiles: readonly strin
 /** Whether any of the templates, as their sources read now, uses `field` (e.g. account_id, which costs a call to learn). */
 export async function templatesUse(specs: readonly TemplateSpec[], field: (typeof TEMPLATE_FIELDS)[number]): Promise<boolean> {
   const pattern = new RegExp(`\\{\\{[ \\t]*${field}[ \\t]*\\}\\}`);
-  const sources = await Promise.all(specs.map((spec) => readFile(spec.source, 'utf8').catch(() => '')));
+  const sources = await Promise.all(specs.map((spec) => readTemplate(spec.source).catch(() => '')));
   return sources.some((text) => pattern.test(text));
 }
 
 /** Learning a profile's account id for its templates: one small call, never worth a long wait. */
 export const ACCOUNT_ID_TIMEOUT_MS = 5_000;
 
-/** Renders templates after each renewal. Never throws: a failure keeps the previous file and is logged. */
+interface Slot {
+  /** The render of this file under way. */
+  running: Promise<void>;
+  /** The render to do once it ends: only the latest asked for; those it replaced are answered with it. */
+  next?: { spec: TemplateSpec; values: TemplateValues; answer: (() => void)[] };
+}
+
+/**
+ * Renders templates after each renewal. Never throws: a failure keeps the previous file and is logged. Renders
+ * of one file run one after another, and while one runs only the latest render asked for waits: a slow source
+ * delays its own file, never a renewal (the daemon does not wait for a render) nor the other files.
+ */
 export class TemplateRenderer {
   readonly specs: readonly TemplateSpec[];
-  // The render in progress or queued last for each rendered file: renders of one file run one after another.
-  readonly #chains = new Map<string, Promise<void>>();
+  readonly #slots = new Map<string, Slot>();
+  #stopped = false;
 
   constructor(
     specs: readonly TemplateSpec[],
@@ -206,24 +233,55 @@ export class TemplateRenderer {
     this.specs = Object.freeze([...specs]);
   }
 
+  /** Resolves once each template has been rendered with `values` or a later render (or has failed, logged). */
   async render(values: TemplateValues): Promise<void> {
     await Promise.all(this.specs.map((spec) => this.#queue(spec, tokenFileFor(spec.dest, values.profile), values)));
   }
 
+  /** No render starts after this; one queued is dropped, one under way is abandoned to finish by itself. */
+  stop(): void {
+    this.#stopped = true;
+    for (const slot of this.#slots.values()) {
+      for (const answer of slot.next?.answer ?? []) answer();
+      delete slot.next;
+    }
+  }
+
   #queue(spec: TemplateSpec, dest: string, values: TemplateValues): Promise<void> {
-    const next = (this.#chains.get(dest) ?? Promise.resolve()).then(() => this.#renderOne(spec, dest, values));
-    this.#chains.set(dest, next);
-    void next.then(() => {
-      if (this.#chains.get(dest) === next) this.#chains.delete(dest);
+    if (this.#stopped) return Promise.resolve();
+    const slot = this.#slots.get(dest);
+    if (!slot) {
+      this.#start(spec, dest, values, []);
+      return (this.#slots.get(dest) as Slot).running;
+    }
+    return new Promise<void>((resolve) => {
+      const answer = [...(slot.next?.answer ?? []), resolve];
+      slot.next = { spec, values, answer };
     });
-    return next;
+  }
+
+  #start(spec: TemplateSpec, dest: string, values: TemplateValues, answer: (() => void)[]): void {
+    const running = this.#renderOne(spec, dest, values).then(() => {
+      for (const done of answer) done();
+      const slot = this.#slots.get(dest);
+      const next = slot?.next;
+      if (!slot || !next || this.#stopped) {
+        this.#slots.delete(dest);
+        return;
+      }
+      delete slot.next;
+      this.#start(next.spec, dest, next.values, next.answer);
+    });
+    this.#slots.set(dest, { running });
   }
 
   async #renderOne(spec: TemplateSpec, dest: string, values: TemplateValues): Promise<void> {
     const context = { profile: values.profile, op: 'publish', template: spec.source, dest };
     try {
-      const text = await readFile(spec.source, 'utf8');
-      await writeSharedFile(dest, renderTemplate(text, values, spec.source), { mode: spec.mode });
+      const text = await readTemplate(spec.source);
+      // A link at DEST is replaced, not followed: whoever writes DEST's directory (a consumer's own) must not be
+      // able to point the render at another file, which this process may be allowed to overwrite.
+      await writePrivateFile(dest, renderTemplate(text, values, spec.source), { mode: spec.mode }, { durable: false, followLinks: false });
       this.log.debug({ ...context, event: 'template.rendered' }, 'template rendered');
     } catch (error) {
       // Messages name files and fields only: neither the token nor the rendered text reaches them.
