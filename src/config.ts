@@ -1,6 +1,6 @@
 // Every setting of SPEC §4, resolved once, in one place: flags > environment > `.env` > profile state >
 // defaults. Commands receive the resolved values; nothing below cli/ reads the environment itself.
-import { readFileSync } from 'node:fs';
+import { closeSync, constants as fsConstants, fstatSync, openSync, readSync } from 'node:fs';
 import path from 'node:path';
 import { ValidationError, type FieldIssue } from './errors.js';
 import { HTTP_SCHEMES, parseUrl } from './net/http.js';
@@ -339,22 +339,53 @@ export interface DotenvFile {
   unreadable?: string;
 }
 
+/** A `.env` is a few lines of settings; anything near this size is not one. */
+export const MAX_DOTENV_BYTES = 256 * 1024;
+
 /**
  * Reads `.env` from `dir`. An absent file reads as empty, and so does a directory of that name, which is
- * usually a Python virtualenv rather than settings.
+ * usually a Python virtualenv rather than settings. The file may have come with a cloned repository, so it is
+ * opened without blocking (a FIFO or device named `.env` would otherwise hang every command, before it could
+ * even handle a signal), checked on the descriptor to be a regular file, and read up to a size bound; anything
+ * else is reported as unreadable and its settings are not used.
  */
 export function readDotenvFile(dir: string): DotenvFile {
   const file = path.join(dir, '.env');
   let content: string;
   try {
-    content = readFileSync(file, 'utf8');
+    content = readRegularFileSync(file, MAX_DOTENV_BYTES);
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     if (code === 'ENOENT' || code === 'EISDIR' || code === 'ENOTDIR') return { file, values: {}, problems: [] };
-    const reason = code === 'EACCES' || code === 'EPERM' ? 'permission denied' : (code ?? 'unreadable');
+    const reason =
+      code === 'EACCES' || code === 'EPERM' ? 'permission denied'
+        : code === 'NOT_REGULAR' || code === 'TOO_LARGE' ? (error as Error).message
+          : (code ?? 'unreadable');
     return { file, values: {}, problems: [], unreadable: reason };
   }
   return { file, ...parseDotenv(content) };
+}
+
+function refusal(code: string, message: string): NodeJS.ErrnoException {
+  return Object.assign(new Error(message), { code });
+}
+
+/** A regular file's text, read without ever blocking on a special file; synchronous, since settings are resolved before anything else runs. */
+function readRegularFileSync(file: string, maxBytes: number): string {
+  const fd = openSync(file, fsConstants.O_RDONLY | fsConstants.O_NONBLOCK | fsConstants.O_NOCTTY);
+  try {
+    const info = fstatSync(fd);
+    if (info.isDirectory()) throw refusal('EISDIR', 'a directory');
+    if (!info.isFile()) throw refusal('NOT_REGULAR', 'not a regular file (a FIFO, device or socket)');
+    if (info.size > maxBytes) throw refusal('TOO_LARGE', `larger than ${Math.round(maxBytes / 1024)} KiB`);
+    const buffer = Buffer.alloc(Math.min(info.size, maxBytes) + 1);
+    let length = 0;
+    for (let n = -1; n !== 0 && length < buffer.length; length += n) n = readSync(fd, buffer, length, buffer.length - length, null);
+    if (length > maxBytes) throw refusal('TOO_LARGE', `larger than ${Math.round(maxBytes / 1024)} KiB`);
+    return buffer.subarray(0, length).toString('utf8');
+  } finally {
+    closeSync(fd);
+  }
 }
 
 const DOTENV_NAME = /^[A-Za-z_][A-Za-z0-9_.-]*$/;

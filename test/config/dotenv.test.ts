@@ -1,11 +1,12 @@
 // `.env` parsing: a malformed line is reported by number (never by value) and skipped alone, never taking the
 // next variable with it; well-formed files read as Node's own parser reads them. And the names syncauth does
 // not know get a "did you mean".
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseEnv } from 'node:util';
 import { describe, expect, it } from 'vitest';
-import { parseDotenv, readDotenv, readDotenvFile, unknownSettingVariables } from '../../src/config.js';
+import { MAX_DOTENV_BYTES, parseDotenv, readDotenv, readDotenvFile, unknownSettingVariables } from '../../src/config.js';
 import { tempDir } from '../helpers/cli.js';
 
 const SECRET = 'sk-not-for-any-message-4f9a';
@@ -105,5 +106,31 @@ describe('unknown SYNCAUTH_ variables', () => {
 
   it('each name once', () => {
     expect(unknownSettingVariables(['SYNCAUTH_PROFILES', 'SYNCAUTH_PROFILES'])).toEqual([{ name: 'SYNCAUTH_PROFILES', suggestion: 'SYNCAUTH_PROFILE' }]);
+  });
+});
+
+describe('a .env that is not a regular file', () => {
+  it('a FIFO is refused at once, not waited on, and its settings are not used', () => {
+    const dir = tempDir('syncauth-dotenv-fifo-');
+    execFileSync('mkfifo', [path.join(dir, '.env')]);
+    // A blocking open of a FIFO with no writer never returns: the test would time out, not fail.
+    const read = readDotenvFile(dir);
+    expect(read.values).toEqual({});
+    expect(read.unreadable).toMatch(/not a regular file/);
+  });
+
+  it('a link to a device (/dev/zero) is refused, not read without end', () => {
+    const dir = tempDir('syncauth-dotenv-dev-');
+    symlinkSync('/dev/zero', path.join(dir, '.env'));
+    const read = readDotenvFile(dir);
+    expect(read.values).toEqual({});
+    expect(read.unreadable).toMatch(/not a regular file/);
+  });
+
+  it('an oversized file is refused whole rather than read in part', () => {
+    const dir = dotenvIn(`SYNCAUTH_PROFILE=big\n#${'x'.repeat(MAX_DOTENV_BYTES)}\n`);
+    const read = readDotenvFile(dir);
+    expect(read.values).toEqual({});
+    expect(read.unreadable).toMatch(/larger than/);
   });
 });
