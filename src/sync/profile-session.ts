@@ -9,7 +9,7 @@ import {
   type IgnoredDotenv, type ResolvedSettings, type SettingInputs, type Settings,
 } from '../config.js';
 import type { OpenSecretStoreOptions, ProfileSecrets, SecretStore } from '../credentials/index.js';
-import { ExitCode, SyncauthError } from '../errors.js';
+import { SyncauthError } from '../errors.js';
 import { openProfileStore, type ProfileState, type ProfileStore } from '../profile/index.js';
 import { reauthorizeCommand } from '../profile/name.js';
 import { registerAppCredentials, registerSecrets } from '../redact.js';
@@ -156,7 +156,8 @@ function checkRecordedEndpoints(
     'SYNCAUTH_ENDPOINT_MISMATCH',
     `profile "${name}" sends its secrets only to the endpoints recorded at setup: ${problems.join('; ')}`,
     {
-      exitCode: ExitCode.usage,
+      // Refused before anything is sent: exit 2.
+      kind: 'bad_input',
       hint:
         `${dotenvAsked ? 'if the .env is not yours, remove it or run elsewhere; ' : ''}to move the profile, run ` +
         `\`${reauthorizeCommand(name)}\` with the new endpoint as a flag or in the environment; to use it for this run ` +
@@ -222,7 +223,9 @@ export interface Grant {
 }
 
 /**
- * The grant and app credentials a renewal needs, or an exit-4 error that says how to get them. */
+ * The grant and app credentials a renewal needs, or a `terminal` error (exit 4: authorization required) that
+ * says how to get them. A profile that does not exist has none.
+ */
 export function requireGrant(session: Pick<ProfileSession, 'name'>, secrets: ResolvedSecrets): Grant {
   const missing = [
     !secrets.appKey && 'SYNCAUTH_APP_KEY',
@@ -231,7 +234,7 @@ export function requireGrant(session: Pick<ProfileSession, 'name'>, secrets: Res
   ].filter(Boolean);
   if (missing.length > 0) {
     throw new SyncauthError('SYNCAUTH_NOT_AUTHORIZED', `profile "${session.name}" has no Dropbox grant (missing ${missing.join(', ')})`, {
-      exitCode: ExitCode.authRequired,
+      kind: 'terminal',
       hint: `run \`${reauthorizeCommand(session.name)}\`, or set ${missing.join(', ')} in the environment`,
     });
   }
