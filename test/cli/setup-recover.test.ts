@@ -1,11 +1,11 @@
-// The record a setup leaves while it writes (src/cli/setup/journal.ts), in-process: what the next command does
+// The record a setup leaves while it writes (src/sync/setup-journal.ts), in-process: what the next command does
 // with it when the setup is still running, finished, or left something unreadable.
 import { mkdirSync, writeFileSync, existsSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { openSecretStore } from '../../src/credentials/index.js';
 import { openProfileStore } from '../../src/profile/index.js';
-import { recoverInterruptedSetup, withSetupLock, writeJournal } from '../../src/cli/setup/journal.js';
+import { recoverInterruptedSetup, withSetupLock, writeJournal } from '../../src/sync/setup-journal.js';
 import { tempDir } from '../helpers/cli.js';
 
 function stores() {

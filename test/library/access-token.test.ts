@@ -3,7 +3,7 @@
 // concurrent callers, renews when forced, and agrees with `syncauth token` in another process (one renewal
 // between them).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { getAccessToken } from '../../src/index.js';
+import { ERROR_KIND_OUTCOMES, getAccessToken, SyncauthError, type GetAccessTokenOptions } from '../../src/index.js';
 import { onboardWithGrant, runCli, startOnboarding, type Onboarded, type Onboarding } from '../helpers/onboarding.js';
 
 describe('getAccessToken', () => {
@@ -47,9 +47,31 @@ describe('getAccessToken', () => {
     expect(tokenRequests()).toBe(settled + 1);
   }, 60_000);
 
-  it('names what is missing for a profile that does not exist, and sends nothing', async () => {
+  // The kind decides the exit code (ERROR_KIND_OUTCOMES): a library caller reads the same verdict the CLI exits with.
+  async function refusal(options: GetAccessTokenOptions): Promise<SyncauthError> {
+    const error: unknown = await getAccessToken(options).then(() => undefined, (caught: unknown) => caught);
+    expect(error).toBeInstanceOf(SyncauthError);
+    return error as SyncauthError;
+  }
+
+  it('names what is missing for a profile that does not exist, as `terminal` (exit 4, as the CLI), and sends nothing', async () => {
     const before = ob.emulator.state.requests.length;
-    await expect(getAccessToken({ profile: 'nosuch', env: profile.env })).rejects.toThrow(/nosuch/);
+    const error = await refusal({ profile: 'nosuch', env: profile.env });
+    expect(error.message).toMatch(/nosuch/);
+    expect([error.code, error.kind, error.exitCode]).toStrictEqual(['SYNCAUTH_NOT_AUTHORIZED', 'terminal', 4]);
+    expect(ERROR_KIND_OUTCOMES[error.kind].exitCode).toBe(error.exitCode);
+    const cli = await runCli(['token', '--profile', 'nosuch'], { env: profile.env, cwd: profile.home.dir });
+    expect(cli.code).toBe(error.exitCode);
+    expect(ob.emulator.state.requests.length).toBe(before);
+  });
+
+  it('refuses an endpoint other than the recorded one as `bad_input` (exit 2, as the CLI), and sends nothing', async () => {
+    const before = ob.emulator.state.requests.length;
+    const env = { ...profile.env, SYNCAUTH_TOKEN_URL: 'http://127.0.0.1:9/oauth2/token' };
+    const error = await refusal({ profile: 'lib', env });
+    expect([error.code, error.kind, error.exitCode]).toStrictEqual(['SYNCAUTH_ENDPOINT_MISMATCH', 'bad_input', 2]);
+    const cli = await runCli(['token', '--profile', 'lib'], { env, cwd: profile.home.dir });
+    expect(cli.code).toBe(error.exitCode);
     expect(ob.emulator.state.requests.length).toBe(before);
   });
 });

@@ -1,113 +1,13 @@
-// Small pieces several profile commands share.
-import { SyncauthError } from '../../errors.js';
-import type { StoredSecrets } from '../../credentials/types.js';
-import { isOAuthError, type TokenSet } from '../../oauth/index.js';
-import { renewHoldingLock } from '../../sync/renew.js';
-import { accessTokenKeeper, decodeAccessToken, remainingMs } from '../../sync/token-cache.js';
+// Small pieces several profile commands share. The access token logic lives in sync/access-token.ts; a
+// command's renewal lets Ctrl-C end it at once, but never in the middle of storing what Dropbox handed out.
+import { sessionAccessToken as syncSessionAccessToken, type SessionToken, type TokenReuse } from '../../sync/access-token.js';
+import type { Grant, ProfileSession } from '../../sync/profile-session.js';
 import { writeSection } from '../interrupt.js';
-import type { ProfileSession } from '../session.js';
-import { reauthorizeCommand } from '../../profile/name.js';
 
-/** Runs `work`; a terminal OAuth failure gets the exact command that fixes it, naming the profile. */
-export async function reauthorizeHint<T>(profile: string, work: () => Promise<T>): Promise<T> {
-  try {
-    return await work();
-  } catch (error) {
-    if (isOAuthError(error) && error.kind === 'terminal') {
-      throw new SyncauthError(error.code, `${error.message} (profile "${profile}")`, {
-        exitCode: error.exitCode,
-        hint: `run \`${reauthorizeCommand(profile)}\` to authorize again`,
-        cause: error,
-      });
-    }
-    throw error;
-  }
-}
+export { RECENT_RENEWAL_MS } from '../../sync/access-token.js';
+export type { SessionToken, TokenReuse } from '../../sync/access-token.js';
 
-/** An access token with the refresh token of its grant, as `token` prints it and `refresh` sends it on. */
-export type SessionToken = Pick<TokenSet, 'accessToken' | 'refreshToken' | 'expiresAt'>;
-
-/**
- * When a token another process already obtained will do:
- * - `margin` (`token`): while it has more than the renew margin left;
- * - `recent` (`refresh`, which promises a renewal now): only one whose renewal finished after this process
- *   began waiting for the profile's lock (another `refresh`, `token` or a daemon that held the lock meanwhile),
- *   and less than RECENT_RENEWAL_MS ago; a token kept before this process asked is never taken, however new;
- * - `never` (`token --force`).
- */
-export type TokenReuse = 'margin' | 'recent' | 'never';
-
-/**
- * How old a renewal `refresh` takes as its own. Long enough to cover callers queued on the lock behind it,
- * short enough that the token is as fresh as a renewal now would give, within seconds of its 4 hours.
- */
-export const RECENT_RENEWAL_MS = 10_000;
-
-type Grant = { appKey: string; appSecret: string; refreshToken: string };
-
-/**
- * The profile's access token: one kept in its secret store when `reuse` allows, otherwise renewed under the
- * profile's renewal lock. Under the lock the store is read again first: another process may have renewed (or
- * rotated the refresh token) while this one waited, and then its result is used. A renewal records its
- * outcome in the state, stores a rotated refresh token and keeps the new access token in the store.
- */
-export async function sessionAccessToken(
-  session: ProfileSession,
-  grant: Grant,
-  reuse: TokenReuse,
-  now: () => number = Date.now,
-): Promise<SessionToken> {
-  const { secrets, name } = session;
-  // A profile the state marks for re-authorization has a revoked grant, whose access tokens died with it.
-  const cacheable = secrets.writable && session.state?.needsReauthorization !== true;
-  // `waitingSince`: when this process began waiting for the lock; `recent` reuses only a renewal finished since.
-  const reusable = (stored: StoredSecrets, current: Grant, waitingSince?: number): SessionToken | undefined => {
-    const cached = reuse === 'never' ? undefined : decodeAccessToken(stored.access_token, current);
-    if (!cached) return undefined;
-    const at = now();
-    const left = remainingMs(cached, at);
-    const fresh =
-      reuse === 'margin'
-        ? left > session.values.renewMargin * 1000
-        : waitingSince !== undefined && cached.renewedAt >= waitingSince && left > 0 && at - cached.renewedAt < RECENT_RENEWAL_MS;
-    return fresh ? { accessToken: cached.accessToken, refreshToken: current.refreshToken, expiresAt: cached.expiresAt } : undefined;
-  };
-  // Before the lock only `token` may reuse: `refresh` promises a renewal made now, not one made before it asked.
-  if (cacheable && reuse === 'margin') {
-    const hit = reusable(await secrets.get(name), grant);
-    if (hit) return hit;
-  }
-  const waitingSince = now();
-  return reauthorizeHint(name, () =>
-    session.profiles.withLock(name, async () => {
-      let current = grant;
-      if (cacheable) {
-        const stored = await secrets.get(name);
-        current = storedGrant(session, grant, stored);
-        const hit = reusable(stored, current, waitingSince);
-        if (hit) return hit;
-      }
-      const keep = cacheable ? accessTokenKeeper(secrets, name, current.appKey, now) : undefined;
-      return renewHoldingLock({
-        profiles: session.profiles,
-        name,
-        app: { appKey: current.appKey, appSecret: current.appSecret },
-        refreshToken: current.refreshToken,
-        tokenUrl: session.values.tokenUrl,
-        now,
-        // Ctrl-C ends these commands at once, but never in the middle of storing what Dropbox handed out.
-        ...(secrets.writable ? { onNewRefreshToken: (rt: string) => writeSection(() => secrets.set(name, { refresh_token: rt })) } : {}),
-        ...(keep ? { onNewAccessToken: (tokens: TokenSet) => writeSection(() => keep(tokens)) } : {}),
-      });
-    }),
-  );
-}
-
-/**
- * The grant with the refresh token as the store holds it now: another process may have stored a rotated one
- * while this one waited for the lock. One from the environment wins over the store, as in readSecrets.
- */
-function storedGrant(session: ProfileSession, grant: Grant, stored: StoredSecrets): Grant {
-  if (session.settings.sources.refreshToken === 'env') return grant;
-  return { ...grant, refreshToken: stored.refresh_token ?? grant.refreshToken };
+/** The profile's access token (see sync/access-token.ts), its writes inside the command's write sections. */
+export function sessionAccessToken(session: ProfileSession, grant: Grant, reuse: TokenReuse, now: () => number = Date.now): Promise<SessionToken> {
+  return syncSessionAccessToken(session, grant, reuse, { now, guardWrite: writeSection });
 }

@@ -4,7 +4,7 @@ import { ExitCode, SyncauthError } from '../../errors.js';
 import { openSecretStore } from '../../credentials/index.js';
 import { openProfileStore, type ProfileState, type ProfileStore } from '../../profile/index.js';
 import { reauthorizeCommand } from '../../profile/name.js';
-import { pendingSetups, recoverInterruptedSetup } from '../setup/journal.js';
+import { pendingSetups, recoverInterruptedSetup } from '../../sync/setup-journal.js';
 import type { CommandContext } from '../context.js';
 import { printJson, printRecord } from '../output.js';
 

@@ -10,7 +10,7 @@ import { syncConnector, type ReconcileResult } from '../../sync/reconcile.js';
 import { encodeAccessToken } from '../../sync/token-cache.js';
 import { failpoint } from '../failpoint.js';
 import { InterruptedError, interruptSignal, writeSection } from '../interrupt.js';
-import { clearJournal, withSetupLock, writeJournal } from './journal.js';
+import { clearJournal, withSetupLock, writeJournal } from '../../sync/setup-journal.js';
 import type { ProfileSession } from '../session.js';
 
 /** What setup gathered and checked before the browser step. */
@@ -73,7 +73,7 @@ export async function commit(session: ProfileSession, gathered: Gathered, tokens
       await profiles.update(name, unfinished, { resetCorrupt: true });
       return;
     }
-    // Two stores, two writes: the record in journal.ts lets the next command finish or undo them after a kill -9.
+    // Two stores, two writes: the record in sync/setup-journal.ts lets the next command finish or undo them after a kill -9.
     await withSetupLock(profiles, name, async () => {
       const hadState = existsSync(profiles.fileOf(name));
       const current = await profiles.read(name).catch(() => undefined);
@@ -85,7 +85,7 @@ export async function commit(session: ProfileSession, gathered: Gathered, tokens
         app_secret: gathered.appSecret,
         refresh_token: tokens.refreshToken,
         api_key: gathered.apiKey,
-        // Written last by every store: finding it proves the rest of the grant landed (see journal.ts).
+        // Written last by every store: finding it proves the rest of the grant landed (see sync/setup-journal.ts).
         access_token: encodeAccessToken(
           { accessToken: tokens.accessToken, expiresAt: tokens.expiresAt, renewedAt: Date.now() },
           { appKey: gathered.appKey, refreshToken: tokens.refreshToken },

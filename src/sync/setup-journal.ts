@@ -18,13 +18,13 @@
 import { readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
-import type { SecretStore } from '../../credentials/index.js';
-import { ExitCode, SyncauthError } from '../../errors.js';
-import { readTextIfExists, writePrivateFile, ensurePrivateDir } from '../../profile/files.js';
-import { withFileLock } from '../../profile/lock.js';
-import { assertProfileName } from '../../profile/name.js';
-import { ProfileStateSchema, type ProfileStateDraft, type ProfileStore } from '../../profile/index.js';
-import { decodeAccessToken } from '../../sync/token-cache.js';
+import type { SecretStore } from '../credentials/index.js';
+import { ExitCode, SyncauthError } from '../errors.js';
+import { readTextIfExists, writePrivateFile, ensurePrivateDir } from '../profile/files.js';
+import { withFileLock } from '../profile/lock.js';
+import { assertProfileName } from '../profile/name.js';
+import { ProfileStateSchema, type ProfileStateDraft, type ProfileStore } from '../profile/index.js';
+import { decodeAccessToken } from './token-cache.js';
 
 const JOURNAL_VERSION = 1;
 
