@@ -42,11 +42,13 @@ import type {
   DestinationConnectorInformation,
   JobInformation,
   SourceConnectorInformation,
+  SourceType,
   WorkflowCreate,
   WorkflowInformation,
   WorkflowUpdate,
 } from './models.js';
 import { isSecretConfigField, validateSourceConfig } from './source-configs.js';
+import type { SourceConfig } from './source-configs.js';
 
 export interface ServiceClientOptions {
   /**
@@ -71,7 +73,19 @@ export interface ServiceClientOptions {
   userAgent?: string;
 }
 
-export interface CreateSourceRequest {
+/**
+ * A source connector to create, its config typed by its type: `{ name, type: 'dropbox', config: { remote_url, … } }`.
+ * A misspelt type, a field of the wrong type or a missing required field does not compile.
+ */
+export type CreateSourceRequest = {
+  [T in SourceType]: { name: string; type: T; config: SourceConfig<T> };
+}[SourceType];
+
+/**
+ * The escape hatch for a type and config known only at run time (read from a file or a command line): any string
+ * and any object compile. They are checked at run time exactly as `createSource` checks them.
+ */
+export interface UntypedCreateSourceRequest {
   name: string;
   type: string;
   config: Record<string, unknown>;
@@ -194,7 +208,13 @@ export class ServiceClient {
 
   // ---- source connectors ----
 
+  /** Creates a source connector; the request is typed per connector type (see `createSourceUntyped`). */
   async createSource(request: CreateSourceRequest): Promise<SourceConnectorInformation> {
+    return this.createSourceUntyped(request);
+  }
+
+  /** `createSource` for a type and config the compiler cannot know; the same checks run before anything is sent. */
+  async createSourceUntyped(request: UntypedCreateSourceRequest): Promise<SourceConnectorInformation> {
     const issues: FieldIssue[] = [];
     if (typeof request.name !== 'string' || request.name.trim() === '') {
       issues.push({ field: 'name', message: 'must not be empty' });
@@ -235,8 +255,19 @@ export class ServiceClient {
     return newest(sources.filter((s) => s.name === name && (type === undefined || s.type === type)));
   }
 
-  /** Full replace of the config (the service cannot change a connector's name or type). */
-  async updateSource(id: string, config: Record<string, unknown>, type?: string): Promise<SourceConnectorInformation> {
+  /**
+   * Full replace of the config (the service cannot change a connector's name or type), typed by the connector's
+   * type, which is also checked at run time (see `updateSourceUntyped`).
+   */
+  async updateSource<T extends SourceType>(id: string, config: SourceConfig<T>, type: T): Promise<SourceConnectorInformation> {
+    return this.updateSourceUntyped(id, config, type);
+  }
+
+  /**
+   * `updateSource` for a config the compiler cannot know. With a type, the config is checked against it as
+   * `updateSource` does; without one it is sent as given (the service's generic, untyped config).
+   */
+  async updateSourceUntyped(id: string, config: Record<string, unknown>, type?: string): Promise<SourceConnectorInformation> {
     const issues = idIssues([['source_id', id]]);
     if (!isPlainObject(config)) issues.push({ field: 'config', message: 'must be a JSON object' });
     else if (type !== undefined) {

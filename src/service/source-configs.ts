@@ -155,7 +155,8 @@ interface FieldContext {
   type: SourceType;
   secret: boolean;
 }
-type Field = (ctx: FieldContext) => z.ZodType;
+/** A field's schema for a type; its zod type is kept, so each config's TypeScript shape is inferred from it. */
+type Field<S extends z.ZodType = z.ZodType> = (ctx: FieldContext) => S;
 type IssueInput = { readonly input?: unknown };
 
 function expecting(ctx: FieldContext, expected: string): (issue: IssueInput) => string {
@@ -163,27 +164,27 @@ function expecting(ctx: FieldContext, expected: string): (issue: IssueInput) => 
     issue.input === undefined ? `required for type ${ctx.type}` : `expected ${expected}, got ${shown(issue.input, ctx.secret)}`;
 }
 
-const string: Field = (c) => z.string({ error: expecting(c, 'a string') });
-const stringOrNull: Field = (c) => z.string({ error: expecting(c, 'a string or null') }).nullable();
-const boolean: Field = (c) => z.boolean({ error: expecting(c, 'true or false') });
-const booleanOrNull: Field = (c) => z.boolean({ error: expecting(c, 'true, false or null') }).nullable();
+const string = (c: FieldContext) => z.string({ error: expecting(c, 'a string') });
+const stringOrNull = (c: FieldContext) => z.string({ error: expecting(c, 'a string or null') }).nullable();
+const boolean = (c: FieldContext) => z.boolean({ error: expecting(c, 'true or false') });
+const booleanOrNull = (c: FieldContext) => z.boolean({ error: expecting(c, 'true, false or null') }).nullable();
 
 // Every integer in these configs is a port, a batch size or a count, for which 0 or less is never meaningful;
 // the schema states minimum 1 for most of them, and we apply it to all.
 const positiveInt = (c: FieldContext, expected: string) =>
   z.int({ error: expecting(c, expected) }).min(1, { error: expecting(c, expected) });
-const count: Field = (c) => positiveInt(c, 'an integer ≥ 1');
-const countOrNull: Field = (c) => positiveInt(c, 'an integer ≥ 1 or null').nullable();
+const count = (c: FieldContext) => positiveInt(c, 'an integer ≥ 1');
+const countOrNull = (c: FieldContext) => positiveInt(c, 'an integer ≥ 1 or null').nullable();
 
-const strings: Field = (c) => z.array(z.string({ error: expecting(c, 'a string') }), { error: expecting(c, 'an array of strings') });
-const stringsOrNull: Field = (c) =>
+const strings = (c: FieldContext) => z.array(z.string({ error: expecting(c, 'a string') }), { error: expecting(c, 'an array of strings') });
+const stringsOrNull = (c: FieldContext) =>
   z.array(z.string({ error: expecting(c, 'a string') }), { error: expecting(c, 'an array of strings, or null') }).nullable();
 
-function matching(pattern: RegExp, expected: string): Field {
+function matching(pattern: RegExp, expected: string): Field<z.ZodString> {
   return (c) => z.string({ error: expecting(c, expected) }).regex(pattern, { error: expecting(c, expected) });
 }
 
-function optional(field: Field): Field {
+function optional<S extends z.ZodType>(field: Field<S>): Field<z.ZodOptional<S>> {
   return (c) => field(c).optional();
 }
 
@@ -197,12 +198,18 @@ function given(config: Record<string, unknown>, field: string): boolean {
   return value !== undefined && value !== null && value !== '';
 }
 
-interface Defined {
-  schema: z.ZodType;
+/** The zod shape of a type's fields. */
+type ShapeOf<F extends Record<string, Field>> = { [K in keyof F]: ReturnType<F[K]> };
+
+/** The config a type's fields accept, as TypeScript sees it: required fields required, the others optional. */
+type ConfigOf<F extends Record<string, Field>> = z.input<z.ZodObject<ShapeOf<F>, z.core.$strict>>;
+
+interface Defined<C = Record<string, unknown>> {
+  schema: z.ZodType<C, C>;
   fields: readonly string[];
 }
 
-function define(type: SourceType, fields: Record<string, Field>, rule?: Rule): Defined {
+function define<F extends Record<string, Field>>(type: SourceType, fields: F, rule?: Rule): Defined<ConfigOf<F>> {
   const known = Object.keys(fields);
   const shape: Record<string, z.ZodType> = {};
   for (const [name, field] of Object.entries(fields)) shape[name] = field({ type, secret: isSecretConfigField(name) });
@@ -212,7 +219,7 @@ function define(type: SourceType, fields: Record<string, Field>, rule?: Rule): D
         ? issue.keys.map((key) => `${key}: ${unknownFieldMessage(type, key, known)}`).join('; ')
         : `expected an object with the fields of a ${type} config, got ${shown(issue.input, true)}`,
   });
-  if (!rule) return { schema: object, fields: known };
+  if (!rule) return { schema: object as unknown as z.ZodType<ConfigOf<F>, ConfigOf<F>>, fields: known };
   const schema = object.superRefine(
     (config, ctx) => {
       rule(config as Record<string, unknown>, (field, message) =>
@@ -222,7 +229,7 @@ function define(type: SourceType, fields: Record<string, Field>, rule?: Rule): D
     // Run the rule even when a field is missing or mistyped, so the user sees every problem in one go.
     { when: (payload) => isPlainObject(payload.value) },
   );
-  return { schema, fields: known };
+  return { schema: schema as unknown as z.ZodType<ConfigOf<F>, ConfigOf<F>>, fields: known };
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -289,7 +296,7 @@ export function dropboxApiPath(remoteUrl: string): string {
   return segments.length === 0 ? '' : `/${segments.join('/')}`;
 }
 
-const dropboxRemoteUrl: Field = (c) =>
+const dropboxRemoteUrl = (c: FieldContext) =>
   z.string({ error: expecting(c, `a string like ${DROPBOX_EXAMPLE}`) }).superRefine((value, ctx) => {
     const problem = dropboxRemoteUrlProblem(value);
     if (problem) ctx.addIssue({ code: 'custom', message: problem, input: value });
@@ -327,7 +334,7 @@ const MONGODB_URI =
   /^mongodb(?:\+srv)?:\/\/(?:([^:@/\s]+)(?::([^@/\s]*))?@)?([^/\s:,]+)(?::(\d+))?(?:,([^/\s:,]+)(?::(\d+))?)*(?:\/([^/\s?]*))?(?:\?([^/\s]*))?$/;
 
 // The uri carries a password, so a mismatch is explained by what is wrong with it, never by showing it.
-const mongodbUri: Field = (c) =>
+const mongodbUri = (c: FieldContext) =>
   z.string({ error: expecting(c, 'a MongoDB connection string') }).superRefine((value, ctx) => {
     if (MONGODB_URI.test(value)) return;
     let why: string;
@@ -341,14 +348,14 @@ const mongodbUri: Field = (c) =>
 // service accept any host with /sites/ or /teams/, so both forms pass.
 const SHAREPOINT_SITE_302 = /^https:\/\/([a-zA-Z0-9-]+)(-admin)?\.sharepoint\.com(\/sites\/[a-zA-Z0-9-_]+)?$/;
 const SHAREPOINT_SITE_LATER = /^https:\/\/[^/\s?#]+\/(sites|teams)\/[^/\s?#]+\/?$/;
-const sharepointSite: Field = (c) => {
+const sharepointSite = (c: FieldContext) => {
   const expected = 'a SharePoint site URL like https://contoso.sharepoint.com/sites/research';
   return z.string({ error: expecting(c, expected) })
     .refine((v) => SHAREPOINT_SITE_302.test(v) || SHAREPOINT_SITE_LATER.test(v), { error: expecting(c, expected) });
 };
 
 // google_drive takes the key JSON as a string, or a reference to a secret stored on the service.
-const serviceAccountKeyOrReference: Field = (c) =>
+const serviceAccountKeyOrReference = (c: FieldContext) =>
   z.union(
     [
       z.string(),
@@ -358,7 +365,7 @@ const serviceAccountKeyOrReference: Field = (c) =>
   );
 
 const ZENDESK_ITEM_TYPES = ['tickets', 'articles'] as const;
-const zendeskItemType: Field = (c) =>
+const zendeskItemType = (c: FieldContext) =>
   z.enum(ZENDESK_ITEM_TYPES, { error: expecting(c, '"tickets", "articles" or null') }).nullable();
 
 const ISO_DATE_TIME = /^(\d{4})-(\d{2})-(\d{2})(?:T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?$/;
@@ -373,12 +380,12 @@ function isIsoDateTime(text: string): boolean {
   return Number(m[4] ?? 0) <= 23 && Number(m[5] ?? 0) <= 59 && Number(m[6] ?? 0) <= 59;
 }
 
-const isoDateTime: Field = (c) => {
+const isoDateTime = (c: FieldContext) => {
   const expected = 'an ISO-8601 date or date-time like 2024-01-31 or 2024-01-31T12:00:00Z';
   return z.string({ error: expecting(c, expected) }).refine(isIsoDateTime, { error: expecting(c, expected) });
 };
 
-const slackChannels: Field = (c) =>
+const slackChannels = (c: FieldContext) =>
   z.array(z.string({ error: expecting(c, 'a channel ID or name') }).min(1, { error: expecting(c, 'a channel ID or name') }), {
     error: expecting(c, 'an array of channel IDs or names'),
   }).min(1, { error: () => 'expected at least one channel ID or name, got an empty array' });
@@ -392,7 +399,7 @@ const optBoolean = optional(boolean);
 const optCount = optional(count);
 const optStringsOrNull = optional(stringsOrNull);
 
-const definitions: Record<SourceType, Defined> = {
+const definitions = {
   azure: define('azure', {
     remote_url: matching(/^(az:\/\/|abfs:\/\/)/, 'a URL starting with az:// or abfs://, like az://<container>/<path>'),
     account_name: optStringOrNull,
@@ -618,9 +625,19 @@ const definitions: Record<SourceType, Defined> = {
     item_type: optional(zendeskItemType),
     batch_size: optional(countOrNull),
   }),
-};
+} satisfies Record<SourceType, Defined<object>>;
 
-function mapTypes<T>(pick: (d: Defined) => T): Record<SourceType, T> {
+/**
+ * The config each source type accepts, typed from the same schemas that check it at run time: fields the schema
+ * requires are required, the others optional, and no other field is allowed. Rules across fields (e.g. dropbox's
+ * token, or refresh_token, app_key and app_secret together) are checked at run time only.
+ */
+export type SourceConfigs = { [T in SourceType]: z.input<(typeof definitions)[T]['schema']> };
+
+/** The config of one source type, e.g. `SourceConfig<'dropbox'>`. */
+export type SourceConfig<T extends SourceType> = SourceConfigs[T];
+
+function mapTypes<T>(pick: (d: { schema: z.ZodType; fields: readonly string[] }) => T): Record<SourceType, T> {
   return Object.fromEntries(SOURCE_TYPES.map((t) => [t, pick(definitions[t])])) as Record<SourceType, T>;
 }
 
@@ -663,7 +680,7 @@ export function validateSourceConfig(type: string, config: unknown): SourceConfi
       issues: [{ field: 'config', message: `expected an object with the fields of a ${type} config, got ${shown(config, true)}` }],
     };
   }
-  const result = definitions[type].schema.safeParse(config);
+  const result = (definitions[type].schema as z.ZodType).safeParse(config);
   if (result.success) return { ok: true, config };
   const known = definitions[type].fields;
   const issues: FieldIssue[] = [];

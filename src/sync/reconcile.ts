@@ -7,6 +7,7 @@ import { ProfileStoreError } from '../profile/errors.js';
 import { ensurePrivateDir } from '../profile/files.js';
 import { withFileLock } from '../profile/lock.js';
 import { dropboxApiPath } from '../service/source-configs.js';
+import type { SourceConfig } from '../service/source-configs.js';
 import { baseState } from './renew.js';
 import { ServiceError, isServiceError, type ServiceClient } from '../service/index.js';
 import { SCHEDULE_CRON, type Schedule, type SourceConnectorInformation, type WorkflowInformation } from '../service/models.js';
@@ -58,7 +59,7 @@ export function defaultConnectorName(remoteUrl: string): string {
   return `dropbox-${dropboxApiPath(remoteUrl).slice(1).replaceAll('/', '-')}`;
 }
 
-export function dropboxConfig(spec: DropboxConnectorSpec): Record<string, unknown> {
+export function dropboxConfig(spec: DropboxConnectorSpec): SourceConfig<'dropbox'> {
   return {
     remote_url: spec.remoteUrl,
     // Sent explicitly: the service's documentation says the default is false, its schema says true.
@@ -171,7 +172,7 @@ async function updateKnown(
   client: ServiceClient,
   id: string,
   connector: DropboxConnectorSpec,
-  config: Record<string, unknown>,
+  config: SourceConfig<'dropbox'>,
   now: () => Date,
 ): Promise<ReconcileResult> {
   try {
@@ -237,7 +238,7 @@ async function createOrAdopt(
   client: ServiceClient,
   name: string,
   connector: DropboxConnectorSpec,
-  config: Record<string, unknown>,
+  config: SourceConfig<'dropbox'>,
 ): Promise<{ connector: SourceConnectorInformation; adopted: boolean }> {
   try {
     return { connector: await client.createSource({ name, type: 'dropbox', config }), adopted: false };

@@ -16,6 +16,8 @@ import ts from 'typescript';
 import { afterAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import { DEFAULT_EMULATOR_API_KEY } from '../../src/emulator/index.js';
+import { ServiceClient } from '../../src/service/index.js';
+import { defaultConnectorName } from '../../src/sync/reconcile.js';
 import { CLI, ROOT, tempDir } from '../helpers/cli.js';
 import { redisAvailability, startRedisServer, type RedisServer } from '../helpers/redis.js';
 import { waitFor } from '../helpers/wait.js';
@@ -303,7 +305,7 @@ interface Run {
  * emulator, each volume at a temporary directory, Redis at a local server (or no Redis when there is none) and
  * the health server on a free loopback port.
  */
-async function runContainer(container: Container, world: { emuUrl: string; tokenUrl: string; secrets: Record<string, string> }, home: string): Promise<{ run: Run; mounts: Map<string, string> }> {
+async function runContainer(container: Container, world: { emuUrl: string; tokenUrl: string; secrets: Record<string, string>; workflowId: string }, home: string): Promise<{ run: Run; mounts: Map<string, string> }> {
   const mounts = new Map<string, string>();
   for (const m of container.volumeMounts ?? []) {
     const dir = path.join(home, m.name);
@@ -321,6 +323,7 @@ async function runContainer(container: Container, world: { emuUrl: string; token
     const ref = variable.valueFrom?.secretKeyRef;
     if (ref) env[variable.name] = world.secrets[ref.key] as string;
     else if (variable.name === 'SYNCAUTH_BASE_URL') env[variable.name] = world.emuUrl;
+    else if (variable.name === 'SYNCAUTH_WORKFLOW_ID') env[variable.name] = world.workflowId;
     else if (variable.name === 'SYNCAUTH_REDIS_URL') {
       if (redis) env[variable.name] = redis.url;
     } else env[variable.name] = local(variable.value ?? '');
@@ -339,7 +342,10 @@ async function world() {
   const emu = await emulator({ tokenLifetimeSeconds: 3600 });
   const grant = await obtainGrant(emu);
   const secrets = { 'app-key': grant.appKey, 'app-secret': grant.appSecret, 'refresh-token': grant.refreshToken, 'api-key': DEFAULT_EMULATOR_API_KEY };
-  return { emu, grant, secrets, emuUrl: emu.url, tokenUrl: emu.tokenUrl };
+  // The workflow the manifests' SYNCAUTH_WORKFLOW_ID placeholder names.
+  const client = new ServiceClient({ baseUrl: emu.url, apiKey: DEFAULT_EMULATOR_API_KEY });
+  const workflow = await client.createWorkflow({ name: 'ingest', workflow_type: 'basic' }).finally(() => client.close());
+  return { emu, grant, secrets, emuUrl: emu.url, tokenUrl: emu.tokenUrl, workflowId: workflow.id };
 }
 
 describe('the manifests run the real CLI', () => {
@@ -375,8 +381,9 @@ describe('the manifests run the real CLI', () => {
         expect(readFileSync(local, 'utf8')).toMatch(/\S/);
       }
       // Each replica holds a token of its own, and the connector was made once.
-      await waitFor('the connector', () => (connectorsNamed(w.emu, envOf(syncauth, 'SYNCAUTH_CONNECTOR_NAME')?.value as string).length > 0 ? true : undefined));
-      expect(connectorsNamed(w.emu, envOf(syncauth, 'SYNCAUTH_CONNECTOR_NAME')?.value as string)).toHaveLength(1);
+      const name = defaultConnectorName(envOf(syncauth, 'SYNCAUTH_REMOTE_URL')?.value as string);
+      await waitFor('the connector', () => (connectorsNamed(w.emu, name).length > 0 ? true : undefined));
+      expect(connectorsNamed(w.emu, name)).toHaveLength(1);
       for (const { run } of pods) run.child.kill('SIGTERM');
       for (const { run } of pods) expect(await run.exited).toBe(0);
     } finally {
@@ -391,7 +398,7 @@ describe('the manifests run the real CLI', () => {
     const code = await run.exited;
     clearTimeout(timer);
     expect(code, `${run.out.stdout}\n${run.out.stderr}`).toBe(0);
-    const [connector] = connectorsNamed(w.emu, envOf(syncauthOf(job), 'SYNCAUTH_CONNECTOR_NAME')?.value as string);
+    const [connector] = connectorsNamed(w.emu, defaultConnectorName(envOf(syncauthOf(job), 'SYNCAUTH_REMOTE_URL')?.value as string));
     expect(connector?.config.token).toBe(latestTokenOf(w.emu, w.grant.refreshToken)?.token);
   }, 60_000);
 });

@@ -20,7 +20,8 @@ const UNITS = path.join(ROOT, 'deploy/systemd');
 const SERVICE = path.join(UNITS, 'syncauth.service');
 const ONCE = path.join(UNITS, 'syncauth-once.service');
 const TIMER = path.join(UNITS, 'syncauth-once.timer');
-const INSTALLED_BINARY = '/usr/local/bin/syncauth';
+/** A bare name, which systemd looks up on its fixed search path (install.test.ts checks it against real installs). */
+const INSTALLED_BINARY = 'syncauth';
 
 const analyze = findExecutable('systemd-analyze');
 const notifier = findExecutable('systemd-notify');
@@ -49,7 +50,7 @@ function stageUnits(transform: (text: string) => string = (t) => t): { dir: stri
     const target = path.join(dir, path.basename(source));
     copyFileSync(source, target);
     const text = readFileSync(target, 'utf8');
-    writeFileSync(target, transform(text.split(INSTALLED_BINARY).join(binary)));
+    writeFileSync(target, transform(text.split(`ExecStart=${INSTALLED_BINARY} `).join(`ExecStart=${binary} `)));
     return target;
   });
   return { dir, files };

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { DEFAULT_EMULATOR_API_KEY, startEmulator, type RunningEmulator } from '../../src/emulator/index.js';
 import { ServiceClient } from '../../src/service/client.js';
 import { SOURCE_TYPES } from '../../src/service/models.js';
-import { validConfigs } from '../fixtures/source-configs.js';
+import { typedConfigs, validConfigs } from '../fixtures/source-configs.js';
 import { requestErrors, responseErrors } from '../helpers/openapi.js';
 
 interface Exchange { method: string; url: string; requestBody: unknown; status: number; body: unknown }
@@ -55,12 +55,12 @@ it('every request is declared and every answer is valid against the document', a
   const client = new ServiceClient({ baseUrl: proxyUrl, apiKey: DEFAULT_EMULATOR_API_KEY, sleep: () => new Promise((r) => setTimeout(r, 20)) });
   try {
     const ids: string[] = [];
-    for (const type of SOURCE_TYPES) ids.push((await client.createSource({ name: `all-${type}`, type, config: validConfigs[type] })).id);
+    for (const type of SOURCE_TYPES) ids.push((await client.createSourceUntyped({ name: `all-${type}`, type, config: validConfigs[type] })).id);
     const dropboxId = ids[SOURCE_TYPES.indexOf('dropbox')] as string;
     await client.listSources();
     await client.listSources({ sourceType: 'dropbox' });
     await client.getSource(dropboxId);
-    await client.updateSource(dropboxId, validConfigs.dropbox, 'dropbox');
+    await client.updateSource(dropboxId, typedConfigs.dropbox, 'dropbox');
     const check = await client.runSourceConnectionCheck(dropboxId, { intervalMs: 20, timeoutMs: 10_000 });
     expect(check.status).toBe('FAILURE');
     await client.runSourceConnectionCheck(ids[SOURCE_TYPES.indexOf('s3')] as string, { intervalMs: 20, timeoutMs: 10_000 });
@@ -84,7 +84,7 @@ it('every request is declared and every answer is valid against the document', a
     await client.listJobs({ status: 'FAILED' });
     // Refusals the client lets through to the service: a 404 and a 409.
     await expect(client.getJob(job.workflow_id)).rejects.toThrow('not found');
-    await expect(client.createSource({ name: 'all-s3', type: 's3', config: validConfigs.s3 })).rejects.toThrow('already exists');
+    await expect(client.createSource({ name: 'all-s3', type: 's3', config: typedConfigs.s3 })).rejects.toThrow('already exists');
     await client.deleteDestination(destination.id);
     for (const id of ids) await client.deleteSource(id);
   } finally {

@@ -175,7 +175,7 @@ export interface Packed {
 }
 
 // What a fresh clone has not got (build output, installed modules, caches, a developer's secrets).
-const NOT_IN_A_CLONE = new Set(['node_modules', 'dist', '.git', '.cache', 'coverage', '.env']);
+export const NOT_IN_A_CLONE = new Set(['node_modules', 'dist', '.git', '.cache', 'coverage', '.env']);
 
 /**
  * `npm pack --pack-destination <tmp>` (its `prepack` builds) in a copy of the working tree without `dist/`,

@@ -87,15 +87,15 @@ describe('requests against the public OpenAPI document', () => {
     const { agent, client, calls } = recordingService();
     agents.push(agent);
     for (const type of SOURCE_TYPES) {
-      await client.createSource({ name: `my-${type}`, type, config: validConfigs[type] });
-      await client.updateSource(SOURCE_ID, validConfigs[type], type);
+      await client.createSourceUntyped({ name: `my-${type}`, type, config: validConfigs[type] });
+      await client.updateSourceUntyped(SOURCE_ID, validConfigs[type], type);
       await client.listSources({ sourceType: type });
       await client.findSourceByName(`my-${type}`, type);
     }
     await client.getSource(SOURCE_ID);
     await client.listSources();
     await client.findSourceByName('dropbox-data');
-    await client.updateSource(SOURCE_ID, { free: 'form' });
+    await client.updateSourceUntyped(SOURCE_ID, { free: 'form' });
     await client.deleteSource(SOURCE_ID);
     await client.createWorkflow({ name: 'minimal', workflow_type: 'basic' });
     await client.createWorkflow({

@@ -11,7 +11,10 @@ import {
   validateSourceConfig,
 } from '../../src/service/index.js';
 import type {
+  CreateSourceRequest,
   ServiceClientOptions,
+  SourceConfig,
+  SourceType,
   ServiceErrorCode,
   SourceConnectorInformation,
   WorkflowCreate,
@@ -23,7 +26,8 @@ import type { FieldIssue } from '../../src/errors.js';
 
 describe('ServiceClient types', () => {
   it('has the documented method signatures', () => {
-    expectTypeOf<ServiceClient['createSource']>().toEqualTypeOf<
+    expectTypeOf<ServiceClient['createSource']>().toEqualTypeOf<(req: CreateSourceRequest) => Promise<SourceConnectorInformation>>();
+    expectTypeOf<ServiceClient['createSourceUntyped']>().toEqualTypeOf<
       (req: { name: string; type: string; config: Record<string, unknown> }) => Promise<SourceConnectorInformation>
     >();
     expectTypeOf<ServiceClient['getSource']>().toEqualTypeOf<(id: string) => Promise<SourceConnectorInformation>>();
@@ -34,6 +38,9 @@ describe('ServiceClient types', () => {
       (name: string, type?: string) => Promise<SourceConnectorInformation | undefined>
     >();
     expectTypeOf<ServiceClient['updateSource']>().toEqualTypeOf<
+      <T extends SourceType>(id: string, config: SourceConfig<T>, type: T) => Promise<SourceConnectorInformation>
+    >();
+    expectTypeOf<ServiceClient['updateSourceUntyped']>().toEqualTypeOf<
       (id: string, config: Record<string, unknown>, type?: string) => Promise<SourceConnectorInformation>
     >();
     expectTypeOf<ServiceClient['deleteSource']>().toEqualTypeOf<(id: string) => Promise<void>>();

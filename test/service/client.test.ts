@@ -15,7 +15,7 @@ import { ServiceError } from '../../src/service/errors.js';
 import { SOURCE_TYPES } from '../../src/service/models.js';
 import type { SourceType } from '../../src/service/models.js';
 import { ValidationError } from '../../src/errors.js';
-import { requiredFields, validConfigs } from '../fixtures/source-configs.js';
+import { requiredFields, typedConfigs, validConfigs } from '../fixtures/source-configs.js';
 
 const ORIGIN = 'https://platform.example.com';
 const API_KEY = 'sk-test-0123456789abcdef';
@@ -27,7 +27,7 @@ const VERSION = (JSON.parse(readFileSync(new URL('../../package.json', import.me
   .version;
 const JSON_HEADERS = { 'content-type': 'application/json' };
 
-const dropboxConfig = validConfigs.dropbox;
+const dropboxConfig = typedConfigs.dropbox;
 
 function sourceInfo(over: Record<string, unknown> = {}): Record<string, unknown> {
   return {
@@ -203,7 +203,7 @@ describe('the exact request of every operation', () => {
     const config = { ...dropboxConfig, token: 'sl.fake-fresh-access-token' };
     h.pool.intercept({ path: `/api/v1/sources/${SOURCE_ID}`, method: 'PUT' }).reply(200, sourceInfo()).times(2);
     await h.client.updateSource(SOURCE_ID, config, 'dropbox');
-    await h.client.updateSource(SOURCE_ID, { anything: 'the caller did not name a type' });
+    await h.client.updateSourceUntyped(SOURCE_ID, { anything: 'the caller did not name a type' });
     expectRequest(h.calls()[0], { method: 'PUT', path: `/api/v1/sources/${SOURCE_ID}`, body: { config } });
     expectRequest(h.calls()[1], {
       method: 'PUT', path: `/api/v1/sources/${SOURCE_ID}`, body: { config: { anything: 'the caller did not name a type' } },
@@ -369,16 +369,16 @@ describe('validation refuses before anything is sent', () => {
   const cases: [string, (c: ServiceClient) => Promise<unknown>, string[]][] = [
     ['getSource with a non-uuid id', (c) => c.getSource('not-a-uuid'), ['source_id']],
     ['deleteSource with a non-uuid id', (c) => c.deleteSource('123'), ['source_id']],
-    ['updateSource with a non-uuid id', (c) => c.updateSource('../workflows', { remote_url: 'dropbox://x' }), ['source_id']],
-    ['updateSource with a config that is not an object', (c) => c.updateSource(SOURCE_ID, [] as unknown as Record<string, unknown>), ['config']],
-    ['updateSource with a bad config for its type', (c) => c.updateSource(SOURCE_ID, { ...dropboxConfig, remote_url: undefined }, 'dropbox'), ['config.remote_url']],
+    ['updateSource with a non-uuid id', (c) => c.updateSourceUntyped('../workflows', { remote_url: 'dropbox://x' }), ['source_id']],
+    ['updateSource with a config that is not an object', (c) => c.updateSourceUntyped(SOURCE_ID, [] as unknown as Record<string, unknown>), ['config']],
+    ['updateSource with a bad config for its type', (c) => c.updateSourceUntyped(SOURCE_ID, { ...dropboxConfig, remote_url: undefined }, 'dropbox'), ['config.remote_url']],
     ['getWorkflow with a non-uuid id', (c) => c.getWorkflow(''), ['workflow_id']],
     ['updateWorkflow with a non-uuid id', (c) => c.updateWorkflow('wf-1', {}), ['workflow_id']],
     ['createSource with an empty name', (c) => c.createSource({ name: ' ', type: 'dropbox', config: dropboxConfig }), ['name']],
-    ['createSource with an unknown type', (c) => c.createSource({ name: 'x', type: 'dropbox2', config: {} }), ['type']],
-    ['createSource with a config that is not an object', (c) => c.createSource({ name: 'x', type: 'dropbox', config: null as unknown as Record<string, unknown> }), ['config']],
-    ['createSource with an unknown config field', (c) => c.createSource({ name: 'x', type: 'dropbox', config: { ...dropboxConfig, remote_path: 'x' } }), ['config.remote_path']],
-    ['createSource with several problems', (c) => c.createSource({ name: '', type: 'nope', config: {} }), ['name', 'type']],
+    ['createSource with an unknown type', (c) => c.createSourceUntyped({ name: 'x', type: 'dropbox2', config: {} }), ['type']],
+    ['createSource with a config that is not an object', (c) => c.createSourceUntyped({ name: 'x', type: 'dropbox', config: null as unknown as Record<string, unknown> }), ['config']],
+    ['createSource with an unknown config field', (c) => c.createSourceUntyped({ name: 'x', type: 'dropbox', config: { ...dropboxConfig, remote_path: 'x' } }), ['config.remote_path']],
+    ['createSource with several problems', (c) => c.createSourceUntyped({ name: '', type: 'nope', config: {} }), ['name', 'type']],
     ['listSources with an unknown type', (c) => c.listSources({ sourceType: 'ftp' }), ['source_type']],
     ['findSourceByName with an empty name', (c) => c.findSourceByName(''), ['name']],
     ['createWorkflow without workflow_type', (c) => c.createWorkflow({ name: 'wf' } as never), ['workflow_type']],
@@ -405,7 +405,7 @@ describe('validation refuses before anything is sent', () => {
 
   it('never echoes a secret of a refused config', async () => {
     const h = harness();
-    const err = await validationError(h.client.createSource({
+    const err = await validationError(h.client.createSourceUntyped({
       name: 'x', type: 'dropbox', config: { ...dropboxConfig, remote_url: 42 },
     }));
     for (const secret of ['sl.fake-short-lived-access-token', 'fake-dropbox-refresh-token', 'fake-dropbox-app-secret']) {
@@ -419,7 +419,7 @@ describe('every source type: valid configs go out unchanged, missing required fi
     const h = harness();
     h.pool.intercept({ path: '/api/v1/sources/', method: 'POST' })
       .reply(200, sourceInfo({ name: `my-${type}`, type, config: validConfigs[type] }));
-    const created = await h.client.createSource({ name: `my-${type}`, type, config: validConfigs[type] });
+    const created = await h.client.createSourceUntyped({ name: `my-${type}`, type, config: validConfigs[type] });
     expect(created.type).toBe(type);
     const sent = JSON.parse(String(h.calls()[0]?.body)) as { config: unknown };
     expect(sent).toStrictEqual({ name: `my-${type}`, type, config: validConfigs[type] });
@@ -434,10 +434,10 @@ describe('every source type: valid configs go out unchanged, missing required fi
     const h = harness();
     const config = { ...validConfigs[type] };
     delete config[field];
-    const err = await validationError(h.client.createSource({ name: `my-${type}`, type, config }));
+    const err = await validationError(h.client.createSourceUntyped({ name: `my-${type}`, type, config }));
     expect(err.issues.map((i) => i.field)).toContain(`config.${field}`);
     expect(h.calls()).toHaveLength(0);
-    const update = await validationError(h.client.updateSource(SOURCE_ID, config, type));
+    const update = await validationError(h.client.updateSourceUntyped(SOURCE_ID, config, type));
     expect(update.issues.map((i) => i.field)).toContain(`config.${field}`);
     expect(h.calls()).toHaveLength(0);
   });
@@ -550,7 +550,7 @@ describe('errors: one class, a stable code, a message that says what happened', 
     },
     {
       name: '412 on create', status: 412, body: { detail: 'bootstrap_server is required' },
-      call: (c) => c.createSource({ name: 'k', type: 'kafka-cloud', config: validConfigs['kafka-cloud'] }),
+      call: (c) => c.createSource({ name: 'k', type: 'kafka-cloud', config: typedConfigs['kafka-cloud'] }),
       route: createSource, code: 'SERVICE_CONFIG_REFUSED', exitCode: 2,
       message: 'the service refused the kafka-cloud config: bootstrap_server is required',
     },
@@ -562,7 +562,7 @@ describe('errors: one class, a stable code, a message that says what happened', 
     },
     {
       name: '412 on an update of an unknown type', status: 412, body: { detail: 'bad folder' },
-      call: (c) => c.updateSource(SOURCE_ID, dropboxConfig),
+      call: (c) => c.updateSourceUntyped(SOURCE_ID, dropboxConfig),
       route: { path: `/api/v1/sources/${SOURCE_ID}`, method: 'PUT' }, code: 'SERVICE_CONFIG_REFUSED', exitCode: 2,
       message: 'the service refused the source connector config: bad folder',
     },
@@ -636,7 +636,7 @@ describe('errors: one class, a stable code, a message that says what happened', 
     const h = harness({ retry: { retries: 0 } });
     h.pool.intercept(createSource).reply(500, { detail: 'Invalid Confluence credentials' });
     h.pool.intercept({ path: '/api/v1/sources/?source_type=confluence', method: 'GET' }).reply(200, []);
-    const err = await serviceError(h.client.createSource({ name: 'wiki', type: 'confluence', config: validConfigs.confluence }));
+    const err = await serviceError(h.client.createSource({ name: 'wiki', type: 'confluence', config: typedConfigs.confluence }));
     expect(err.code).toBe('SERVICE_CONFIG_REFUSED');
     expect(err.status).toBe(500);
     expect(err.message).toBe('the service refused the confluence config: Invalid Confluence credentials');
@@ -705,7 +705,7 @@ describe('errors: one class, a stable code, a message that says what happened', 
       { loc: ['body', 'config', 'uri'], msg: 'cannot reach mongodb+srv://ingest:hunter22@db.example.net', type: 'value_error' },
       { loc: ['body', 'config', 'uri'], msg: 'Value error, bad uri fake-mongo-password', type: 'value_error', input: 'x' },
     ] });
-    const err = await serviceError(h.client.createSource({ name: 'm', type: 'mongodb', config: validConfigs.mongodb }));
+    const err = await serviceError(h.client.createSource({ name: 'm', type: 'mongodb', config: typedConfigs.mongodb }));
     expect(err.issues).toEqual([
       { field: 'config.uri', message: 'cannot reach mongodb+srv://[redacted]@db.example.net' },
       { field: 'config.uri', message: 'Value error, bad uri [redacted]' },

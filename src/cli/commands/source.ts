@@ -39,7 +39,7 @@ export async function createSource(context: CommandContext, options: { type: str
   if (!name) throw new ValidationError([{ field: '--name', message: 'must not be empty' }]);
   const config = await readJsonObject(options.config, '--config', context.stdin);
   checkConfig(options.type, config);
-  const created = await withServiceClient(context, (client) => client.createSource({ name, type: options.type, config }));
+  const created = await withServiceClient(context, (client) => client.createSourceUntyped({ name, type: options.type, config }));
   if (!context.json) context.io.stderr.write(`created source connector ${created.name} (${created.id})\n`);
   show(context, created);
 }
@@ -74,7 +74,7 @@ export async function updateSource(context: CommandContext, id: string, options:
     // The config is validated for the connector's own type; reading it first sends nothing that changes state.
     const type = options.type ?? (await client.getSource(id)).type;
     checkConfig(type, config);
-    return client.updateSource(id, config, type);
+    return client.updateSourceUntyped(id, config, type);
   });
   if (!context.json) context.io.stderr.write(`updated source connector ${updated.name} (${updated.id})\n`);
   show(context, updated);
