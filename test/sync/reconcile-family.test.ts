@@ -163,7 +163,7 @@ describe('`refresh` where the workspace holds duplicates of the profile\'s conne
       expect(wired.code, wired.stderr).toBe(0);
       const config = sources(ob).find((s) => s.id === p.connectorId)?.config as Record<string, unknown>;
       const duplicates: SourceConnectorInformation[] = [];
-      for (let i = 0; i < 20; i++) duplicates.push(await client.createSource({ name: `conn-${p.profile}`, type: 'dropbox', config }));
+      for (let i = 0; i < 20; i++) duplicates.push(await client.createSourceUntyped({ name: `conn-${p.profile}`, type: 'dropbox', config }));
       // The workflow was pointed at one of them (by hand, or by the last of several racing processes).
       const read = duplicates[6] as SourceConnectorInformation;
       await client.updateWorkflow(workflow.id, { source_id: read.id });
@@ -181,7 +181,7 @@ describe('`refresh` where the workspace holds duplicates of the profile\'s conne
       for (const secret of [ob.app.appSecret, p.refreshToken, String(config.token)]) expect(result.stdout + result.stderr).not.toContain(secret);
 
       // --json says the same: ids in `removed`, and names beside them.
-      const another = await client.createSource({ name: `conn-${p.profile}`, type: 'dropbox', config });
+      const another = await client.createSourceUntyped({ name: `conn-${p.profile}`, type: 'dropbox', config });
       const json = await runCli(['refresh', '--profile', p.profile, '--json'], { env: p.env, cwd: p.home.dir });
       expect(json.code, json.stderr).toBe(0);
       expect(JSON.parse(json.stdout)).toMatchObject({
@@ -205,7 +205,7 @@ describe('the daemon where the workspace holds duplicates of the profile\'s conn
     const client = new ServiceClient({ baseUrl: world.emu.url, apiKey: DEFAULT_EMULATOR_API_KEY, retry: { retries: 0 } });
     try {
       const extra: string[] = [];
-      for (let i = 0; i < 3; i++) extra.push((await client.createSource({ name: 'conn-docs', type: 'dropbox', config: first?.config as Record<string, unknown> })).id);
+      for (let i = 0; i < 3; i++) extra.push((await client.createSourceUntyped({ name: 'conn-docs', type: 'dropbox', config: first?.config as Record<string, unknown> })).id);
       // Past the renewal margin: the next sweep renews, then reconciles.
       world.clock.advance(16_000);
       const report = await world.daemon.sweep();
