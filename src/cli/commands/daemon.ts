@@ -23,6 +23,7 @@ import {
 import { ExitCode, SyncauthError, ValidationError, type FieldIssue } from '../../errors.js';
 import { createLogger, type LogLevel, type Logger } from '../../log.js';
 import { SECRET_FILE_NAME } from '../../credentials/file.js';
+import { Semaphore } from '../../daemon/limiter.js';
 import { notifySystemd } from '../../daemon/notify.js';
 import { PRIVATE_ACCESS, parseMode, parseSocketMode, resolveGroup, type FileAccess } from '../../publish/file.js';
 import { checkTemplate, parseTemplateFlag, type TemplateSpec } from '../../publish/template.js';
@@ -222,23 +223,30 @@ async function storedProfile(context: CommandContext, name: string): Promise<Dae
   };
 }
 
-async function loadProfiles(context: CommandContext, store: ProfileStore, requested: string[] | undefined): Promise<ProfileEntry[]> {
+export async function loadProfiles(context: CommandContext, store: ProfileStore, requested: string[] | undefined): Promise<ProfileEntry[]> {
   const v = context.settings.values;
   const stored = await store.names();
   const fromEnvironment = environmentGrant(v);
   const names = requested ?? stored;
   if (names.length === 0) return fromEnvironment ? [environmentProfile(context, v.profile, fromEnvironment)] : [];
+  const isStored = new Set(stored);
+  // A few at a time, at start, on SIGHUP and for --once alike: each load reads the profile's state and secrets,
+  // and ten thousand of them at once held every read on the heap together.
+  const slots = new Semaphore(PROFILES_LOADED_AT_ONCE);
   return Promise.all(
-    names.map(async (name): Promise<ProfileEntry> => {
-      if (!stored.includes(name) && fromEnvironment) return environmentProfile(context, name, fromEnvironment);
+    names.map((name): Promise<ProfileEntry> => slots.run(async () => {
+      if (!isStored.has(name) && fromEnvironment) return environmentProfile(context, name, fromEnvironment);
       try {
         return await storedProfile(context, name);
       } catch (error) {
         return { name, error: error instanceof Error ? error : new Error(String(error)) };
       }
-    }),
+    })),
   );
 }
+
+/** Profiles whose state and secrets are read at once while loading. */
+const PROFILES_LOADED_AT_ONCE = 16;
 
 async function checkTokenFiles(context: CommandContext, template: string, names: string[]): Promise<void> {
   const field = label(context, 'tokenFile');
