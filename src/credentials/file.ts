@@ -3,12 +3,18 @@
 //
 // Layout (format version 3): `<configDir>/secrets.enc` is the keyring: one random data key, wrapped with
 // AES-256-GCM under a key derived with scrypt from SYNCAUTH_STORE_KEY. Each profile's secrets are a record of
-// their own, `<configDir>/secrets/<profile>.enc`, sealed with AES-256-GCM under the data key. So reading or
-// writing one profile touches that profile's record and the small keyring alone, whatever the number of
-// profiles (a renewal stores its access token here), and a re-key rewrites only the keyring: one atomic
-// replacement, as before. What each ciphertext is bound to travels as associated data, so a change is detected
-// like any other tampering: the keyring's header (format, version, KDF parameters and salt), and a record's
-// format, version and profile name (a record copied to another profile's name does not open).
+// their own, `<configDir>/secrets/<profile>.enc`, sealed with AES-256-GCM under the data key, and its cached
+// access token beside it in `<profile>.token`, sealed the same way. So reading or writing one profile touches
+// that profile's files and the small keyring alone, whatever the number of profiles, and a re-key rewrites only
+// the keyring: one atomic replacement, as before. What each ciphertext is bound to travels as associated data,
+// so a change is detected like any other tampering: the keyring's header (format, version, KDF parameters and
+// salt), and a record's format, version, part and profile name (a record copied to another profile's name does
+// not open).
+//
+// A renewal stores only the access token: its file is replaced whole (no lock, nothing read first) and not
+// flushed to disk, as the renewal's other records are not: a crash loses at most that cache, which the next
+// renewal fills again. So a token file that does not open (torn by a crash, or changed) reads as no cached
+// token. The secrets themselves are written as before: under the profile's lock, flushed before the rename.
 //
 // Format versions: 1 held the four secrets of every profile in one encrypted file; 2 added each profile's cached
 // access token; 3 is the keyring and the records. Opening a version 1 or 2 file migrates it once: under the
@@ -25,11 +31,12 @@
 // warning that names `syncauth profile rekey`, which wraps the data key under a new key and salt. The format
 // does not change for either: the store key never enters a file.
 import { createCipheriv, createDecipheriv, randomBytes, scrypt } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
 import { SyncauthError, ValidationError } from '../errors.js';
-import { ensurePrivateDir, readTextIfExists, writePrivateFile } from '../profile/files.js';
+import { ensurePrivateDir, writePrivateFile } from '../profile/files.js';
 import { withFileLock } from '../profile/lock.js';
 import { PROFILE_NAME_PATTERN, assertProfileName, isProfileName } from '../profile/name.js';
 import { SecretStoreError } from './errors.js';
@@ -39,8 +46,10 @@ import type { StoredSecrets, SecretStore } from './types.js';
 export const SECRET_FILE_NAME = 'secrets.enc';
 /** The directory beside SECRET_FILE_NAME that holds one record per profile (format version 3). */
 export const SECRET_RECORDS_DIR = 'secrets';
-/** The suffix of a profile's record in SECRET_RECORDS_DIR. */
+/** The suffix of a profile's record of secrets in SECRET_RECORDS_DIR. */
 const RECORD_SUFFIX = '.enc';
+/** The suffix of a profile's cached access token in SECRET_RECORDS_DIR. */
+const TOKEN_SUFFIX = '.token';
 /** The shortest key a new store (or a re-key) accepts, in characters, after trimming. */
 export const MIN_STORE_KEY_LENGTH = 16;
 const FORMAT = 'syncauth-secrets';
@@ -171,6 +180,8 @@ export function openFileSecretStore(options: FileSecretStoreOptions): FileSecret
   const file = path.join(options.configDir, SECRET_FILE_NAME);
   const dir = path.join(options.configDir, SECRET_RECORDS_DIR);
   const recordPath = (profile: string) => path.join(dir, `${profile}${RECORD_SUFFIX}`);
+  const tokenPath = (profile: string) => path.join(dir, `${profile}${TOKEN_SUFFIX}`);
+  const pathOf = (profile: string, part: Part) => (part === 'record' ? recordPath(profile) : tokenPath(profile));
 
   function requireKey(): string {
     const pass = options.storeKey()?.trim();
@@ -204,7 +215,7 @@ export function openFileSecretStore(options: FileSecretStoreOptions): FileSecret
   }
 
   async function readStoreFile(): Promise<StoreFile> {
-    const text = await readTextIfExists(file);
+    const text = readSmallFile(file);
     if (text === undefined) return { kind: 'none' };
     let data: unknown;
     try {
@@ -303,10 +314,10 @@ export function openFileSecretStore(options: FileSecretStoreOptions): FileSecret
     return `${JSON.stringify(keyring, null, 2)}\n`;
   }
 
-  function seal(profile: string, secrets: StoredSecrets, dataKey: Buffer): string {
+  function seal(profile: string, part: Part, secrets: StoredSecrets, dataKey: Buffer): string {
     const iv = randomBytes(IV_BYTES);
     const cipher = createCipheriv('aes-256-gcm', dataKey, iv);
-    cipher.setAAD(recordAad(profile));
+    cipher.setAAD(recordAad(profile, part));
     const plaintext = Buffer.from(JSON.stringify(secrets), 'utf8');
     const data = Buffer.concat([cipher.update(plaintext), cipher.final()]);
     plaintext.fill(0);
@@ -319,10 +330,25 @@ export function openFileSecretStore(options: FileSecretStoreOptions): FileSecret
     return `${JSON.stringify(record)}\n`;
   }
 
-  /** The profile's record, `{}` when it has none. */
-  async function readRecord(profile: string, dataKey: Buffer): Promise<StoredSecrets> {
-    const where = recordPath(profile);
-    const text = await readTextIfExists(where);
+  /** The profile's secrets, `{}` when it has none. */
+  function readRecord(profile: string, dataKey: Buffer): StoredSecrets {
+    return readSealed(profile, 'record', dataKey);
+  }
+
+  /** The profile's cached access token, or undefined when there is none or its file does not open. */
+  function readToken(profile: string, dataKey: Buffer): string | undefined {
+    try {
+      const { access_token: token } = readSealed(profile, 'token', dataKey);
+      return token;
+    } catch (error) {
+      if (error instanceof SecretStoreError) return undefined;
+      throw error;
+    }
+  }
+
+  function readSealed(profile: string, part: Part, dataKey: Buffer): StoredSecrets {
+    const where = pathOf(profile, part);
+    const text = readSmallFile(where);
     if (text === undefined) return {};
     let data: unknown;
     try {
@@ -336,7 +362,7 @@ export function openFileSecretStore(options: FileSecretStoreOptions): FileSecret
     }
     const parsed = RecordSchema.safeParse(data);
     if (!parsed.success) throw corrupt(where, 'its header is not valid');
-    const plaintext = decrypt(dataKey, parsed.data.cipher, Buffer.from(parsed.data.data, 'base64'), recordAad(profile), where);
+    const plaintext = decrypt(dataKey, parsed.data.cipher, Buffer.from(parsed.data.data, 'base64'), recordAad(profile, part), where);
     let secrets: unknown;
     try {
       secrets = JSON.parse(plaintext.toString('utf8'));
@@ -346,13 +372,29 @@ export function openFileSecretStore(options: FileSecretStoreOptions): FileSecret
       plaintext.fill(0);
     }
     const checked = SecretsSchema.safeParse(secrets);
-    if (!checked.success) throw corrupt(where, 'its content is not a set of profile secrets');
+    const names = checked.success ? Object.keys(stripUndefined(checked.data)) : [];
+    if (!checked.success || names.some((name) => (name === 'access_token') !== (part === 'token'))) {
+      throw corrupt(where, 'its content is not a set of profile secrets');
+    }
     return stripUndefined(checked.data);
   }
 
+  /** Replaces the profile's secrets (without the access token), flushed to disk before the rename. */
   async function writeRecord(profile: string, secrets: StoredSecrets, dataKey: Buffer): Promise<void> {
     // Only syncauth writes in its records directory, so no link there is followed.
-    await writePrivateFile(recordPath(profile), seal(profile, secrets, dataKey), undefined, { followLinks: false });
+    await writePrivateFile(recordPath(profile), seal(profile, 'record', secrets, dataKey), undefined, { followLinks: false });
+  }
+
+  /** Replaces the profile's cached access token; `durable: false` for a renewal's write (see the head of this file). */
+  async function writeToken(profile: string, token: string, dataKey: Buffer, durable: boolean): Promise<void> {
+    await writePrivateFile(tokenPath(profile), seal(profile, 'token', { access_token: token }, dataKey), undefined, { followLinks: false, durable });
+  }
+
+  /** Writes one profile's secrets and access token as the migration found them. */
+  async function writeProfile(profile: string, stored: StoredSecrets, dataKey: Buffer): Promise<void> {
+    const { access_token: token, ...secrets } = stripUndefined(stored);
+    if (Object.keys(secrets).length > 0) await writeRecord(profile, secrets, dataKey);
+    if (token) await writeToken(profile, token, dataKey, true);
   }
 
   /**
@@ -427,7 +469,7 @@ export function openFileSecretStore(options: FileSecretStoreOptions): FileSecret
     for (let at = 0; at < names.length; at += MIGRATION_WRITES_AT_ONCE) {
       // Settled, all of them, before a failure is thrown: no write of this migration outlives it.
       const written = await Promise.allSettled(
-        names.slice(at, at + MIGRATION_WRITES_AT_ONCE).map((name) => writeRecord(name, stripUndefined(profiles[name] ?? {}), dataKey)),
+        names.slice(at, at + MIGRATION_WRITES_AT_ONCE).map((name) => writeProfile(name, profiles[name] ?? {}, dataKey)),
       );
       const failed = written.find((result) => result.status === 'rejected');
       if (failed) throw failed.reason;
@@ -444,11 +486,13 @@ export function openFileSecretStore(options: FileSecretStoreOptions): FileSecret
       if ((error as NodeJS.ErrnoException).code === 'ENOENT') return [];
       throw error;
     }
-    return entries
-      .filter((entry) => entry.endsWith(RECORD_SUFFIX))
-      .map((entry) => entry.slice(0, -RECORD_SUFFIX.length))
-      .filter(isProfileName)
-      .sort();
+    const names = new Set<string>();
+    for (const entry of entries) {
+      const suffix = [RECORD_SUFFIX, TOKEN_SUFFIX].find((end) => entry.endsWith(end));
+      const name = suffix ? entry.slice(0, -suffix.length) : '';
+      if (isProfileName(name)) names.add(name);
+    }
+    return [...names].sort();
   }
 
   const freshKdf = (): KdfParams => ({ name: 'scrypt', ...DEFAULT_KDF, salt: randomBytes(SALT_BYTES).toString('base64') });
@@ -506,7 +550,9 @@ export function openFileSecretStore(options: FileSecretStoreOptions): FileSecret
       const store = await opened(requireKey(), { create: false, fallBack: true });
       if (!store) return {};
       if ('legacy' in store) return Object.hasOwn(store.legacy, profile) ? stripUndefined({ ...store.legacy[profile] }) : {};
-      return readRecord(profile, store.dataKey);
+      const secrets = readRecord(profile, store.dataKey);
+      const token = readToken(profile, store.dataKey);
+      return token === undefined ? secrets : { ...secrets, access_token: token };
     },
 
     async set(profile, secrets) {
@@ -517,20 +563,30 @@ export function openFileSecretStore(options: FileSecretStoreOptions): FileSecret
       const store = await opened(requireKey(), { create: write.length > 0, fallBack: false });
       if (!store || !('dataKey' in store)) return;
       const { dataKey } = store;
-      await recordLocked(profile, async () => {
-        const next = await readRecord(profile, dataKey);
-        for (const [name, value] of write) next[name] = value;
-        for (const name of remove) delete next[name];
-        if (Object.keys(next).length === 0) await rm(recordPath(profile), { force: true });
-        else await writeRecord(profile, next, dataKey);
-      });
+      const token = secrets.access_token;
+      const changesRecord = [...write.map(([name]) => name), ...remove].some((name) => name !== 'access_token');
+      if (changesRecord) {
+        await recordLocked(profile, async () => {
+          const next = readRecord(profile, dataKey);
+          for (const [name, value] of write) if (name !== 'access_token') next[name] = value;
+          for (const name of remove) delete next[name];
+          if (Object.keys(next).length === 0) await rm(recordPath(profile), { force: true });
+          else await writeRecord(profile, next, dataKey);
+        });
+      }
+      // The renewal's write: the token file alone, replaced whole.
+      if (token === '') await rm(tokenPath(profile), { force: true });
+      else if (token !== undefined) await writeToken(profile, token, dataKey, false);
     },
 
     async delete(profile) {
       assertProfileName(profile);
       const store = await opened(requireKey(), { create: false, fallBack: false });
       if (!store) return;
-      await recordLocked(profile, () => rm(recordPath(profile), { force: true }));
+      await recordLocked(profile, async () => {
+        await rm(recordPath(profile), { force: true });
+        await rm(tokenPath(profile), { force: true });
+      });
     },
 
     async listProfiles() {
@@ -601,6 +657,22 @@ function keyringAad(kdf: KdfParams): Buffer {
   );
 }
 
-function recordAad(profile: string): Buffer {
-  return Buffer.from(JSON.stringify({ format: FORMAT, version: VERSION, part: 'record', profile }), 'utf8');
+type Part = 'record' | 'token';
+
+function recordAad(profile: string, part: Part): Buffer {
+  return Buffer.from(JSON.stringify({ format: FORMAT, version: VERSION, part, profile }), 'utf8');
+}
+
+/**
+ * A small local file's text, or undefined when it does not exist. Synchronous, as the lock's calls are: a read of
+ * a few hundred bytes takes microseconds, where four round trips through libuv's thread pool (open, stat, read,
+ * close) wait behind every flush to disk queued there by concurrent renewals.
+ */
+function readSmallFile(file: string): string | undefined {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw error;
+  }
 }

@@ -43,6 +43,7 @@ afterEach(() => {
 
 const secretsFile = () => path.join(configDir, 'secrets.enc');
 const recordFile = (profile: string) => path.join(configDir, 'secrets', `${profile}.enc`);
+const tokenFile = (profile: string) => path.join(configDir, 'secrets', `${profile}.token`);
 const open = (storeKey: string | null = KEY, dir = configDir) =>
   openSecretStore({ kind: 'file', configDir: dir, env: {}, ...(storeKey === null ? {} : { storeKey }) });
 
@@ -158,9 +159,13 @@ describe('encrypted file store', () => {
   test('keeps the access-token cache beside the secrets, and delete() removes it with them', async () => {
     const store = open();
     await store.set('docs', { app_key: 'ak', refresh_token: 'rt' });
+    const secrets = readFileSync(recordFile('docs'), 'utf8');
+    // A renewal's write: the token file alone, the secrets' record untouched.
     await store.set('docs', { access_token: CANARY });
+    expect(readFileSync(recordFile('docs'), 'utf8')).toBe(secrets);
     expect(await store.get('docs')).toEqual({ app_key: 'ak', refresh_token: 'rt', access_token: CANARY });
-    expect(readFileSync(recordFile('docs'), 'utf8')).not.toContain(CANARY);
+    expect(readFileSync(tokenFile('docs'), 'utf8')).not.toContain(CANARY);
+    expect(statSync(tokenFile('docs')).mode & 0o777).toBe(0o600);
     await store.set('docs', { access_token: '' });
     expect(await store.get('docs')).toEqual({ app_key: 'ak', refresh_token: 'rt' });
     await store.set('docs', { access_token: CANARY });
@@ -168,6 +173,23 @@ describe('encrypted file store', () => {
     expect(await store.get('docs')).toEqual({});
     expect(await store.listProfiles()).toEqual([]);
     expect(existsSync(recordFile('docs'))).toBe(false);
+    expect(existsSync(tokenFile('docs'))).toBe(false);
+  });
+
+  test('a cached access token that does not open (torn by a crash, changed, or moved) reads as none; the secrets are kept', async () => {
+    const store = open();
+    await store.set('docs', { app_key: 'ak', refresh_token: 'rt', access_token: CANARY });
+    await store.set('photos', { app_key: 'pk', access_token: `${CANARY}-photos` });
+    // Another profile's token file in its place: the profile name is authenticated.
+    copyFileSync(tokenFile('photos'), tokenFile('docs'));
+    expect(await store.get('docs')).toEqual({ app_key: 'ak', refresh_token: 'rt' });
+    // Cut short, as a write not flushed before a crash can leave it.
+    writeFileSync(tokenFile('docs'), readFileSync(tokenFile('photos'), 'utf8').slice(0, 40));
+    expect(await store.get('docs')).toEqual({ app_key: 'ak', refresh_token: 'rt' });
+    // The next renewal's write replaces it.
+    await store.set('docs', { access_token: CANARY });
+    expect(await store.get('docs')).toEqual({ app_key: 'ak', refresh_token: 'rt', access_token: CANARY });
+    expect(await store.get('photos')).toEqual({ app_key: 'pk', access_token: `${CANARY}-photos` });
   });
 
   test.each([
@@ -183,7 +205,8 @@ describe('encrypted file store', () => {
     const keyring = envelope();
     expect(keyring).toMatchObject({ format: 'syncauth-secrets', version: 3, kdf: legacy.kdf });
     expect(keyring.data).toBeUndefined();
-    expect(readdirSync(path.join(configDir, 'secrets')).sort()).toEqual(Object.keys(profiles).map((name) => `${name}.enc`).sort());
+    const files = Object.entries(profiles).flatMap(([name, secrets]) => [`${name}.enc`, ...('access_token' in secrets ? [`${name}.token`] : [])]);
+    expect(readdirSync(path.join(configDir, 'secrets')).sort()).toEqual(files.sort());
     expect(readdirSync(configDir).sort()).toEqual(['secrets', 'secrets.enc']);
     // Once: a second opening and a write leave the keyring as it is.
     const reopened = open(key);

@@ -68,7 +68,7 @@ beforeEach(() => {
 describe('migrating a format 2 store', () => {
   test.each([
     ['after the first record', 1],
-    ['after every record, at the keyring that replaces the old file', 3],
+    ['after every record, at the keyring that replaces the old file', 4],
   ])('a write that dies %s leaves the old file as it was; the next opening completes the migration', async (_when, renamesBefore) => {
     const before = readFileSync(file(), 'utf8');
     // Left by an earlier migration that died too: a record of a profile the store does not hold.
@@ -76,23 +76,23 @@ describe('migrating a format 2 store', () => {
     writeFileSync(path.join(records(), 'ghost.enc'), 'left over');
     crash.renamesLeft = renamesBefore;
     await expect(open().get('docs')).rejects.toThrow('simulated crash during write');
-    expect(crash.renames.at(-1)).toEqual(renamesBefore === 3 ? file() : expect.stringMatching(/secrets\/[^/]+\.enc$/));
+    expect(crash.renames.at(-1)).toEqual(renamesBefore === 4 ? file() : expect.stringMatching(/secrets\/[^/]+\.(enc|token)$/));
     expect(readFileSync(file(), 'utf8')).toBe(before);
 
     expect(await contents()).toEqual(PROFILES);
     expect(version()).toBe(3);
-    expect(readdirSync(records()).sort()).toEqual(['docs.enc', 'other.v2.enc', 'photos.enc']);
+    expect(readdirSync(records()).sort()).toEqual(['docs.enc', 'docs.token', 'other.v2.enc', 'photos.enc']);
   });
 
   test('one migration for concurrent openings in a process, and none after it', async () => {
     const store = open();
     const read = await Promise.all(Object.keys(PROFILES).flatMap((name) => [store.get(name), open().get(name)]));
     expect(read).toEqual(Object.values(PROFILES).flatMap((secrets) => [secrets, secrets]));
-    // Three records and one keyring written, once.
+    // Three records, one access token and one keyring written, once.
     expect(crash.renames.filter((to) => to === file())).toHaveLength(1);
-    expect(crash.renames).toHaveLength(4);
+    expect(crash.renames).toHaveLength(5);
     await contents();
-    expect(crash.renames).toHaveLength(4);
+    expect(crash.renames).toHaveLength(5);
   });
 
   test('in a config dir that cannot be written, reads serve the old file as it is; writes fail and change nothing', async () => {
