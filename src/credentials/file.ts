@@ -50,6 +50,11 @@ export const SECRET_RECORDS_DIR = 'secrets';
 const RECORD_SUFFIX = '.enc';
 /** The suffix of a profile's cached access token in SECRET_RECORDS_DIR. */
 const TOKEN_SUFFIX = '.token';
+/** A profile's files in the store (its secrets, its cached access token), which need not exist. */
+export function secretFilesOf(configDir: string, profile: string): string[] {
+  return [RECORD_SUFFIX, TOKEN_SUFFIX].map((suffix) => path.join(configDir, SECRET_RECORDS_DIR, `${profile}${suffix}`));
+}
+
 /** The shortest key a new store (or a re-key) accepts, in characters, after trimming. */
 export const MIN_STORE_KEY_LENGTH = 16;
 const FORMAT = 'syncauth-secrets';

@@ -22,7 +22,7 @@ import {
 } from '../../daemon/index.js';
 import { ExitCode, SyncauthError, ValidationError, type FieldIssue } from '../../errors.js';
 import { createLogger, type LogLevel, type Logger } from '../../log.js';
-import { SECRET_FILE_NAME } from '../../credentials/file.js';
+import { SECRET_FILE_NAME, secretFilesOf } from '../../credentials/file.js';
 import { Semaphore } from '../../daemon/limiter.js';
 import { notifySystemd } from '../../daemon/notify.js';
 import { PRIVATE_ACCESS, parseMode, parseSocketMode, resolveGroup, type FileAccess } from '../../publish/file.js';
@@ -200,6 +200,9 @@ async function storedProfile(context: CommandContext, name: string): Promise<Dae
   const secrets: ResolvedSecrets = await readSecrets(session);
   const grant = requireGrant(session, secrets);
   const reconcile = reconcileTarget(session.values, secrets.apiKey);
+  // What the closures below keep of the session: its two stores, not its resolved settings and state, which
+  // ten thousand profiles would otherwise hold on the heap for the daemon's life.
+  const { secrets: secretStore, profiles } = session;
   return {
     name,
     tokenUrl: session.values.tokenUrl,
@@ -209,14 +212,14 @@ async function storedProfile(context: CommandContext, name: string): Promise<Dae
       const fresh = await openSession(context, name);
       return requireGrant(fresh, await readSecrets(fresh));
     },
-    ...(session.secrets.writable
+    ...(secretStore.writable
       ? {
           storeRefreshToken: async (refreshToken: string) => {
-            await session.secrets.set(name, { refresh_token: refreshToken });
+            await secretStore.set(name, { refresh_token: refreshToken });
             // Tells other processes serving this profile that the grant they hold is stale.
-            await session.profiles.update(name, (current) => (current ? { ...baseState(current), secretsVersion: newSecretsVersion() } : current));
+            await profiles.update(name, (current) => (current ? { ...baseState(current), secretsVersion: newSecretsVersion() } : current));
           },
-          storeAccessToken: (tokens: TokenSet, held: DaemonGrant) => accessTokenKeeper(session.secrets, name, held.appKey)?.(tokens) ?? Promise.resolve(),
+          storeAccessToken: (tokens: TokenSet, held: DaemonGrant) => accessTokenKeeper(secretStore, name, held.appKey)?.(tokens) ?? Promise.resolve(),
         }
       : {}),
     ...(reconcile ? { reconcile } : {}),
@@ -282,7 +285,7 @@ export async function daemon(context: CommandContext, options: DaemonCommandOpti
   if (v.tokenFile) await checkTokenFiles(context, v.tokenFile, names);
   const handover = await checkHandover(context, options, names);
   // A daemon restarted after kill -9 clears what interrupted writes of state and secrets left behind.
-  await removeTemporaryLeftovers([...names.map((name) => store.fileOf(name)), path.join(v.configDir, SECRET_FILE_NAME)], LEFTOVER_AGE_MS);
+  await removeTemporaryLeftovers([...names.flatMap((name) => [store.fileOf(name), ...secretFilesOf(v.configDir, name)]), path.join(v.configDir, SECRET_FILE_NAME)], LEFTOVER_AGE_MS);
   if (names.length > 1 && environmentGrant(v)) {
     log.warn({ event: 'daemon.environment_grant', op: 'start' }, 'SYNCAUTH_APP_KEY, SYNCAUTH_APP_SECRET and SYNCAUTH_REFRESH_TOKEN are set in the environment: they take precedence over the stored grant of every profile served');
   }
