@@ -181,26 +181,12 @@ type Opened = { dataKey: Buffer } | { legacy: Profiles };
 /** Errors of a file system that will not take the migration's writes; a read then serves the old file as it is. */
 const READ_ONLY_CODES = new Set(['EROFS', 'EACCES', 'EPERM']);
 
-export function openFileSecretStore(options: FileSecretStoreOptions): FileSecretStore {
-  const file = path.join(options.configDir, SECRET_FILE_NAME);
-  const dir = path.join(options.configDir, SECRET_RECORDS_DIR);
+function makeCore(configDir: string) {
+  const file = path.join(configDir, SECRET_FILE_NAME);
+  const dir = path.join(configDir, SECRET_RECORDS_DIR);
   const recordPath = (profile: string) => path.join(dir, `${profile}${RECORD_SUFFIX}`);
   const tokenPath = (profile: string) => path.join(dir, `${profile}${TOKEN_SUFFIX}`);
   const pathOf = (profile: string, part: Part) => (part === 'record' ? recordPath(profile) : tokenPath(profile));
-
-  function requireKey(): string {
-    const pass = options.storeKey()?.trim();
-    if (!pass) {
-      throw new SecretStoreError(
-        'STORE_KEY_MISSING',
-        `SYNCAUTH_STORE=file needs SYNCAUTH_STORE_KEY to open ${file}: set it to the key that file was written ` +
-          'with (for a new store, a long random value such as the output of `openssl rand -base64 32`), or ' +
-          'choose SYNCAUTH_STORE=keychain or SYNCAUTH_STORE=env.',
-        { path: file },
-      );
-    }
-    return pass;
-  }
 
   function deriveKey(pass: string, kdf: KdfParams): Promise<Buffer> {
     const id = JSON.stringify(kdf);
@@ -250,7 +236,6 @@ export function openFileSecretStore(options: FileSecretStoreOptions): FileSecret
       const { keyring } = state;
       const derived = await deriveKey(pass, keyring.kdf);
       const dataKey = decrypt(derived, keyring.cipher, Buffer.from(keyring.key, 'base64'), keyringAad(keyring.kdf), file);
-      warnIfWeak(pass);
       return dataKey;
     })();
     remember(dataKeys, state.text, pass, key);
@@ -275,17 +260,6 @@ export function openFileSecretStore(options: FileSecretStoreOptions): FileSecret
     }
   }
 
-  function warnIfWeak(pass: string): void {
-    if (keyLength(pass) < MIN_STORE_KEY_LENGTH && options.onWeakKey && !weakKeyWarned.has(file)) {
-      weakKeyWarned.add(file);
-      options.onWeakKey(
-        `SYNCAUTH_STORE_KEY is shorter than ${MIN_STORE_KEY_LENGTH} characters; ${file} still opens with it, but a ` +
-          'new store would refuse it. Run `syncauth profile rekey` to re-encrypt the store under a long random key ' +
-          '(e.g. the output of `openssl rand -base64 32`).',
-      );
-    }
-  }
-
   async function openLegacy(envelope: LegacyEnvelope, pass: string): Promise<Profiles> {
     const key = await deriveKey(pass, envelope.kdf);
     const plaintext = decrypt(key, envelope.cipher, Buffer.from(envelope.data, 'base64'), legacyAad(envelope.version, envelope.kdf), file);
@@ -300,7 +274,6 @@ export function openFileSecretStore(options: FileSecretStoreOptions): FileSecret
     const parsed = LegacyPlaintextSchema.safeParse(data);
     // Neither zod's issues nor the data go into the message: the data are the secrets.
     if (!parsed.success) throw corrupt(file, 'its content is not a set of profile secrets');
-    warnIfWeak(pass);
     return parsed.data.profiles;
   }
 
@@ -430,7 +403,7 @@ export function openFileSecretStore(options: FileSecretStoreOptions): FileSecret
       await pending.catch(() => undefined);
     }
     const work = (async () => {
-      await ensurePrivateDir(options.configDir);
+      await ensurePrivateDir(configDir);
       return locked(() => upgradeLocked(pass, create));
     })();
     upgrading.set(file, work);
@@ -544,6 +517,73 @@ export function openFileSecretStore(options: FileSecretStoreOptions): FileSecret
     );
   }
 
+  function noStore(): SyncauthError {
+    return new SyncauthError('SYNCAUTH_NO_STORE', `there is no encrypted store at ${file}: nothing to re-key`, {
+      hint: 'a store is made by `syncauth setup` with SYNCAUTH_STORE=file; check SYNCAUTH_CONFIG_DIR',
+    });
+  }
+
+  return {
+    file, dir, recordPath, tokenPath, opened, readRecord, readToken, writeRecord, writeToken, recordLocked, locked, storedNames,
+    readStoreFile, unwrap, deriveKey, freshKdf, wrap, tooShort, noStore,
+  };
+}
+
+/**
+ * The store's workings for one config dir, shared by every store opened on it in this process: the daemon opens
+ * one per profile, and each building its own set of functions cost 3 KiB of heap per profile for its life.
+ */
+type Core = ReturnType<typeof makeCore>;
+const cores = new Map<string, Core>();
+const CORES_KEPT = 16;
+
+function coreFor(configDir: string): Core {
+  const found = cores.get(configDir);
+  if (found) return found;
+  const core = makeCore(configDir);
+  cores.set(configDir, core);
+  while (cores.size > CORES_KEPT) cores.delete(cores.keys().next().value as string);
+  return core;
+}
+
+export function openFileSecretStore(options: FileSecretStoreOptions): FileSecretStore {
+  const {
+    file, dir, recordPath, tokenPath, opened: openedCore, readRecord, readToken, writeRecord, writeToken, recordLocked, locked,
+    storedNames, readStoreFile, unwrap, deriveKey, freshKdf, wrap, tooShort, noStore,
+  } = coreFor(options.configDir);
+
+  function requireKey(): string {
+    const pass = options.storeKey()?.trim();
+    if (!pass) {
+      throw new SecretStoreError(
+        'STORE_KEY_MISSING',
+        `SYNCAUTH_STORE=file needs SYNCAUTH_STORE_KEY to open ${file}: set it to the key that file was written ` +
+          'with (for a new store, a long random value such as the output of `openssl rand -base64 32`), or ' +
+          'choose SYNCAUTH_STORE=keychain or SYNCAUTH_STORE=env.',
+        { path: file },
+      );
+    }
+    return pass;
+  }
+
+  function warnIfWeak(pass: string): void {
+    if (keyLength(pass) < MIN_STORE_KEY_LENGTH && options.onWeakKey && !weakKeyWarned.has(file)) {
+      weakKeyWarned.add(file);
+      options.onWeakKey(
+        `SYNCAUTH_STORE_KEY is shorter than ${MIN_STORE_KEY_LENGTH} characters; ${file} still opens with it, but a ` +
+          'new store would refuse it. Run `syncauth profile rekey` to re-encrypt the store under a long random key ' +
+          '(e.g. the output of `openssl rand -base64 32`).',
+      );
+    }
+  }
+
+  /** The store opened with `pass`; an existing one opened with a short key is said once (see onWeakKey). */
+  async function opened(pass: string, mode: { create: boolean; fallBack: boolean }): Promise<Opened | undefined> {
+    const store = await openedCore(pass, mode);
+    if (store) warnIfWeak(pass);
+    return store;
+  }
+
   return {
     kind: 'file',
     writable: true,
@@ -621,12 +661,6 @@ export function openFileSecretStore(options: FileSecretStoreOptions): FileSecret
       });
     },
   };
-
-  function noStore(): SyncauthError {
-    return new SyncauthError('SYNCAUTH_NO_STORE', `there is no encrypted store at ${file}: nothing to re-key`, {
-      hint: 'a store is made by `syncauth setup` with SYNCAUTH_STORE=file; check SYNCAUTH_CONFIG_DIR',
-    });
-  }
 }
 
 /** Keeps a key under `id`, newest last, dropping the oldest past KEYS_KEPT and any whose making failed. */

@@ -163,7 +163,7 @@ describe('FileSecretStore.rekey', () => {
     expect(crash.tmpfiles).toHaveLength(1);
     expect(readFileSync(file(), 'utf8')).toBe(before);
     expect(readdirSync(configDir).sort()).toEqual(['secrets', 'secrets.enc']);
-    expect(readdirSync(path.join(configDir, 'secrets')).sort()).toEqual(['docs.enc', 'photos.enc']);
+    expect(readdirSync(path.join(configDir, 'secrets')).sort()).toEqual(['docs.enc', 'docs.token', 'photos.enc']);
     expect(await contents(OLD_KEY)).toEqual(PROFILES);
   });
 });
