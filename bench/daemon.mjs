@@ -61,7 +61,7 @@ export function child(role, job, { timeoutMs = 180_000, file = self } = {}) {
 }
 
 /** The emulator in a child of its own; resolves when it listens. */
-export function emulatorChild(workspaces) {
+export function emulatorChild(workspaces, { tokenLifetimeSeconds } = {}) {
   return new Promise((resolve, reject) => {
     const proc = fork(self, ['emulator'], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], serialization: 'advanced' });
     proc.once('exit', (code) => reject(new Error(`emulator child exited with ${code}`)));
@@ -86,7 +86,7 @@ export function emulatorChild(workspaces) {
         },
       });
     });
-    proc.send({ workspaces });
+    proc.send({ workspaces, tokenLifetimeSeconds });
   });
 }
 
@@ -290,7 +290,7 @@ const roles = {
     const emu = await startEmulator({
       apps: [DEFAULT_APP],
       autoApprove: true,
-      tokenLifetimeSeconds: LIFETIME_S,
+      tokenLifetimeSeconds: job.tokenLifetimeSeconds ?? LIFETIME_S,
       workspaces: [{ name: 'default', apiKeys: [DEFAULT_EMULATOR_API_KEY] }, ...job.workspaces],
     });
     process.on('message', (message) => {
@@ -298,7 +298,7 @@ const roles = {
       if (message.close) void emu.close().then(() => process.exit(0));
     });
     process.on('disconnect', () => void emu.close().then(() => process.exit(0)));
-    return { url: emu.url, tokenUrl: emu.tokenUrl, authorizeUrl: emu.authorizeUrl };
+    return { url: emu.url, tokenUrl: emu.tokenUrl, authorizeUrl: emu.authorizeUrl, apiUrl: emu.apiUrl };
   },
 
   /**

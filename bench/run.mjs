@@ -10,6 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import { daemonRows } from './daemon.mjs';
 import { floorRows } from './floor.mjs';
+import { printStored, scalingRow, storedRows } from './stored.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const cli = path.join(root, 'dist/cli/main.js');
@@ -139,3 +140,9 @@ const daemonTable = [daemonHeader, ...daemon.map(([name, value, unit, target]) =
 const daemonWidths = daemonHeader.map((_, i) => Math.max(...daemonTable.map((r) => r[i].length)));
 console.log(`\nsyncauth daemon bench — one child process per measurement, emulator in a child of its own`);
 for (const row of daemonTable) console.log(row.map((c, i) => (i === 0 || i === 2 ? c.padEnd(daemonWidths[i]) : c.padStart(daemonWidths[i]))).join('  ').trimEnd());
+
+// The stored path: `daemon --once` over N profiles in the encrypted file store, against the library path.
+const stored = await storedRows();
+const scaling = scalingRow(stored);
+if (scaling) stored.push(scaling);
+printStored(stored);

@@ -1,77 +1,136 @@
 // The encrypted file store, for hosts without a keychain (containers, headless servers), used only when
-// chosen with SYNCAUTH_STORE=file. One file holds every profile: AES-256-GCM under a key derived with scrypt
-// from SYNCAUTH_STORE_KEY. The header (format, version, KDF parameters and salt) is authenticated as
-// associated data, so weakening the parameters in the file is detected like any other tampering.
+// chosen with SYNCAUTH_STORE=file.
 //
-// Format versions: 1 held the four secrets; 2 adds each profile's cached access token. A version 1 file is read
-// as it is and written back as version 2 on the next change. The number went up, although the envelope kept
-// its shape, so that an older syncauth meeting a file with a cached token says to upgrade instead of calling
-// the file corrupt and suggesting to delete it.
+// Layout (format version 3): `<configDir>/secrets.enc` is the keyring: one random data key, wrapped with
+// AES-256-GCM under a key derived with scrypt from SYNCAUTH_STORE_KEY. Each profile's secrets are a record of
+// their own, `<configDir>/secrets/<profile>.enc`, sealed with AES-256-GCM under the data key, and its cached
+// access token beside it in `<profile>.token`, sealed the same way. So reading or writing one profile touches
+// that profile's files and the small keyring alone, whatever the number of profiles, and a re-key rewrites only
+// the keyring: one atomic replacement, as before. What each ciphertext is bound to travels as associated data,
+// so a change is detected like any other tampering: the keyring's header (format, version, KDF parameters and
+// salt), and a record's format, version, part and profile name (a record copied to another profile's name does
+// not open).
+//
+// A renewal stores only the access token: its file is replaced whole (no lock, nothing read first) and not
+// flushed to disk, as the renewal's other records are not: a crash loses at most that cache, which the next
+// renewal fills again. So a token file that does not open (torn by a crash, or changed) reads as no cached
+// token. The secrets themselves are written as before: under the profile's lock, flushed before the rename.
+//
+// Format versions: 1 held the four secrets of every profile in one encrypted file; 2 added each profile's cached
+// access token; 3 is the keyring and the records. Opening a version 1 or 2 file migrates it once: under the
+// store lock, every profile's record is written under a new data key into a fresh `secrets/`, and then the old
+// file is replaced by the keyring in one rename. That rename is the migration's only commit: a crash before it
+// leaves the old file, which is still the store (and whatever a half-done migration left in `secrets/` is
+// cleared by the next one); a crash after it leaves the new layout whole. No copy of the old file is kept: it
+// holds every secret under the store key, and would outlive a re-key. An older syncauth meeting the keyring
+// says to upgrade (its version is higher than any it reads), as it does for any newer file. Where the old file
+// cannot be rewritten (a read-only config dir), reads go on decrypting it as it is.
 //
 // Keys: a new store refuses a key shorter than MIN_STORE_KEY_LENGTH characters. A store written before that
 // rule keeps opening with its short key (refusing it would lock its owner out of their own secrets), with a
-// warning that names `syncauth profile rekey`, which re-encrypts the whole file under a new key and salt. The
-// format does not change for either: the key never enters the file.
+// warning that names `syncauth profile rekey`, which wraps the data key under a new key and salt. The format
+// does not change for either: the store key never enters a file.
 import { createCipheriv, createDecipheriv, randomBytes, scrypt } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
 import { SyncauthError, ValidationError } from '../errors.js';
-import { ensurePrivateDir, readTextIfExists, writePrivateFile } from '../profile/files.js';
+import { ensurePrivateDir, writePrivateFile } from '../profile/files.js';
 import { withFileLock } from '../profile/lock.js';
-import { PROFILE_NAME_PATTERN, assertProfileName } from '../profile/name.js';
+import { PROFILE_NAME_PATTERN, assertProfileName, isProfileName } from '../profile/name.js';
 import { SecretStoreError } from './errors.js';
 import { STORED_NAMES, planMerge } from './types.js';
 import type { StoredSecrets, SecretStore } from './types.js';
 
 export const SECRET_FILE_NAME = 'secrets.enc';
+/** The directory beside SECRET_FILE_NAME that holds one record per profile (format version 3). */
+export const SECRET_RECORDS_DIR = 'secrets';
+/** The suffix of a profile's record of secrets in SECRET_RECORDS_DIR. */
+const RECORD_SUFFIX = '.enc';
+/** The suffix of a profile's cached access token in SECRET_RECORDS_DIR. */
+const TOKEN_SUFFIX = '.token';
+/** A profile's files in the store (its secrets, its cached access token), which need not exist. */
+export function secretFilesOf(configDir: string, profile: string): string[] {
+  return [RECORD_SUFFIX, TOKEN_SUFFIX].map((suffix) => path.join(configDir, SECRET_RECORDS_DIR, `${profile}${suffix}`));
+}
+
 /** The shortest key a new store (or a re-key) accepts, in characters, after trimming. */
 export const MIN_STORE_KEY_LENGTH = 16;
 const FORMAT = 'syncauth-secrets';
-const VERSION = 2;
-const READABLE_VERSIONS = [1, 2] as const;
+const VERSION = 3;
+const LEGACY_VERSIONS = [1, 2] as const;
 // 2^15 × 8 × 128 bytes = 32 MiB and about 0.1 s per derivation: OWASP's floor for scrypt, paid once per process
-// because the derived key is cached for the file's salt.
+// because the derived key is cached for the keyring's salt.
 const DEFAULT_KDF = { N: 2 ** 15, r: 8, p: 1 } as const;
 /**
  * Derived keys, by KDF parameters (the salt among them), shared by every store this process opens: the daemon
  * opens one per profile, and each deriving its own key at start took 32 MiB and 0.1 s per profile, four at a
  * time (the thread pool), for the same key. A derivation under way is shared too. A handful of entries at most
- * (a salt changes only when the store is written anew under another key).
+ * (a salt changes only when the keyring is written anew under another key).
  */
 const derivedKeys = new Map<string, { pass: string; key: Promise<Buffer> }>();
-const DERIVED_KEYS_KEPT = 8;
+/** Unwrapped data keys, by the keyring's text: a renewal reads the keyring and finds its key here. */
+const dataKeys = new Map<string, { pass: string; key: Promise<Buffer> }>();
+const KEYS_KEPT = 8;
 const SALT_BYTES = 16;
 const IV_BYTES = 12;
 const TAG_BYTES = 16;
+const DATA_KEY_BYTES = 32;
+/** Records written at once while migrating: each waits for its flush to disk. */
+const MIGRATION_WRITES_AT_ONCE = 16;
 
 const base64Of = (bytes: number) =>
   z.base64().refine((value) => Buffer.from(value, 'base64').length === bytes, `must be ${bytes} bytes`);
 
 // Bounds on the parameters keep a crafted file from making us allocate gigabytes before the tag is checked.
-const EnvelopeSchema = z.strictObject({
+const KdfSchema = z.strictObject({
+  name: z.literal('scrypt'),
+  N: z.number().int().min(2 ** 14).max(2 ** 17).refine((n) => (n & (n - 1)) === 0, 'must be a power of two'),
+  r: z.number().int().min(1).max(8),
+  p: z.number().int().min(1).max(4),
+  salt: base64Of(SALT_BYTES),
+});
+type KdfParams = z.infer<typeof KdfSchema>;
+const CipherSchema = z.strictObject({ name: z.literal('aes-256-gcm'), iv: base64Of(IV_BYTES), tag: base64Of(TAG_BYTES) });
+
+/** Formats 1 and 2: every profile's secrets in one envelope. */
+const LegacyEnvelopeSchema = z.strictObject({
   format: z.literal(FORMAT),
-  version: z.union(READABLE_VERSIONS.map((version) => z.literal(version))),
-  kdf: z.strictObject({
-    name: z.literal('scrypt'),
-    N: z.number().int().min(2 ** 14).max(2 ** 17).refine((n) => (n & (n - 1)) === 0, 'must be a power of two'),
-    r: z.number().int().min(1).max(8),
-    p: z.number().int().min(1).max(4),
-    salt: base64Of(SALT_BYTES),
-  }),
-  cipher: z.strictObject({ name: z.literal('aes-256-gcm'), iv: base64Of(IV_BYTES), tag: base64Of(TAG_BYTES) }),
+  version: z.union(LEGACY_VERSIONS.map((version) => z.literal(version))),
+  kdf: KdfSchema,
+  cipher: CipherSchema,
   data: z.base64(),
 });
-type Envelope = z.infer<typeof EnvelopeSchema>;
-type KdfParams = Envelope['kdf'];
+type LegacyEnvelope = z.infer<typeof LegacyEnvelopeSchema>;
 
-// One schema for both versions: a version 1 file is the same shape without `access_token`.
+/** Format 3's `secrets.enc`: the data key, wrapped under the key derived from the store key. */
+const KeyringSchema = z.strictObject({
+  format: z.literal(FORMAT),
+  version: z.literal(VERSION),
+  kdf: KdfSchema,
+  cipher: CipherSchema,
+  key: base64Of(DATA_KEY_BYTES),
+});
+type Keyring = z.infer<typeof KeyringSchema>;
+
+/** Format 3's `secrets/<profile>.enc`: one profile's secrets under the data key. */
+const RecordSchema = z.strictObject({
+  format: z.literal(FORMAT),
+  version: z.literal(VERSION),
+  cipher: CipherSchema,
+  data: z.base64(),
+});
+type SealedRecord = z.infer<typeof RecordSchema>;
+
+// One schema for every version: a version 1 file is the same shape without `access_token`.
 const SecretsSchema = z.strictObject(
   Object.fromEntries(STORED_NAMES.map((name) => [name, z.string().min(1).optional()])) as Record<
     (typeof STORED_NAMES)[number],
     z.ZodOptional<z.ZodString>
   >,
 );
-const PlaintextSchema = z.strictObject({
+const LegacyPlaintextSchema = z.strictObject({
   profiles: z.record(z.string().regex(PROFILE_NAME_PATTERN), SecretsSchema),
 });
 type Profiles = Record<string, StoredSecrets>;
@@ -90,38 +149,44 @@ export interface FileSecretStoreOptions {
 /** The file store, with what only it can do besides the SecretStore operations. */
 export interface FileSecretStore extends SecretStore {
   readonly kind: 'file';
-  /** `<configDir>/secrets.enc`. */
+  /** `<configDir>/secrets.enc`: the keyring, whose presence says the store exists. */
   readonly file: string;
+  /** `<configDir>/secrets`: one record per profile. */
+  readonly dir: string;
   /**
-   * Re-encrypts every profile's secrets under `newKey`, with a fresh salt, as one atomic replacement of the
-   * file: a crash leaves the old file (old key) or the new one (new key), never a mixture. Opens the file with
-   * the current key first; refuses a new key shorter than MIN_STORE_KEY_LENGTH or equal to the current one.
-   * Returns the profiles re-encrypted.
+   * Wraps the store's data key under `newKey`, with a fresh salt, as one atomic replacement of the keyring: a
+   * crash leaves the old keyring (old key) or the new one (new key), never a mixture; the records stay as they
+   * are. Opens the store with the current key first (migrating a format 1 or 2 file); refuses a new key shorter
+   * than MIN_STORE_KEY_LENGTH or equal to the current one. Returns the profiles the store holds.
    */
   rekey(newKey: string): Promise<string[]>;
 }
 
 // Said once per file in a process: every command opens the store several times.
 const weakKeyWarned = new Set<string>();
+/** A creation or migration under way in this process, per keyring: the others wait for it, not for the lock. */
+const upgrading = new Map<string, Promise<unknown>>();
 
 const keyLength = (key: string): number => Array.from(key.trim()).length;
 
-export function openFileSecretStore(options: FileSecretStoreOptions): FileSecretStore {
-  const file = path.join(options.configDir, SECRET_FILE_NAME);
+/** The keyring as read: absent, a format 1 or 2 file still to migrate, or format 3. */
+type StoreFile =
+  | { kind: 'none' }
+  | { kind: 'legacy'; envelope: LegacyEnvelope }
+  | { kind: 'keyring'; keyring: Keyring; text: string };
 
-  function requireKey(): string {
-    const pass = options.storeKey()?.trim();
-    if (!pass) {
-      throw new SecretStoreError(
-        'STORE_KEY_MISSING',
-        `SYNCAUTH_STORE=file needs SYNCAUTH_STORE_KEY to open ${file}: set it to the key that file was written ` +
-          'with (for a new store, a long random value such as the output of `openssl rand -base64 32`), or ' +
-          'choose SYNCAUTH_STORE=keychain or SYNCAUTH_STORE=env.',
-        { path: file },
-      );
-    }
-    return pass;
-  }
+/** What an operation opens the store to: its data key, or the profiles of a format 1 or 2 file it could not migrate. */
+type Opened = { dataKey: Buffer } | { legacy: Profiles };
+
+/** Errors of a file system that will not take the migration's writes; a read then serves the old file as it is. */
+const READ_ONLY_CODES = new Set(['EROFS', 'EACCES', 'EPERM']);
+
+function makeCore(configDir: string) {
+  const file = path.join(configDir, SECRET_FILE_NAME);
+  const dir = path.join(configDir, SECRET_RECORDS_DIR);
+  const recordPath = (profile: string) => path.join(dir, `${profile}${RECORD_SUFFIX}`);
+  const tokenPath = (profile: string) => path.join(dir, `${profile}${TOKEN_SUFFIX}`);
+  const pathOf = (profile: string, part: Part) => (part === 'record' ? recordPath(profile) : tokenPath(profile));
 
   function deriveKey(pass: string, kdf: KdfParams): Promise<Buffer> {
     const id = JSON.stringify(kdf);
@@ -136,95 +201,276 @@ export function openFileSecretStore(options: FileSecretStoreOptions): FileSecret
         (error, derived) => (error ? reject(error) : resolve(derived)),
       );
     });
-    derivedKeys.delete(id);
-    derivedKeys.set(id, { pass, key });
-    while (derivedKeys.size > DERIVED_KEYS_KEPT) derivedKeys.delete(derivedKeys.keys().next().value as string);
-    key.catch(() => {
-      if (derivedKeys.get(id)?.key === key) derivedKeys.delete(id);
-    });
+    remember(derivedKeys, id, pass, key);
     return key;
   }
 
-  async function readEnvelope(): Promise<Envelope | undefined> {
-    const text = await readTextIfExists(file);
-    if (text === undefined) return undefined;
+  async function readStoreFile(): Promise<StoreFile> {
+    const text = readSmallFile(file);
+    if (text === undefined) return { kind: 'none' };
     let data: unknown;
     try {
       data = JSON.parse(text);
     } catch {
-      throw corrupt('it is not JSON');
+      throw corrupt(file, 'it is not JSON');
     }
     const version = (data as { version?: unknown } | null)?.version;
     if (typeof version === 'number' && version > VERSION) {
-      throw corrupt(`it was written by a newer syncauth (format version ${version}); upgrade syncauth to read it`);
+      throw corrupt(file, `it was written by a newer syncauth (format version ${version}); upgrade syncauth to read it`);
     }
-    const parsed = EnvelopeSchema.safeParse(data);
-    if (!parsed.success) throw corrupt('its header is not valid');
-    return parsed.data;
+    if (version === VERSION) {
+      const parsed = KeyringSchema.safeParse(data);
+      if (!parsed.success) throw corrupt(file, 'its header is not valid');
+      return { kind: 'keyring', keyring: parsed.data, text };
+    }
+    const parsed = LegacyEnvelopeSchema.safeParse(data);
+    if (!parsed.success) throw corrupt(file, 'its header is not valid');
+    return { kind: 'legacy', envelope: parsed.data };
   }
 
-  async function open(envelope: Envelope, pass: string): Promise<Profiles> {
-    const key = await deriveKey(pass, envelope.kdf);
-    let plaintext: Buffer;
+  /** The data key the keyring wraps, unwrapped once per keyring and process. */
+  function unwrap(state: { keyring: Keyring; text: string }, pass: string): Promise<Buffer> {
+    const cached = dataKeys.get(state.text);
+    if (cached && cached.pass === pass) return cached.key;
+    const key = (async () => {
+      const { keyring } = state;
+      const derived = await deriveKey(pass, keyring.kdf);
+      const dataKey = decrypt(derived, keyring.cipher, Buffer.from(keyring.key, 'base64'), keyringAad(keyring.kdf), file);
+      return dataKey;
+    })();
+    remember(dataKeys, state.text, pass, key);
+    return key;
+  }
+
+  function decrypt(key: Buffer, cipher: SealedRecord['cipher'], data: Buffer, aad: Buffer, where: string): Buffer {
     try {
-      const decipher = createDecipheriv('aes-256-gcm', key, Buffer.from(envelope.cipher.iv, 'base64'));
-      decipher.setAAD(associatedData(envelope.version, envelope.kdf));
-      decipher.setAuthTag(Buffer.from(envelope.cipher.tag, 'base64'));
-      plaintext = Buffer.concat([decipher.update(Buffer.from(envelope.data, 'base64')), decipher.final()]);
+      const decipher = createDecipheriv('aes-256-gcm', key, Buffer.from(cipher.iv, 'base64'));
+      decipher.setAAD(aad);
+      decipher.setAuthTag(Buffer.from(cipher.tag, 'base64'));
+      return Buffer.concat([decipher.update(data), decipher.final()]);
     } catch {
       // GCM cannot tell a wrong key from a changed file: both fail the tag.
       throw new SecretStoreError(
         'STORE_LOCKED',
-        `the store key does not open ${file}: SYNCAUTH_STORE_KEY is not the key it was written with, or the ` +
+        `the store key does not open ${where}: SYNCAUTH_STORE_KEY is not the key it was written with, or the ` +
           'file was changed since. Set the right key; if it is lost, delete the file and run `syncauth setup` ' +
           'to store the secrets again.',
-        { path: file },
+        { path: where },
       );
     }
+  }
+
+  async function openLegacy(envelope: LegacyEnvelope, pass: string): Promise<Profiles> {
+    const key = await deriveKey(pass, envelope.kdf);
+    const plaintext = decrypt(key, envelope.cipher, Buffer.from(envelope.data, 'base64'), legacyAad(envelope.version, envelope.kdf), file);
     let data: unknown;
     try {
       data = JSON.parse(plaintext.toString('utf8'));
     } catch {
-      throw corrupt('its content is not JSON');
+      throw corrupt(file, 'its content is not JSON');
     } finally {
       plaintext.fill(0);
     }
-    const parsed = PlaintextSchema.safeParse(data);
+    const parsed = LegacyPlaintextSchema.safeParse(data);
     // Neither zod's issues nor the data go into the message: the data are the secrets.
-    if (!parsed.success) throw corrupt('its content is not a set of profile secrets');
-    if (keyLength(pass) < MIN_STORE_KEY_LENGTH && options.onWeakKey && !weakKeyWarned.has(file)) {
-      weakKeyWarned.add(file);
-      options.onWeakKey(
-        `SYNCAUTH_STORE_KEY is shorter than ${MIN_STORE_KEY_LENGTH} characters; ${file} still opens with it, but a ` +
-          'new store would refuse it. Run `syncauth profile rekey` to re-encrypt the store under a long random key ' +
-          '(e.g. the output of `openssl rand -base64 32`).',
-      );
-    }
+    if (!parsed.success) throw corrupt(file, 'its content is not a set of profile secrets');
     return parsed.data.profiles;
   }
 
-  async function seal(profiles: Profiles, pass: string, kdf: KdfParams): Promise<string> {
-    const key = await deriveKey(pass, kdf);
+  function wrap(dataKey: Buffer, derived: Buffer, kdf: KdfParams): string {
     const iv = randomBytes(IV_BYTES);
-    const cipher = createCipheriv('aes-256-gcm', key, iv);
-    cipher.setAAD(associatedData(VERSION, kdf));
-    const plaintext = Buffer.from(JSON.stringify({ profiles }), 'utf8');
-    const data = Buffer.concat([cipher.update(plaintext), cipher.final()]);
-    plaintext.fill(0);
-    const envelope: Envelope = {
+    const cipher = createCipheriv('aes-256-gcm', derived, iv);
+    cipher.setAAD(keyringAad(kdf));
+    const key = Buffer.concat([cipher.update(dataKey), cipher.final()]);
+    const keyring: Keyring = {
       format: FORMAT,
       version: VERSION,
       kdf,
       cipher: { name: 'aes-256-gcm', iv: iv.toString('base64'), tag: cipher.getAuthTag().toString('base64') },
-      data: data.toString('base64'),
+      key: key.toString('base64'),
     };
-    return `${JSON.stringify(envelope, null, 2)}\n`;
+    return `${JSON.stringify(keyring, null, 2)}\n`;
   }
 
-  async function load(pass: string): Promise<{ profiles: Profiles; kdf: KdfParams } | undefined> {
-    const envelope = await readEnvelope();
-    if (!envelope) return undefined;
-    return { profiles: await open(envelope, pass), kdf: envelope.kdf };
+  function seal(profile: string, part: Part, secrets: StoredSecrets, dataKey: Buffer): string {
+    const iv = randomBytes(IV_BYTES);
+    const cipher = createCipheriv('aes-256-gcm', dataKey, iv);
+    cipher.setAAD(recordAad(profile, part));
+    const plaintext = Buffer.from(JSON.stringify(secrets), 'utf8');
+    const data = Buffer.concat([cipher.update(plaintext), cipher.final()]);
+    plaintext.fill(0);
+    const record: SealedRecord = {
+      format: FORMAT,
+      version: VERSION,
+      cipher: { name: 'aes-256-gcm', iv: iv.toString('base64'), tag: cipher.getAuthTag().toString('base64') },
+      data: data.toString('base64'),
+    };
+    return `${JSON.stringify(record)}\n`;
+  }
+
+  /** The profile's secrets, `{}` when it has none. */
+  function readRecord(profile: string, dataKey: Buffer): StoredSecrets {
+    return readSealed(profile, 'record', dataKey);
+  }
+
+  /** The profile's cached access token, or undefined when there is none or its file does not open. */
+  function readToken(profile: string, dataKey: Buffer): string | undefined {
+    try {
+      const { access_token: token } = readSealed(profile, 'token', dataKey);
+      return token;
+    } catch (error) {
+      if (error instanceof SecretStoreError) return undefined;
+      throw error;
+    }
+  }
+
+  function readSealed(profile: string, part: Part, dataKey: Buffer): StoredSecrets {
+    const where = pathOf(profile, part);
+    const text = readSmallFile(where);
+    if (text === undefined) return {};
+    let data: unknown;
+    try {
+      data = JSON.parse(text);
+    } catch {
+      throw corrupt(where, 'it is not JSON');
+    }
+    const version = (data as { version?: unknown } | null)?.version;
+    if (typeof version === 'number' && version > VERSION) {
+      throw corrupt(where, `it was written by a newer syncauth (format version ${version}); upgrade syncauth to read it`);
+    }
+    const parsed = RecordSchema.safeParse(data);
+    if (!parsed.success) throw corrupt(where, 'its header is not valid');
+    const plaintext = decrypt(dataKey, parsed.data.cipher, Buffer.from(parsed.data.data, 'base64'), recordAad(profile, part), where);
+    let secrets: unknown;
+    try {
+      secrets = JSON.parse(plaintext.toString('utf8'));
+    } catch {
+      throw corrupt(where, 'its content is not JSON');
+    } finally {
+      plaintext.fill(0);
+    }
+    const checked = SecretsSchema.safeParse(secrets);
+    const names = checked.success ? Object.keys(stripUndefined(checked.data)) : [];
+    if (!checked.success || names.some((name) => (name === 'access_token') !== (part === 'token'))) {
+      throw corrupt(where, 'its content is not a set of profile secrets');
+    }
+    return stripUndefined(checked.data);
+  }
+
+  /** Replaces the profile's secrets (without the access token), flushed to disk before the rename. */
+  async function writeRecord(profile: string, secrets: StoredSecrets, dataKey: Buffer): Promise<void> {
+    // Only syncauth writes in its records directory, so no link there is followed.
+    await writePrivateFile(recordPath(profile), seal(profile, 'record', secrets, dataKey), undefined, { followLinks: false });
+  }
+
+  /** Replaces the profile's cached access token; `durable: false` for a renewal's write (see the head of this file). */
+  async function writeToken(profile: string, token: string, dataKey: Buffer, durable: boolean): Promise<void> {
+    await writePrivateFile(tokenPath(profile), seal(profile, 'token', { access_token: token }, dataKey), undefined, { followLinks: false, durable });
+  }
+
+  /** Writes one profile's secrets and access token as the migration found them. */
+  async function writeProfile(profile: string, stored: StoredSecrets, dataKey: Buffer): Promise<void> {
+    const { access_token: token, ...secrets } = stripUndefined(stored);
+    if (Object.keys(secrets).length > 0) await writeRecord(profile, secrets, dataKey);
+    if (token) await writeToken(profile, token, dataKey, true);
+  }
+
+  /**
+   * The store as an operation needs it. A format 3 keyring is read and its data key unwrapped (once per process).
+   * A format 1 or 2 file is migrated first; where that cannot write, a read (`fallBack`) gets the old file's
+   * profiles instead. With `create`, a missing store is made; without it, undefined says there is none.
+   */
+  async function opened(pass: string, mode: { create: boolean; fallBack: boolean }): Promise<Opened | undefined> {
+    const state = await readStoreFile();
+    if (state.kind === 'keyring') return { dataKey: await unwrap(state, pass) };
+    if (state.kind === 'none' && !mode.create) return undefined;
+    // Proves the key before anything is written: a wrong key migrates nothing.
+    const legacy = state.kind === 'legacy' ? await openLegacy(state.envelope, pass) : undefined;
+    try {
+      return await upgrade(pass, mode.create);
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (legacy && mode.fallBack && code && READ_ONLY_CODES.has(code)) return { legacy };
+      throw error;
+    }
+  }
+
+  /** Makes the store or migrates it, once in this process at a time, and under the store lock across processes. */
+  async function upgrade(pass: string, create: boolean): Promise<Opened | undefined> {
+    for (;;) {
+      const pending = upgrading.get(file);
+      if (!pending) break;
+      await pending.catch(() => undefined);
+    }
+    const work = (async () => {
+      await ensurePrivateDir(configDir);
+      return locked(() => upgradeLocked(pass, create));
+    })();
+    upgrading.set(file, work);
+    try {
+      return await work;
+    } finally {
+      if (upgrading.get(file) === work) upgrading.delete(file);
+    }
+  }
+
+  /** With the store lock held: the data key of the store as it is now, made or migrated as needed. */
+  async function upgradeLocked(pass: string, create: boolean): Promise<Opened | undefined> {
+    const state = await readStoreFile();
+    if (state.kind === 'keyring') return { dataKey: await unwrap(state, pass) };
+    if (state.kind === 'legacy') return { dataKey: await migrateLocked(state.envelope, pass) };
+    if (!create) return undefined;
+    // Only here, where a new store is about to be made: an existing one opened with a short key keeps working.
+    if (keyLength(pass) < MIN_STORE_KEY_LENGTH) throw tooShort('SYNCAUTH_STORE_KEY', `the key for the new store ${file}`);
+    // Records left by a store whose keyring was deleted, or by a migration that died, belong to no data key.
+    await freshRecordsDir();
+    const dataKey = randomBytes(DATA_KEY_BYTES);
+    const kdf = freshKdf();
+    await writePrivateFile(file, wrap(dataKey, await deriveKey(pass, kdf), kdf));
+    return { dataKey };
+  }
+
+  async function freshRecordsDir(): Promise<void> {
+    await rm(dir, { recursive: true, force: true });
+    await ensurePrivateDir(dir, { tighten: true });
+  }
+
+  /**
+   * Format 1 or 2 to 3, with the store lock held: every record under a new data key, then the keyring in place
+   * of the old file (the one commit). The KDF parameters and salt stay, so the derived key serves on.
+   */
+  async function migrateLocked(envelope: LegacyEnvelope, pass: string): Promise<Buffer> {
+    const profiles = await openLegacy(envelope, pass);
+    await freshRecordsDir();
+    const dataKey = randomBytes(DATA_KEY_BYTES);
+    const names = Object.keys(profiles).filter((name) => Object.keys(stripUndefined(profiles[name] ?? {})).length > 0);
+    for (let at = 0; at < names.length; at += MIGRATION_WRITES_AT_ONCE) {
+      // Settled, all of them, before a failure is thrown: no write of this migration outlives it.
+      const written = await Promise.allSettled(
+        names.slice(at, at + MIGRATION_WRITES_AT_ONCE).map((name) => writeProfile(name, profiles[name] ?? {}, dataKey)),
+      );
+      const failed = written.find((result) => result.status === 'rejected');
+      if (failed) throw failed.reason;
+    }
+    await writePrivateFile(file, wrap(dataKey, await deriveKey(pass, envelope.kdf), envelope.kdf));
+    return dataKey;
+  }
+
+  async function storedNames(): Promise<string[]> {
+    let entries: string[];
+    try {
+      entries = await readdir(dir);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return [];
+      throw error;
+    }
+    const names = new Set<string>();
+    for (const entry of entries) {
+      const suffix = [RECORD_SUFFIX, TOKEN_SUFFIX].find((end) => entry.endsWith(end));
+      const name = suffix ? entry.slice(0, -suffix.length) : '';
+      if (isProfileName(name)) names.add(name);
+    }
+    return [...names].sort();
   }
 
   const freshKdf = (): KdfParams => ({ name: 'scrypt', ...DEFAULT_KDF, salt: randomBytes(SALT_BYTES).toString('base64') });
@@ -240,86 +486,161 @@ export function openFileSecretStore(options: FileSecretStoreOptions): FileSecret
     ]);
   }
 
-  async function modify(change: (profiles: Profiles) => boolean): Promise<void> {
-    const pass = requireKey();
-    await ensurePrivateDir(options.configDir);
-    await locked(async () => {
-      const loaded = await load(pass);
-      const profiles = loaded?.profiles ?? {};
-      if (!change(profiles)) return;
-      // Only here, where a new file is about to be made: an existing one opened with a short key keeps working.
-      if (!loaded && keyLength(pass) < MIN_STORE_KEY_LENGTH) {
-        throw tooShort('SYNCAUTH_STORE_KEY', `the key for the new store ${file}`);
-      }
-      // A new file gets a fresh salt; a rewrite keeps it (and so the cached key) and only draws a new IV.
-      await writePrivateFile(file, await seal(profiles, pass, loaded?.kdf ?? freshKdf()));
+  const lockOptions = (what: string) => ({
+    waitMs: 15_000,
+    staleMs: 10_000,
+    timeoutError: () =>
+      new SecretStoreError(
+        'STORE_LOCK_TIMEOUT',
+        `could not lock ${what} within 15 s: another syncauth process holds ${what}.lock. Try again in a moment.`,
+        { path: what },
+      ),
+  });
+
+  /** The store lock: making the store, migrating it, re-keying it. */
+  function locked<T>(work: () => Promise<T>): Promise<T> {
+    return withFileLock(`${file}.lock`, work, lockOptions(file));
+  }
+
+  /** One profile's lock, for a read-modify-write of its record; other profiles' writers never wait on it. */
+  function recordLocked<T>(profile: string, work: () => Promise<T>): Promise<T> {
+    const record = recordPath(profile);
+    return withFileLock(`${record}.lock`, work, lockOptions(record));
+  }
+
+  function corrupt(where: string, reason: string): SecretStoreError {
+    return new SecretStoreError(
+      'STORE_CORRUPT',
+      `${where} is not a readable syncauth secret store: ${reason}. Restore it from a backup, or delete it and ` +
+        'run `syncauth setup` to store the secrets again.',
+      { path: where },
+    );
+  }
+
+  function noStore(): SyncauthError {
+    return new SyncauthError('SYNCAUTH_NO_STORE', `there is no encrypted store at ${file}: nothing to re-key`, {
+      hint: 'a store is made by `syncauth setup` with SYNCAUTH_STORE=file; check SYNCAUTH_CONFIG_DIR',
     });
   }
 
-  function locked<T>(work: () => Promise<T>): Promise<T> {
-    const lockPath = `${file}.lock`;
-    return withFileLock(
-      lockPath,
-      work,
-      {
-        waitMs: 15_000,
-        staleMs: 10_000,
-        timeoutError: () =>
-          new SecretStoreError(
-            'STORE_LOCK_TIMEOUT',
-            `could not lock ${file} within 15 s: another syncauth process holds ${lockPath}. Try again in a moment.`,
-            { path: file },
-          ),
-      },
-    );
+  return {
+    file, dir, recordPath, tokenPath, opened, readRecord, readToken, writeRecord, writeToken, recordLocked, locked, storedNames,
+    readStoreFile, unwrap, deriveKey, freshKdf, wrap, tooShort, noStore,
+  };
+}
+
+/**
+ * The store's workings for one config dir, shared by every store opened on it in this process: the daemon opens
+ * one per profile, and each building its own set of functions cost 3 KiB of heap per profile for its life.
+ */
+type Core = ReturnType<typeof makeCore>;
+const cores = new Map<string, Core>();
+const CORES_KEPT = 16;
+
+function coreFor(configDir: string): Core {
+  const found = cores.get(configDir);
+  if (found) return found;
+  const core = makeCore(configDir);
+  cores.set(configDir, core);
+  while (cores.size > CORES_KEPT) cores.delete(cores.keys().next().value as string);
+  return core;
+}
+
+export function openFileSecretStore(options: FileSecretStoreOptions): FileSecretStore {
+  const {
+    file, dir, recordPath, tokenPath, opened: openedCore, readRecord, readToken, writeRecord, writeToken, recordLocked, locked,
+    storedNames, readStoreFile, unwrap, deriveKey, freshKdf, wrap, tooShort, noStore,
+  } = coreFor(options.configDir);
+
+  function requireKey(): string {
+    const pass = options.storeKey()?.trim();
+    if (!pass) {
+      throw new SecretStoreError(
+        'STORE_KEY_MISSING',
+        `SYNCAUTH_STORE=file needs SYNCAUTH_STORE_KEY to open ${file}: set it to the key that file was written ` +
+          'with (for a new store, a long random value such as the output of `openssl rand -base64 32`), or ' +
+          'choose SYNCAUTH_STORE=keychain or SYNCAUTH_STORE=env.',
+        { path: file },
+      );
+    }
+    return pass;
   }
 
-  function corrupt(reason: string): SecretStoreError {
-    return new SecretStoreError(
-      'STORE_CORRUPT',
-      `${file} is not a readable syncauth secret store: ${reason}. Restore it from a backup, or delete it and ` +
-        'run `syncauth setup` to store the secrets again.',
-      { path: file },
-    );
+  function warnIfWeak(pass: string): void {
+    if (keyLength(pass) < MIN_STORE_KEY_LENGTH && options.onWeakKey && !weakKeyWarned.has(file)) {
+      weakKeyWarned.add(file);
+      options.onWeakKey(
+        `SYNCAUTH_STORE_KEY is shorter than ${MIN_STORE_KEY_LENGTH} characters; ${file} still opens with it, but a ` +
+          'new store would refuse it. Run `syncauth profile rekey` to re-encrypt the store under a long random key ' +
+          '(e.g. the output of `openssl rand -base64 32`).',
+      );
+    }
+  }
+
+  /** The store opened with `pass`; an existing one opened with a short key is said once (see onWeakKey). */
+  async function opened(pass: string, mode: { create: boolean; fallBack: boolean }): Promise<Opened | undefined> {
+    const store = await openedCore(pass, mode);
+    if (store) warnIfWeak(pass);
+    return store;
   }
 
   return {
     kind: 'file',
     writable: true,
     file,
+    dir,
 
     async get(profile) {
       assertProfileName(profile);
-      const loaded = await load(requireKey());
-      return loaded && Object.hasOwn(loaded.profiles, profile) ? { ...loaded.profiles[profile] } : {};
+      const store = await opened(requireKey(), { create: false, fallBack: true });
+      if (!store) return {};
+      if ('legacy' in store) return Object.hasOwn(store.legacy, profile) ? stripUndefined({ ...store.legacy[profile] }) : {};
+      const secrets = readRecord(profile, store.dataKey);
+      const token = readToken(profile, store.dataKey);
+      return token === undefined ? secrets : { ...secrets, access_token: token };
     },
 
     async set(profile, secrets) {
       assertProfileName(profile);
       const { write, remove } = planMerge(secrets);
       if (write.length === 0 && remove.length === 0) return;
-      await modify((profiles) => {
-        const next: StoredSecrets = Object.hasOwn(profiles, profile) ? { ...profiles[profile] } : {};
-        for (const [name, value] of write) next[name] = value;
-        for (const name of remove) delete next[name];
-        if (Object.keys(next).length === 0) delete profiles[profile];
-        else profiles[profile] = next;
-        return true;
-      });
+      // Removing from a store that does not exist yet is done already; it makes no store.
+      const store = await opened(requireKey(), { create: write.length > 0, fallBack: false });
+      if (!store || !('dataKey' in store)) return;
+      const { dataKey } = store;
+      const token = secrets.access_token;
+      const changesRecord = [...write.map(([name]) => name), ...remove].some((name) => name !== 'access_token');
+      if (changesRecord) {
+        await recordLocked(profile, async () => {
+          const next = readRecord(profile, dataKey);
+          for (const [name, value] of write) if (name !== 'access_token') next[name] = value;
+          for (const name of remove) delete next[name];
+          if (Object.keys(next).length === 0) await rm(recordPath(profile), { force: true });
+          else await writeRecord(profile, next, dataKey);
+        });
+      }
+      // The renewal's write: the token file alone, replaced whole.
+      if (token === '') await rm(tokenPath(profile), { force: true });
+      else if (token !== undefined) await writeToken(profile, token, dataKey, false);
     },
 
     async delete(profile) {
       assertProfileName(profile);
-      await modify((profiles) => {
-        if (!Object.hasOwn(profiles, profile)) return false;
-        delete profiles[profile];
-        return true;
+      const store = await opened(requireKey(), { create: false, fallBack: false });
+      if (!store) return;
+      await recordLocked(profile, async () => {
+        await rm(recordPath(profile), { force: true });
+        await rm(tokenPath(profile), { force: true });
       });
     },
 
     async listProfiles() {
-      const loaded = await load(requireKey());
-      return Object.keys(loaded?.profiles ?? {}).sort();
+      const store = await opened(requireKey(), { create: false, fallBack: true });
+      if (!store) return [];
+      if ('legacy' in store) {
+        return Object.keys(store.legacy).filter((name) => Object.keys(stripUndefined(store.legacy[name] ?? {})).length > 0).sort();
+      }
+      return storedNames();
     },
 
     async rekey(newKey) {
@@ -327,24 +648,70 @@ export function openFileSecretStore(options: FileSecretStoreOptions): FileSecret
       const next = newKey.trim();
       if (keyLength(next) < MIN_STORE_KEY_LENGTH) throw tooShort('new store key', 'the new key');
       if (next === pass) throw new ValidationError([{ field: 'new store key', message: 'is the key the store already has' }]);
+      // A format 1 or 2 file is migrated first, under the same key, as any opening does.
+      if ((await opened(pass, { create: false, fallBack: false })) === undefined) throw noStore();
       return locked(async () => {
-        const loaded = await load(pass);
-        if (!loaded) {
-          throw new SyncauthError('SYNCAUTH_NO_STORE', `there is no encrypted store at ${file}: nothing to re-key`, {
-            hint: 'a store is made by `syncauth setup` with SYNCAUTH_STORE=file; check SYNCAUTH_CONFIG_DIR',
-          });
-        }
-        // A fresh salt too: nothing derived from the old key and salt is any use against the new file.
-        await writePrivateFile(file, await seal(loaded.profiles, next, freshKdf()));
-        return Object.keys(loaded.profiles).sort();
+        const state = await readStoreFile();
+        if (state.kind !== 'keyring') throw noStore();
+        const dataKey = await unwrap(state, pass);
+        // A fresh salt too: nothing derived from the old key and salt is any use against the new keyring.
+        const kdf = freshKdf();
+        await writePrivateFile(file, wrap(dataKey, await deriveKey(next, kdf), kdf));
+        return storedNames();
       });
     },
   };
 }
 
-function associatedData(version: Envelope['version'], kdf: KdfParams): Buffer {
+/** Keeps a key under `id`, newest last, dropping the oldest past KEYS_KEPT and any whose making failed. */
+function remember(cache: Map<string, { pass: string; key: Promise<Buffer> }>, id: string, pass: string, key: Promise<Buffer>): void {
+  cache.delete(id);
+  cache.set(id, { pass, key });
+  while (cache.size > KEYS_KEPT) cache.delete(cache.keys().next().value as string);
+  key.catch(() => {
+    if (cache.get(id)?.key === key) cache.delete(id);
+  });
+}
+
+function stripUndefined(secrets: StoredSecrets): StoredSecrets {
+  const out: StoredSecrets = {};
+  for (const name of STORED_NAMES) {
+    const value = secrets[name];
+    if (value !== undefined) out[name] = value;
+  }
+  return out;
+}
+
+function legacyAad(version: LegacyEnvelope['version'], kdf: KdfParams): Buffer {
   return Buffer.from(
     JSON.stringify({ format: FORMAT, version, kdf: { name: kdf.name, N: kdf.N, r: kdf.r, p: kdf.p, salt: kdf.salt } }),
     'utf8',
   );
+}
+
+function keyringAad(kdf: KdfParams): Buffer {
+  return Buffer.from(
+    JSON.stringify({ format: FORMAT, version: VERSION, part: 'keyring', kdf: { name: kdf.name, N: kdf.N, r: kdf.r, p: kdf.p, salt: kdf.salt } }),
+    'utf8',
+  );
+}
+
+type Part = 'record' | 'token';
+
+function recordAad(profile: string, part: Part): Buffer {
+  return Buffer.from(JSON.stringify({ format: FORMAT, version: VERSION, part, profile }), 'utf8');
+}
+
+/**
+ * A small local file's text, or undefined when it does not exist. Synchronous, as the lock's calls are: a read of
+ * a few hundred bytes takes microseconds, where four round trips through libuv's thread pool (open, stat, read,
+ * close) wait behind every flush to disk queued there by concurrent renewals.
+ */
+function readSmallFile(file: string): string | undefined {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw error;
+  }
 }

@@ -11,7 +11,7 @@ export { SECRET_NAMES, SECRET_ENV } from './types.js';
 export type { SecretName, ProfileSecrets, SecretStore, SecretStoreKind, StoredSecrets } from './types.js';
 export { SecretStoreError, isSecretStoreError, isKeychainUnavailable, SECRET_STORE_ERROR_CODES } from './errors.js';
 export type { SecretStoreErrorCode } from './errors.js';
-export { MIN_STORE_KEY_LENGTH, SECRET_FILE_NAME, openFileSecretStore } from './file.js';
+export { MIN_STORE_KEY_LENGTH, SECRET_FILE_NAME, SECRET_RECORDS_DIR, openFileSecretStore, secretFilesOf } from './file.js';
 export type { FileSecretStore } from './file.js';
 export { KEYCHAIN_SERVICE, KEYCHAIN_INDEX_ACCOUNT, keychainAccount } from './keychain.js';
 

@@ -168,14 +168,15 @@ describe('canary secrets never leak', () => {
 
   it('no file but the encrypted store holds a secret, and the store holds none in plaintext', () => {
     expect(fileScans.length).toBe(outputs.length);
-    expect(Object.keys(fileScans[0]?.files ?? {}).sort()).toEqual(['config/profiles/canary.json', 'config/secrets.enc']);
+    expect(Object.keys(fileScans[0]?.files ?? {}).sort()).toEqual(['config/profiles/canary.json', 'config/secrets.enc', 'config/secrets/canary.enc']);
     for (const { after, files } of fileScans) {
       for (const [name, content] of Object.entries(files)) {
         expect({ after, name, leaks: leaks(content) }).toEqual({ after, name, leaks: [] });
-        if (name.endsWith('secrets.enc')) {
-          const envelope = JSON.parse(content) as { data: string; cipher: { name: string } };
+        if (name.startsWith('config/secrets')) {
+          // The keyring wraps a key; a profile's files hold data.
+          const envelope = JSON.parse(content) as { data?: string; key?: string; cipher: { name: string } };
           expect(envelope.cipher.name).toBe('aes-256-gcm');
-          expect({ after, decoded: leaks(Buffer.from(envelope.data, 'base64').toString('latin1')) }).toEqual({ after, decoded: [] });
+          expect({ after, decoded: leaks(Buffer.from(envelope.data ?? envelope.key ?? '', 'base64').toString('latin1')) }).toEqual({ after, decoded: [] });
         }
       }
     }
@@ -197,7 +198,10 @@ describe('canary secrets never leak', () => {
   });
 
   it('after every command, the config dir and every directory in it are 0700, every file 0600', () => {
-    expect(fileScans[0]?.modes).toEqual({ 'config/': '700', 'config/profiles/': '700', 'config/profiles/canary.json': '600', 'config/secrets.enc': '600' });
+    expect(fileScans[0]?.modes).toEqual({
+      'config/': '700', 'config/profiles/': '700', 'config/profiles/canary.json': '600', 'config/secrets.enc': '600',
+      'config/secrets/': '700', 'config/secrets/canary.enc': '600',
+    });
     for (const { after, modes } of fileScans) {
       for (const [name, mode] of Object.entries(modes)) expect({ after, name, mode }).toEqual({ after, name, mode: name.endsWith('/') ? '700' : '600' });
     }

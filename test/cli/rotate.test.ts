@@ -42,7 +42,8 @@ function run(p: Onboarded, args: string[], stdin: string, env: Record<string, st
   return runCli(args, { env: { ...p.env, ...env }, cwd: p.home.dir, stdin });
 }
 
-const secretsFile = (p: Onboarded) => `${p.home.configDir}/secrets.enc`;
+/** The profile's record in the file store, where a rotated key would be written. */
+const secretsFile = (p: Onboarded) => `${p.home.configDir}/secrets/${p.profile}.enc`;
 const stateOf = (p: Onboarded) => JSON.parse(readFileSync(`${p.home.configDir}/profiles/${p.profile}.json`, 'utf8')) as Record<string, unknown>;
 
 describe('profile rotate api-key', () => {

@@ -1,7 +1,8 @@
 // A config dir written by the previous release (test/fixtures/previous-release, see its README) still works
-// with this one: its state is read, its encrypted secrets open with the same key, `status` reports it, and
+// with this one: its state is read, its encrypted secrets open with the same key (and are migrated to the
+// per-profile records on the way), `status` reports it, and
 // `token --force` renews with the refresh token stored there and records the renewal in the same format.
-import { cpSync, readFileSync, statSync } from 'node:fs';
+import { cpSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
@@ -52,8 +53,14 @@ describe('a config dir written by the previous release', () => {
     const configDir = copyOfFixture();
     const state = await openProfileStore(configDir).read('docs');
     expect(state).toMatchObject({ version: 1, profile: 'docs', connectorId: '0a4100b9-3819-45c7-a907-b360889584d7', connectorName: 'dropbox-data' });
+    const before = JSON.parse(readFileSync(path.join(configDir, 'secrets.enc'), 'utf8')) as { version: number; kdf: unknown };
+    expect(before.version).toBe(2);
     const secrets = await openFileSecretStore({ configDir, storeKey: () => STORE_KEY }).get('docs');
     expect(secrets).toMatchObject({ app_key: APP_KEY, app_secret: APP_SECRET, refresh_token: REFRESH_TOKEN });
+    // Opening it migrated the one file to the keyring (same KDF and salt) and a record per profile.
+    expect(JSON.parse(readFileSync(path.join(configDir, 'secrets.enc'), 'utf8'))).toMatchObject({ version: 3, kdf: before.kdf });
+    expect(readdirSync(path.join(configDir, 'secrets'))).toEqual(['docs.enc']);
+    expect(await openFileSecretStore({ configDir, storeKey: () => STORE_KEY }).get('docs')).toEqual(secrets);
   });
 
   test('status reports it, and token --force renews with its stored grant and records that in the same format', async () => {

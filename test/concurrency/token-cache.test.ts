@@ -143,7 +143,7 @@ describe.concurrent('syncauth token with a kept access token', () => {
     const kept = await printed(p);
     const forced = await printed(p, { force: true });
     const files = filesUnder(p.home.configDir);
-    expect(files.map((f) => path.relative(p.home.configDir, f)).sort()).toEqual(['profiles/canary.json', 'secrets.enc']);
+    expect(files.map((f) => path.relative(p.home.configDir, f)).sort()).toEqual(['profiles/canary.json', 'secrets.enc', 'secrets/canary.enc', 'secrets/canary.token']);
     for (const file of files) {
       const text = readFileSync(file, 'utf8');
       for (const secret of [kept, forced, p.refreshToken, ob.app.appSecret]) expect(text, file).not.toContain(secret);

@@ -101,8 +101,8 @@ test('secrets stay out of the profile state file and out of every error', async 
     'SYNCAUTH_INVALID_INPUT',
   ]);
 
-  // A tampered store file, read back.
-  const file = path.join(configDir, 'secrets.enc');
+  // A tampered record of the profile's secrets, read back.
+  const file = path.join(configDir, 'secrets', 'docs.enc');
   const envelope = JSON.parse(readFileSync(file, 'utf8')) as { data: string };
   envelope.data = Buffer.from(envelope.data, 'base64').reverse().toString('base64');
   writeFileSync(file, JSON.stringify(envelope));

@@ -103,22 +103,27 @@ describe('FileSecretStore.rekey', () => {
   test('carries every profile over under a new salt; afterwards the old key is refused and the new one opens it', async () => {
     await fill(OLD_KEY);
     const saltBefore = envelope().kdf.salt;
+    const records = () => readdirSync(path.join(configDir, 'secrets')).sort().map((name) => readFileSync(path.join(configDir, 'secrets', name), 'utf8'));
+    const recordsBefore = records();
     expect(await open(OLD_KEY).rekey(NEW_KEY)).toEqual(['docs', 'photos']);
     expect(await contents(NEW_KEY)).toEqual(PROFILES);
-    expect(envelope()).toMatchObject({ version: 2 });
+    expect(envelope()).toMatchObject({ version: 3 });
     expect(envelope().kdf.salt).not.toBe(saltBefore);
+    // Only the keyring was rewritten: the records, sealed with the data key it wraps, are as they were.
+    expect(records()).toEqual(recordsBefore);
     const refused = await failure(open(OLD_KEY).get('docs'));
     expect(isSecretStoreError(refused, 'STORE_LOCKED')).toBe(true);
     const raw = readFileSync(file(), 'utf8');
     for (const value of [NEW_KEY, OLD_KEY, 'docs-app-secret']) expect(raw).not.toContain(value);
   });
 
-  test('re-keys a file a format-1 release wrote, which then reads as format 2 with the new key', async () => {
+  test('re-keys a file a format-1 release wrote, which then reads as format 3 with the new key', async () => {
     copyFileSync(FORMAT_1_FIXTURE, file());
-    const before = await contents(FORMAT_1_KEY);
     expect(envelope().version).toBe(1);
+    const before = await contents(FORMAT_1_KEY);
+    expect(Object.keys(before)).toEqual(['docs', 'other']);
     await open(FORMAT_1_KEY).rekey(NEW_KEY);
-    expect(envelope().version).toBe(2);
+    expect(envelope().version).toBe(3);
     expect(await contents(NEW_KEY)).toEqual(before);
   });
 
@@ -157,7 +162,8 @@ describe('FileSecretStore.rekey', () => {
     await expect(open(OLD_KEY).rekey(NEW_KEY)).rejects.toThrow('simulated crash during write');
     expect(crash.tmpfiles).toHaveLength(1);
     expect(readFileSync(file(), 'utf8')).toBe(before);
-    expect(readdirSync(configDir)).toEqual(['secrets.enc']);
+    expect(readdirSync(configDir).sort()).toEqual(['secrets', 'secrets.enc']);
+    expect(readdirSync(path.join(configDir, 'secrets')).sort()).toEqual(['docs.enc', 'docs.token', 'photos.enc']);
     expect(await contents(OLD_KEY)).toEqual(PROFILES);
   });
 });

@@ -29,7 +29,10 @@ describe('a daemon over stored profiles', () => {
     const good = readFileSync(file, 'utf8');
     writeFileSync(file, '{ "version": 1, "profile": "broken", ', { mode: 0o600 });
     // Temporary files of writes a kill -9 interrupted an hour ago, and one of a write in progress now.
-    const stale = [`${profileFile(home, 'good')}.123456789`, path.join(home.configDir, 'secrets.enc.987654321')];
+    const stale = [
+      `${profileFile(home, 'good')}.123456789`, path.join(home.configDir, 'secrets.enc.987654321'),
+      path.join(home.configDir, 'secrets', 'good.enc.123'), path.join(home.configDir, 'secrets', 'broken.token.456'),
+    ];
     const inProgress = `${profileFile(home, 'good')}.555`;
     const anHourAgo = new Date(Date.now() - 3_600_000);
     for (const file of stale) {

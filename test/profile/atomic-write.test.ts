@@ -59,14 +59,15 @@ describe('atomic writes', () => {
   test('encrypted secret file: a failed write keeps the old secrets and leaves no temporary file', async () => {
     const store = openSecretStore({ kind: 'file', configDir, storeKey: 'atomic test key, long enough' });
     await store.set('docs', { refresh_token: 'rt-old' });
-    const file = path.join(configDir, 'secrets.enc');
+    // The profile's record in the store's format 3 (the keyring, secrets.enc, is written once, with the store).
+    const file = path.join(configDir, 'secrets', 'docs.enc');
     const before = readFileSync(file, 'utf8');
 
     crash.armed = true;
     await expect(store.set('docs', { refresh_token: 'rt-new' })).rejects.toThrow('simulated crash during write');
     expect(crash.tmpfiles).toHaveLength(1);
     expect(readFileSync(file, 'utf8')).toBe(before);
-    expect(readdirSync(configDir)).toEqual(['secrets.enc']);
+    expect(readdirSync(path.dirname(file))).toEqual(['docs.enc']);
     expect(await store.get('docs')).toEqual({ refresh_token: 'rt-old' });
   });
 });

@@ -22,7 +22,8 @@ import {
 } from '../../daemon/index.js';
 import { ExitCode, SyncauthError, ValidationError, type FieldIssue } from '../../errors.js';
 import { createLogger, type LogLevel, type Logger } from '../../log.js';
-import { SECRET_FILE_NAME } from '../../credentials/file.js';
+import { SECRET_FILE_NAME, secretFilesOf } from '../../credentials/file.js';
+import { Semaphore } from '../../daemon/limiter.js';
 import { notifySystemd } from '../../daemon/notify.js';
 import { PRIVATE_ACCESS, parseMode, parseSocketMode, resolveGroup, type FileAccess } from '../../publish/file.js';
 import { checkTemplate, parseTemplateFlag, type TemplateSpec } from '../../publish/template.js';
@@ -230,6 +231,9 @@ async function storedProfile(context: CommandContext, name: string): Promise<Dae
   const secrets: ResolvedSecrets = await readSecrets(session);
   const grant = requireGrant(session, secrets);
   const reconcile = reconcileTarget(session.values, secrets.apiKey);
+  // What the closures below keep of the session: its two stores, not its resolved settings and state, which
+  // ten thousand profiles would otherwise hold on the heap for the daemon's life.
+  const { secrets: secretStore, profiles } = session;
   return {
     name,
     tokenUrl: session.values.tokenUrl,
@@ -239,38 +243,45 @@ async function storedProfile(context: CommandContext, name: string): Promise<Dae
       const fresh = await openSession(context, name);
       return requireGrant(fresh, await readSecrets(fresh));
     },
-    ...(session.secrets.writable
+    ...(secretStore.writable
       ? {
           storeRefreshToken: async (refreshToken: string) => {
-            await session.secrets.set(name, { refresh_token: refreshToken });
+            await secretStore.set(name, { refresh_token: refreshToken });
             // Tells other processes serving this profile that the grant they hold is stale.
-            await session.profiles.update(name, (current) => (current ? { ...baseState(current), secretsVersion: newSecretsVersion() } : current));
+            await profiles.update(name, (current) => (current ? { ...baseState(current), secretsVersion: newSecretsVersion() } : current));
           },
-          storeAccessToken: (tokens: TokenSet, held: DaemonGrant) => accessTokenKeeper(session.secrets, name, held.appKey)?.(tokens) ?? Promise.resolve(),
-          readAccessToken: (held: DaemonGrant) => accessTokenReader(session.secrets, name)?.(held) ?? Promise.resolve(undefined),
+          storeAccessToken: (tokens: TokenSet, held: DaemonGrant) => accessTokenKeeper(secretStore, name, held.appKey)?.(tokens) ?? Promise.resolve(),
+          readAccessToken: (held: DaemonGrant) => accessTokenReader(secretStore, name)?.(held) ?? Promise.resolve(undefined),
         }
       : {}),
     ...(reconcile ? { reconcile } : {}),
   };
 }
 
-async function loadProfiles(context: CommandContext, store: ProfileStore, requested: string[] | undefined): Promise<ProfileEntry[]> {
+export async function loadProfiles(context: CommandContext, store: ProfileStore, requested: string[] | undefined): Promise<ProfileEntry[]> {
   const v = context.settings.values;
   const stored = await store.names();
   const fromEnvironment = environmentGrant(v);
   const names = requested ?? stored;
   if (names.length === 0) return fromEnvironment ? [environmentProfile(context, v.profile, fromEnvironment)] : [];
+  const isStored = new Set(stored);
+  // A few at a time, at start, on SIGHUP and for --once alike: each load reads the profile's state and secrets,
+  // and ten thousand of them at once held every read on the heap together.
+  const slots = new Semaphore(PROFILES_LOADED_AT_ONCE);
   return Promise.all(
-    names.map(async (name): Promise<ProfileEntry> => {
-      if (!stored.includes(name) && fromEnvironment) return environmentProfile(context, name, fromEnvironment);
+    names.map((name): Promise<ProfileEntry> => slots.run(async () => {
+      if (!isStored.has(name) && fromEnvironment) return environmentProfile(context, name, fromEnvironment);
       try {
         return await storedProfile(context, name);
       } catch (error) {
         return { name, error: error instanceof Error ? error : new Error(String(error)) };
       }
-    }),
+    })),
   );
 }
+
+/** Profiles whose state and secrets are read at once while loading. */
+const PROFILES_LOADED_AT_ONCE = 16;
 
 async function checkTokenFiles(context: CommandContext, template: string, names: string[]): Promise<void> {
   const field = label(context, 'tokenFile');
@@ -307,7 +318,7 @@ export async function daemon(context: CommandContext, options: DaemonCommandOpti
   const handover = await checkHandover(context, options, names);
   const tokenFile = await placeHandover(context, log, v.tokenFile, handover, names, options.once === true);
   // A daemon restarted after kill -9 clears what interrupted writes of state and secrets left behind.
-  await removeTemporaryLeftovers([...names.map((name) => store.fileOf(name)), path.join(v.configDir, SECRET_FILE_NAME)], LEFTOVER_AGE_MS);
+  await removeTemporaryLeftovers([...names.flatMap((name) => [store.fileOf(name), ...secretFilesOf(v.configDir, name)]), path.join(v.configDir, SECRET_FILE_NAME)], LEFTOVER_AGE_MS);
   if (names.length > 1 && environmentGrant(v)) {
     log.warn({ event: 'daemon.environment_grant', op: 'start' }, 'SYNCAUTH_APP_KEY, SYNCAUTH_APP_SECRET and SYNCAUTH_REFRESH_TOKEN are set in the environment: they take precedence over the stored grant of every profile served');
   }

@@ -1,0 +1,275 @@
+// The stored path, for `npm run bench`: `syncauth daemon --once` over N profiles kept in the encrypted file store,
+// as a real process, against the library path measured in the same run (startDaemon in a process of its own,
+// its grants in memory, no store) at the same N, concurrency and token lifetime.
+//
+// The config dirs are written by a generator through the package's own stores (dist/credentials,
+// dist/profile), as `setup` writes them, but for the service's API key: without it a renewal is the token step
+// alone, as on the library path, and no connector is updated. A check row compares a generated profile with two
+// made by a real `setup` (the state's fields and the stored secrets' names).
+//
+// Per N, two `--once` runs: the first finds every profile due and renews them all; the second, right after,
+// finds none due (the tokens live longer than the renew margin), so it is start-up and loading alone. CPU per
+// renewal is the difference of the two runs' CPU over N. CPU and peak RSS are the child's own (every thread),
+// written at its exit by bench/usage.mjs. Not a test: nothing here fails on a number.
+import { spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { child, emulatorChild, makeGrants, quietLogger } from './daemon.mjs';
+
+const self = fileURLToPath(import.meta.url);
+const own = path.resolve(path.dirname(self), '..');
+// SYNCAUTH_BENCH_ROOT measures another build (e.g. an earlier release's checkout) with this bench.
+const root = process.env.SYNCAUTH_BENCH_ROOT ? path.resolve(process.env.SYNCAUTH_BENCH_ROOT) : own;
+const dist = (file) => import(pathToFileURL(path.join(root, 'dist', file)).href);
+const cli = path.join(root, 'dist/cli/main.js');
+
+const SIZES = (process.env.BENCH_STORED_SIZES ?? '100,1000,10000').split(',').map(Number);
+const CONCURRENCY = 16;
+/** Short-lived tokens, still longer than the default 900 s renew margin: a second run right after finds none due. */
+const LIFETIME_S = 1_200;
+const STORE_KEY = 'bench-store-key-of-enough-length';
+const MiB = 1024 * 1024;
+
+/** What `setup` writes to a profile's state, minus what the stores fill in (version, name, times). */
+function stateLike(name, urls) {
+  return {
+    baseUrl: urls.url,
+    apiKeyHeader: 'service-api-key',
+    remoteUrl: 'dropbox://data',
+    recursive: false,
+    access: 'read',
+    connectorId: `00000000-0000-4000-8000-${String(name.length).padStart(4, '0')}${String(Math.abs(hash(name))).padStart(8, '0').slice(0, 8)}`,
+    connectorName: 'dropbox-data',
+    authorizeUrl: urls.authorizeUrl,
+    tokenUrl: urls.tokenUrl,
+    dropboxApiUrl: urls.apiUrl,
+    redirectUri: 'http://127.0.0.1:53682/callback',
+    // Due: the token setup got has run out.
+    accessTokenExpiresAt: new Date(Date.now() - 60_000).toISOString(),
+    lastRenewalAt: new Date(Date.now() - LIFETIME_S * 1000).toISOString(),
+    needsReauthorization: false,
+  };
+}
+
+function hash(text) {
+  let h = 0;
+  for (const c of text) h = (h * 31 + c.charCodeAt(0)) | 0;
+  return h;
+}
+
+const roles = {
+  /** Writes `names` into `dir` through the package's stores, sixteen at a time. */
+  async generate({ dir, names, refreshTokens, app, urls }) {
+    const { openFileSecretStore } = await dist('credentials/index.js');
+    const { openProfileStore } = await dist('profile/index.js');
+    const secrets = openFileSecretStore({ configDir: dir, storeKey: () => STORE_KEY });
+    const state = openProfileStore(dir);
+    let next = 0;
+    await Promise.all(Array.from({ length: CONCURRENCY }, async () => {
+      while (next < names.length) {
+        const i = next++;
+        const name = names[i];
+        await secrets.set(name, { app_key: app.appKey, app_secret: app.appSecret, refresh_token: refreshTokens[i] });
+        await state.update(name, () => ({ ...stateLike(name, urls), secretsVersion: randomUUID() }));
+      }
+    }));
+    return { written: names.length };
+  },
+
+  /** The library path: startDaemon over the same grants in memory, one sweep; CPU and peak RSS of this process. */
+  async library({ n, refreshTokens, app, tokenUrl }) {
+    const { startDaemon } = await dist('daemon/index.js');
+    const { openProfileStore } = await dist('profile/index.js');
+    const work = mkdtempSync(path.join(tmpdir(), 'syncauth-bench-library-'));
+    try {
+      const cpu = process.cpuUsage();
+      const start = performance.now();
+      const daemon = await startDaemon({
+        profiles: refreshTokens.slice(0, n).map((refreshToken, i) => ({ name: `p${i}`, tokenUrl, grant: { appKey: app.appKey, appSecret: app.appSecret, refreshToken } })),
+        profileStore: openProfileStore(work),
+        renewMarginMs: 900_000,
+        schedule: false,
+        concurrency: CONCURRENCY,
+        logger: await quietLogger(),
+      });
+      const report = await daemon.sweep();
+      await daemon.close();
+      const used = process.cpuUsage(cpu);
+      return {
+        ms: performance.now() - start,
+        cpuMs: (used.user + used.system) / 1000,
+        renewed: report.profiles.filter((p) => p.renewal === 'renewed').length,
+        maxRss: process.resourceUsage().maxRSS * 1024,
+      };
+    } finally {
+      rmSync(work, { recursive: true, force: true });
+    }
+  },
+};
+
+/** `syncauth daemon --once` over `dir`: wall ms, CPU ms and peak RSS of the child, and its exit code. */
+function once(dir) {
+  const usageFile = path.join(dir, '..', `usage-${process.hrtime.bigint()}.json`);
+  return new Promise((resolve, reject) => {
+    const start = performance.now();
+    const proc = spawn(process.execPath, ['--import', pathToFileURL(path.join(own, 'bench/usage.mjs')).href, cli, 'daemon', '--once', '--concurrency', String(CONCURRENCY)], {
+      env: { PATH: process.env.PATH, HOME: dir, SYNCAUTH_CONFIG_DIR: dir, SYNCAUTH_STORE: 'file', SYNCAUTH_STORE_KEY: STORE_KEY, SYNCAUTH_LOG_LEVEL: 'warn', BENCH_USAGE_FILE: usageFile },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    let stderr = '';
+    proc.stderr.on('data', (chunk) => (stderr = (stderr + chunk).slice(-2000)));
+    proc.on('error', reject);
+    proc.on('close', (code) => {
+      const ms = performance.now() - start;
+      try {
+        const usage = JSON.parse(readFileSync(usageFile, 'utf8'));
+        rmSync(usageFile, { force: true });
+        resolve({ code, ms, cpuMs: (usage.userCPUTime + usage.systemCPUTime) / 1000, maxRss: usage.maxRSS * 1024, stderr });
+      } catch {
+        reject(new Error(`daemon --once exited ${code} without its usage: ${stderr}`));
+      }
+    });
+  });
+}
+
+/** Profiles of `dir` renewed since `since` (ms), from their state files. */
+function renewedSince(dir, since) {
+  let count = 0;
+  for (const file of readdirSync(path.join(dir, 'profiles'))) {
+    if (!file.endsWith('.json')) continue;
+    const state = JSON.parse(readFileSync(path.join(dir, 'profiles', file), 'utf8'));
+    if (Date.parse(state.lastRenewalAt ?? '') >= since) count += 1;
+  }
+  return count;
+}
+
+/** Runs `setup --yes` for `profile` into `dir` against the emulator, approving as a browser would. */
+function realSetup(dir, profile, emulator, app) {
+  const env = {
+    PATH: process.env.PATH, HOME: path.dirname(dir), SYNCAUTH_CONFIG_DIR: dir, SYNCAUTH_STORE: 'file', SYNCAUTH_STORE_KEY: STORE_KEY,
+    SYNCAUTH_BASE_URL: emulator.url, SYNCAUTH_API_KEY: emulator.apiKey, SYNCAUTH_APP_KEY: app.appKey, SYNCAUTH_APP_SECRET: app.appSecret,
+    SYNCAUTH_AUTHORIZE_URL: emulator.authorizeUrl, SYNCAUTH_TOKEN_URL: emulator.tokenUrl, SYNCAUTH_DROPBOX_API_URL: emulator.apiUrl,
+    SYNCAUTH_REMOTE_URL: 'dropbox://data', SYNCAUTH_REDIRECT_URI: app.redirectUris[0],
+  };
+  mkdirSync(path.dirname(dir), { recursive: true });
+  return new Promise((resolve, reject) => {
+    const proc = spawn(process.execPath, [cli, 'setup', '--yes', '--no-open', '--no-workflow', '--profile', profile], { cwd: path.dirname(dir), env, stdio: ['ignore', 'ignore', 'pipe'] });
+    let seen = '';
+    let approving;
+    proc.stderr.on('data', (chunk) => {
+      seen += chunk;
+      const url = /\s(http:\/\/127\.0\.0\.1:\d+\/oauth2\/authorize\?\S+)/.exec(seen)?.[1];
+      if (url && !approving) approving = fetch(url, { redirect: 'manual' }).then((page) => fetch(page.headers.get('location'))).then((r) => r.text());
+    });
+    proc.on('close', (code) => (code === 0 ? resolve() : reject(new Error(`setup exited ${code}: ${seen.slice(-500)}`))));
+  });
+}
+
+/** The shape of a profile: its state's fields and its stored secrets' names. */
+async function shapeOf(dir, name) {
+  const { openFileSecretStore } = await dist('credentials/index.js');
+  const state = JSON.parse(readFileSync(path.join(dir, 'profiles', `${name}.json`), 'utf8'));
+  const secrets = await openFileSecretStore({ configDir: dir, storeKey: () => STORE_KEY }).get(name);
+  return { state: Object.keys(state).sort().join(','), secrets: Object.keys(secrets).sort().join(',') };
+}
+
+/** Rows of [measurement, value, unit, ratio, target]. */
+export async function storedRows() {
+  const { DEFAULT_APP, DEFAULT_EMULATOR_API_KEY } = await dist('emulator/index.js');
+  const app = DEFAULT_APP;
+  const emulator = { ...(await emulatorChild([], { tokenLifetimeSeconds: LIFETIME_S })), apiKey: DEFAULT_EMULATOR_API_KEY };
+  const work = mkdtempSync(path.join(tmpdir(), 'syncauth-bench-stored-'));
+  const rows = [];
+  try {
+    const refreshTokens = await makeGrants(emulator, app, Math.max(...SIZES));
+    const urls = { url: emulator.url, authorizeUrl: emulator.authorizeUrl, tokenUrl: emulator.tokenUrl, apiUrl: emulator.apiUrl };
+
+    // The generator against real setup: the same state fields and secret names (but the service's API key).
+    try {
+      const real = path.join(work, 'setup', 'config');
+      for (const name of ['real-1', 'real-2']) await realSetup(real, name, emulator, app);
+      const made = path.join(work, 'made', 'config');
+      await child('generate', { dir: made, names: ['made-1'], refreshTokens: refreshTokens.slice(0, 1), app, urls }, { file: self });
+      const [a, b, g] = [await shapeOf(real, 'real-1'), await shapeOf(real, 'real-2'), await shapeOf(made, 'made-1')];
+      const withoutApiKey = (shape) => ({ ...shape, secrets: shape.secrets.split(',').filter((n) => n !== 'api_key').join(',') });
+      const differences = [a, b].flatMap((shape) => {
+        const real = withoutApiKey(shape);
+        return ['state', 'secrets'].flatMap((part) => {
+          const mine = new Set(g[part].split(','));
+          const theirs = new Set(real[part].split(','));
+          return [...[...theirs].filter((k) => !mine.has(k)).map((k) => `${part}: setup has ${k}`), ...[...mine].filter((k) => !theirs.has(k)).map((k) => `${part}: generator has ${k}`)];
+        });
+      });
+      const same = differences.length === 0;
+      rows.push([`generated profile has the state fields and secret names of 2 made by real setup (but api_key)${same ? '' : `: NO (${[...new Set(differences)].join('; ')})`}`, same ? 1 : 0, same ? 'yes' : 'no', NaN, '']);
+    } catch (error) {
+      rows.push([`generator check against real setup: FAILED (${error.message.split('\n')[0]})`, NaN, '', NaN, '']);
+    }
+
+    for (const n of SIZES) {
+      const label = `N = ${n.toLocaleString('en-US')}, concurrency ${CONCURRENCY}, tokens of ${LIFETIME_S} s`;
+      const dir = path.join(work, `n${n}`, 'config');
+      const names = Array.from({ length: n }, (_, i) => `p${String(i).padStart(5, '0')}`);
+      const genStart = performance.now();
+      await child('generate', { dir, names, refreshTokens: refreshTokens.slice(0, n), app, urls }, { file: self, timeoutMs: 1_800_000 });
+      const genMs = performance.now() - genStart;
+      const since = Date.now();
+      const due = await once(dir);
+      const renewed = renewedSince(dir, since);
+      const idle = await once(dir);
+      const library = await child('library', { n, refreshTokens, app, tokenUrl: emulator.tokenUrl }, { file: self, timeoutMs: 1_800_000 });
+      const perStored = Math.max(0, due.cpuMs - idle.cpuMs) / Math.max(1, renewed);
+      const perLibrary = library.cpuMs / Math.max(1, library.renewed);
+      const note = renewed === n && due.code === 0 ? '' : ` [exit ${due.code}, ${renewed} of ${n} renewed${due.code === 0 ? '' : `: ${due.stderr.trim().split('\n').at(-1)}`}]`;
+      rows.push([`${label}: library path (startDaemon, grants in memory), CPU / renewal`, perLibrary, 'ms', 1, '']);
+      rows.push([`  stored path (daemon --once, file store), CPU / renewal${note}`, perStored, 'ms', perStored / perLibrary, '≤ 3x library; ≤ 1.5x N=100']);
+      rows.push(['  stored path, daemon --once over N due profiles, wall', due.ms, 'ms', due.ms / library.ms, n === 1000 ? '≤ 10,000 ms' : '']);
+      rows.push(['  stored path, daemon --once, CPU (start-up, loading, renewals)', due.cpuMs, 'ms', due.cpuMs / library.cpuMs, '']);
+      rows.push(['  stored path, daemon --once with none due (start-up and loading), wall', idle.ms, 'ms', NaN, '']);
+      rows.push(['  stored path, daemon --once, peak RSS', due.maxRss / MiB, 'MiB', due.maxRss / library.maxRss, n >= 10_000 ? '≤ 300 MiB' : '']);
+      rows.push(['  library path, sweep wall / peak RSS', library.ms, 'ms', library.maxRss / MiB, '(ratio column: MiB)']);
+      rows.push(['  generator, writing N profiles through the stores, wall', genMs, 'ms', NaN, '']);
+      rmSync(path.dirname(dir), { recursive: true, force: true });
+    }
+  } finally {
+    await emulator.close();
+    rmSync(work, { recursive: true, force: true });
+  }
+  return rows;
+}
+
+/** The per-renewal CPU of the largest N against the smallest, from the rows above. */
+export function scalingRow(rows) {
+  const per = rows.filter(([name]) => name.startsWith('  stored path (daemon --once, file store), CPU / renewal')).map(([, value]) => value);
+  if (per.length < 2) return undefined;
+  return [`stored path CPU / renewal, N = ${SIZES.at(-1).toLocaleString('en-US')} against N = ${SIZES[0].toLocaleString('en-US')}`, per.at(-1), 'ms', per.at(-1) / per[0], '≤ 1.5x'];
+}
+
+if (process.argv[1] === self && process.argv[2] in roles) {
+  const role = process.argv[2];
+  process.once('message', (job) => {
+    roles[role](job).then(
+      (result) => process.send(result, () => process.exit(0)),
+      (error) => process.send({ error: error instanceof Error ? error.stack ?? error.message : String(error) }, () => process.exit(1)),
+    );
+  });
+} else if (process.argv[1] === self) {
+  // `node bench/stored.mjs`: this table alone.
+  const rows = await storedRows();
+  const scaling = scalingRow(rows);
+  if (scaling) rows.push(scaling);
+  printStored(rows);
+}
+
+export function printStored(rows) {
+  const figure = (v) => (Number.isNaN(v) ? '—' : Math.abs(v) >= 1000 ? Math.round(v).toLocaleString('en-US') : v.toFixed(Math.abs(v) >= 10 ? 1 : 3));
+  const header = ['stored path (file store) against the library path', 'value', 'unit', 'x library', 'target'];
+  const table = [header, ...rows.map(([name, value, unit, ratio, target]) => [name, figure(value), unit, figure(ratio), target])];
+  const widths = header.map((_, i) => Math.max(...table.map((r) => r[i].length)));
+  console.log('\nsyncauth stored-path bench — `daemon --once` as a real process over a generated config dir, emulator in a child of its own');
+  for (const row of table) console.log(row.map((c, i) => (i === 0 || i === 2 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ').trimEnd());
+}
