@@ -205,19 +205,25 @@ function makeCore(configDir: string) {
     return key;
   }
 
-  async function readStoreFile(): Promise<StoreFile> {
-    const text = readSmallFile(file);
-    if (text === undefined) return { kind: 'none' };
+  /** A stored file's JSON and format version; one this syncauth cannot read (not JSON, or newer) is refused by name. */
+  function parseVersioned(where: string, text: string): { data: unknown; version: unknown } {
     let data: unknown;
     try {
       data = JSON.parse(text);
     } catch {
-      throw corrupt(file, 'it is not JSON');
+      throw corrupt(where, 'it is not JSON');
     }
     const version = (data as { version?: unknown } | null)?.version;
     if (typeof version === 'number' && version > VERSION) {
-      throw corrupt(file, `it was written by a newer syncauth (format version ${version}); upgrade syncauth to read it`);
+      throw corrupt(where, `it was written by a newer syncauth (format version ${version}); upgrade syncauth to read it`);
     }
+    return { data, version };
+  }
+
+  async function readStoreFile(): Promise<StoreFile> {
+    const text = readSmallFile(file);
+    if (text === undefined) return { kind: 'none' };
+    const { data, version } = parseVersioned(file, text);
     if (version === VERSION) {
       const parsed = KeyringSchema.safeParse(data);
       if (!parsed.success) throw corrupt(file, 'its header is not valid');
@@ -328,16 +334,7 @@ function makeCore(configDir: string) {
     const where = pathOf(profile, part);
     const text = readSmallFile(where);
     if (text === undefined) return {};
-    let data: unknown;
-    try {
-      data = JSON.parse(text);
-    } catch {
-      throw corrupt(where, 'it is not JSON');
-    }
-    const version = (data as { version?: unknown } | null)?.version;
-    if (typeof version === 'number' && version > VERSION) {
-      throw corrupt(where, `it was written by a newer syncauth (format version ${version}); upgrade syncauth to read it`);
-    }
+    const { data } = parseVersioned(where, text);
     const parsed = RecordSchema.safeParse(data);
     if (!parsed.success) throw corrupt(where, 'its header is not valid');
     const plaintext = decrypt(dataKey, parsed.data.cipher, Buffer.from(parsed.data.data, 'base64'), recordAad(profile, part), where);
