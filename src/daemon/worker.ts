@@ -9,7 +9,9 @@ import { isOAuthError, type TokenSet } from '../oauth/index.js';
 import { removeTemporaryLeftovers } from '../profile/files.js';
 import { isProfileStoreError, type ProfileState, type ProfileStore } from '../profile/index.js';
 import { reauthorizeCommand } from '../profile/name.js';
+import { tokenFileFor } from '../publish/place.js';
 import { ACCOUNT_ID_TIMEOUT_MS, templatesUse, type TemplateSpec } from '../publish/template.js';
+import { readTokenFile, removeLeftovers, type TokenPublisher } from '../publish/token-file.js';
 import { ServiceClient } from '../service/index.js';
 import { syncConnector } from '../sync/reconcile.js';
 import { renewHoldingLock } from '../sync/renew.js';
@@ -24,7 +26,6 @@ import type { RateGate, Semaphore } from './limiter.js';
 import type { DaemonMetrics, ProfileHealth } from './metrics.js';
 import { ProfileRuntime, type DaemonClock, type HeldToken } from './runtime.js';
 import { healthOf, profileStatus } from './status.js';
-import { readTokenFile, removeLeftovers, tokenFileFor, type TokenPublisher } from './token-file.js';
 import type {
   DaemonGrant,
   DaemonOptions,
