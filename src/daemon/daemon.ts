@@ -15,7 +15,8 @@ import { DaemonMetrics } from './metrics.js';
 import type { DaemonClock } from './runtime.js';
 import { startHealthServer } from './server.js';
 import type { DaemonOptions, DaemonStatus, ProfileEntry, RunningDaemon, SweepReport } from './types.js';
-import { ProfileWorker, type WorkerContext } from './worker.js';
+import { ProfileWorker } from './worker.js';
+import type { WorkerContext } from './worker-context.js';
 
 /**
  * Beyond the shutdown timeout, what closing the rest may take in all: a part that takes longer (a coordinator
