@@ -9,13 +9,6 @@ import { describe, expect, it } from 'vitest';
 
 const SRC = path.resolve(import.meta.dirname, '../src');
 
-/**
- * Cycles allowed for now, each as the sorted files (relative to src/) of one cycle, with why.
- * - publish/template.ts <-> daemon/token-file.ts: the token file's renderer type and the template's
- *   placeholder; resolved by moving token-file.ts to src/publish/. Remove the entry then.
- */
-const ALLOWED_CYCLES: readonly (readonly string[])[] = [['daemon/token-file.ts', 'publish/template.ts']];
-
 type Graph = Map<string, Set<string>>;
 
 function sourceFiles(root: string): string[] {
@@ -96,13 +89,11 @@ function cycles(graph: Graph): string[][] {
   return found;
 }
 
-/** Cycles whose files lie in more than one src/ directory and that the allow-list does not name. */
-function crossDirectoryCycles(graph: Graph, allowed: readonly (readonly string[])[] = []): string[] {
-  const allowedKeys = new Set(allowed.map((cycle) => [...cycle].sort().join(' <-> ')));
+/** Cycles whose files lie in more than one src/ directory. */
+function crossDirectoryCycles(graph: Graph): string[] {
   return cycles(graph)
     .filter((component) => new Set(component.map(areaOf)).size > 1)
-    .map((component) => component.join(' <-> '))
-    .filter((key) => !allowedKeys.has(key));
+    .map((component) => component.join(' <-> '));
 }
 
 describe('layering of src/', () => {
@@ -118,8 +109,8 @@ describe('layering of src/', () => {
     expect(cliImports(graph)).toEqual([]);
   });
 
-  it('no files of different src/ directories import each other in a cycle, but the allowed ones', () => {
-    expect(crossDirectoryCycles(graph, ALLOWED_CYCLES)).toEqual([]);
+  it('no files of different src/ directories import each other in a cycle', () => {
+    expect(crossDirectoryCycles(graph)).toEqual([]);
   });
 
   it('the checks find what they look for', () => {
@@ -142,7 +133,6 @@ describe('layering of src/', () => {
       expect(cliImports(made)).toEqual(['library/a.ts -> cli/context.ts', 'library/b.ts -> cli/commands/shared.ts']);
       // A cycle within one directory (sync/p <-> sync/q) is that directory's business.
       expect(crossDirectoryCycles(made)).toEqual(['profile/y.ts <-> sync/x.ts']);
-      expect(crossDirectoryCycles(made, [['sync/x.ts', 'profile/y.ts']])).toEqual([]);
     } finally {
       rmSync(root, { recursive: true, force: true });
     }

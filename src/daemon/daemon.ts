@@ -5,6 +5,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { createLogger, type Logger } from '../log.js';
 import { startTokenSocket } from '../publish/socket.js';
 import { TemplateRenderer } from '../publish/template.js';
+import { checkTokenFileTemplate, TokenPublisher } from '../publish/token-file.js';
 import { classifyFailure } from './classify.js';
 import { resolveDaemonConfig, type DaemonConfig } from './config.js';
 import { scheduleSweeps, type ClockJump, type SweepSchedule } from './cron.js';
@@ -13,9 +14,9 @@ import { renewalLock, replicaLease, SingleFlight } from './exclusion.js';
 import { DaemonMetrics } from './metrics.js';
 import type { DaemonClock } from './runtime.js';
 import { startHealthServer } from './server.js';
-import { checkTokenFileTemplate, TokenPublisher } from './token-file.js';
 import type { DaemonOptions, DaemonStatus, ProfileEntry, RunningDaemon, SweepReport } from './types.js';
-import { ProfileWorker, type WorkerContext } from './worker.js';
+import { ProfileWorker } from './worker.js';
+import type { WorkerContext } from './worker-context.js';
 
 /**
  * Beyond the shutdown timeout, what closing the rest may take in all: a part that takes longer (a coordinator

@@ -4,8 +4,9 @@
 // each renewal the token is published and the connector reconciled. Everything comes in as options, the clock
 // included, so a test can live through many token lifetimes in a second.
 //
-// The parts: config.ts resolves the options once; worker.ts is one profile's renewals and reconciles;
-// daemon.ts owns the workers, the sweep, the schedule, the servers and their closing.
+// The parts: config.ts resolves the options once; worker.ts is one profile's visits, with its renewal in
+// renewal.ts and its reconciles in reconciler.ts; daemon.ts owns the workers, the sweep, the schedule, the
+// servers and their closing.
 import { Daemon } from './daemon.js';
 import type { DaemonOptions, RunningDaemon } from './types.js';
 
@@ -16,7 +17,8 @@ export { createRedisCoordinator, checkRedisUrl, redisTarget } from './redis.js';
 export type { RedisCoordinator, RedisCoordinatorOptions } from './redis.js';
 export { checkSchedule } from './cron.js';
 export { reauthorizeCommand } from '../profile/name.js';
-export { checkTokenFileTemplate, tokenFileFor, PROFILE_PLACEHOLDER } from './token-file.js';
+export { checkTokenFileTemplate } from '../publish/token-file.js';
+export { tokenFileFor, PROFILE_PLACEHOLDER } from '../publish/place.js';
 export { DEFAULT_CONCURRENCY, DEFAULT_SCHEDULE, resolveDaemonConfig, type DaemonConfig } from './config.js';
 export { isLoadFailure } from './worker.js';
 export { Daemon } from './daemon.js';

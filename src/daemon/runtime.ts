@@ -134,7 +134,7 @@ export class ProfileRuntime {
    * Whether the token should be renewed now: nothing known, or inside the margin (plus this cycle's jitter).
    * `needsOwnToken`: this process publishes the token, so what counts is the token it holds itself: one that
    * only another process holds, however fresh, leaves its consumers with a token that expires (the renewal
-   * then takes the other's token from the secret store when it can, see ProfileWorker).
+   * then takes the other's token from the secret store when it can, see ProfileRenewer in renewal.ts).
    */
   renewalDue(at: number, marginMs: number, needsOwnToken: boolean): boolean {
     const expiry = needsOwnToken ? this.tokenExpiry(at) : this.expiry(at);

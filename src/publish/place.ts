@@ -11,6 +11,14 @@ import { SyncauthError, ValidationError } from '../errors.js';
 
 export const PRIVATE_SUBDIR_MODE = 0o750;
 
+/** In a sink's path (the token file, a template's DEST), replaced by the profile's name. */
+export const PROFILE_PLACEHOLDER = '{profile}';
+
+/** The path `template` names for `profile`. */
+export function tokenFileFor(template: string, profile: string): string {
+  return template.split(PROFILE_PLACEHOLDER).join(profile);
+}
+
 /** The effective user id: the owner of every file syncauth creates. */
 export function ownUid(): number {
   return process.geteuid?.() ?? process.getuid?.() ?? -1;

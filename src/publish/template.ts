@@ -29,12 +29,12 @@
 // make it write another file: the link is replaced.
 import { access, constants, stat } from 'node:fs/promises';
 import path from 'node:path';
-import { PROFILE_PLACEHOLDER, tokenFileFor } from '../daemon/token-file.js';
 import { SyncauthError, ValidationError } from '../errors.js';
 import type { FieldIssue } from '../errors.js';
 import type { Logger } from '../log.js';
 import { writePrivateFile } from '../profile/files.js';
 import { parseMode } from './file.js';
+import { PROFILE_PLACEHOLDER, tokenFileFor } from './place.js';
 import { FileRefusedError, readRegularFile } from './safe-read.js';
 
 export interface TemplateSpec {

@@ -5,7 +5,7 @@ import { execFileSync } from 'node:child_process';
 import { chmodSync, chownSync, existsSync, linkSync, lstatSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { readTokenFile, writeTokenFile } from '../../src/daemon/token-file.js';
+import { readTokenFile, writeTokenFile } from '../../src/publish/token-file.js';
 import { captureLog, tempDir } from './helpers.js';
 
 const NOBODY = 65534;

@@ -1,6 +1,6 @@
 // Publishing the access token for processes next to the daemon: written whole or not at all (a temporary
 // file renamed over the old one), readable by the owner only unless a mode and group are given, and removed
-// once the token it holds expires. Templates (src/publish/template.ts) are rendered right after it; they are
+// once the token it holds expires. Templates (template.ts) are rendered right after it; they are
 // not removed at expiry (they carry the expiry, and a consumer's configuration should not vanish).
 // Beside it, `<file>.expires_at` holds the token's expiry (RFC 3339), so a consumer can judge the token when no
 // daemon runs. The token is written before its expiry and removed before it, so a consumer that reads both
@@ -10,17 +10,11 @@ import { open, rm } from 'node:fs/promises';
 import { ValidationError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { removeTemporaryLeftovers } from '../profile/files.js';
-import { ownUid } from '../publish/place.js';
-import { PRIVATE_ACCESS, writeSharedFile, type FileAccess } from '../publish/file.js';
-import type { TemplateRenderer } from '../publish/template.js';
+import { PRIVATE_ACCESS, writeSharedFile, type FileAccess } from './file.js';
+import { ownUid, PROFILE_PLACEHOLDER, tokenFileFor } from './place.js';
+import type { TemplateRenderer } from './template.js';
 
 export const EXPIRY_SUFFIX = '.expires_at';
-
-export const PROFILE_PLACEHOLDER = '{profile}';
-
-export function tokenFileFor(template: string, profile: string): string {
-  return template.split(PROFILE_PLACEHOLDER).join(profile);
-}
 
 /** Several profiles cannot share one file: the path must tell them apart. */
 export function checkTokenFileTemplate(template: string, profileCount: number, field = 'tokenFile'): void {

@@ -1,0 +1,259 @@
+// One profile's renewal, a part of its worker (worker.ts): under the profile's locks, it reads what other
+// processes recorded, takes a token another process kept when it may, renews otherwise, keeps a rotated refresh
+// token, and on failure backs off (a Retry-After bounded by the token's expiry) or parks the profile. It publishes
+// the token it gets, which the worker holds (and drops at expiry); the reconcile that follows is reconciler.ts's.
+import { SyncauthError } from '../errors.js';
+import { isOAuthError, type TokenSet } from '../oauth/index.js';
+import { isProfileStoreError, type ProfileState } from '../profile/index.js';
+import { reauthorizeCommand } from '../profile/name.js';
+import { renewHoldingLock } from '../sync/renew.js';
+import { remainingMs } from '../sync/token-cache.js';
+import { linkSignals } from '../abort.js';
+import { Backoff } from '../backoff.js';
+import { classifyFailure, type Failure } from './classify.js';
+import { HELD_ELSEWHERE } from './exclusion.js';
+import type { HeldToken, Parked, ProfileRuntime } from './runtime.js';
+import type { DaemonGrant, DaemonProfile, ParkReason, RenewalOutcome } from './types.js';
+import type { WorkerContext } from './worker-context.js';
+
+/** What a renewal asks of the worker it is part of: to hold the token it got (until it expires), or to park the profile. */
+export interface RenewalWorker {
+  holdToken(token: HeldToken): void;
+  park(reason: ParkReason, failure: Failure, until: Parked['until'], secretsVersion: string | undefined): void;
+}
+
+export class ProfileRenewer {
+  readonly #rt: ProfileRuntime;
+  readonly #ctx: WorkerContext;
+  readonly #worker: RenewalWorker;
+
+  constructor(rt: ProfileRuntime, ctx: WorkerContext, worker: RenewalWorker) {
+    this.#rt = rt;
+    this.#ctx = ctx;
+    this.#worker = worker;
+  }
+
+  #now(): number {
+    return this.#ctx.clock.wall();
+  }
+
+  #drawJitter(): number {
+    return this.#ctx.random() * this.#ctx.config.jitterMs;
+  }
+
+  #readState(): Promise<ProfileState | undefined> {
+    return this.#ctx.store.read(this.#rt.name);
+  }
+
+  #settle(outcome: RenewalOutcome): RenewalOutcome {
+    this.#rt.lastRenewal = { at: this.#now(), outcome };
+    this.#ctx.metrics.renewal(this.#rt.name, outcome);
+    return outcome;
+  }
+
+  /** A renewal of the profile, under its locks; its outcome, and whether the token was taken from another process. */
+  async renewUnderLock(profile: DaemonProfile): Promise<{ renewal: RenewalOutcome; adopted?: boolean }> {
+    const rt = this.#rt;
+    const { shutdown, locks } = this.#ctx;
+    try {
+      const outcome = await locks.renewal.run(
+        rt.name,
+        async (lockSignal) => {
+          const linked = linkSignals(lockSignal, shutdown);
+          try {
+            return await this.#renewHolding(profile, linked.signal);
+          } finally {
+            linked.release();
+          }
+        },
+      );
+      // Another holder is renewing it now; the next visit reads what it recorded.
+      return outcome === HELD_ELSEWHERE ? { renewal: this.#settle('fresh') } : outcome;
+    } catch (error) {
+      return { renewal: await this.#renewalFailed(profile, error) };
+    }
+  }
+
+  /** The renewal itself, holding the profile's lock; `signal` aborts when the lock is lost or the daemon stops. */
+  async #renewHolding(profile: DaemonProfile, signal: AbortSignal): Promise<{ renewal: RenewalOutcome; adopted?: boolean }> {
+    const rt = this.#rt;
+    const { store, config, rateGate, clock } = this.#ctx;
+    // Another process may have renewed while this one waited for the lock.
+    const state = await this.#readState();
+    if (state?.accessTokenExpiresAt) rt.learnExpiry(Date.parse(state.accessTokenExpiresAt), this.#drawJitter());
+    if (!rt.renewalDue(this.#now(), config.marginMs, config.needsOwnToken)) {
+      rt.backoff = Backoff.none;
+      return { renewal: this.#settle('fresh') };
+    }
+    if (profile.readGrant && state?.secretsVersion !== rt.secretsVersion) {
+      rt.grant = await profile.readGrant();
+      rt.secretsVersion = state?.secretsVersion;
+    }
+    const grant = rt.grant as NonNullable<typeof rt.grant>;
+    if (config.needsOwnToken && (await this.#adoptKept(profile, grant))) {
+      rt.backoff = Backoff.none;
+      return { renewal: this.#settle('fresh'), adopted: true };
+    }
+    if (rateGate) await rateGate.wait(signal);
+    const sentMono = clock.mono();
+    const tokens = await renewHoldingLock({
+      profiles: store,
+      name: rt.name,
+      app: { appKey: grant.appKey, appSecret: grant.appSecret },
+      refreshToken: grant.refreshToken,
+      tokenUrl: profile.tokenUrl,
+      now: clock.wall,
+      signal,
+      timeoutMs: config.tokenTimeoutMs,
+      onNewRefreshToken: (refreshToken) => this.#keepRefreshToken(profile, refreshToken),
+      ...(profile.storeAccessToken ? { onNewAccessToken: (fresh: TokenSet) => this.#shareAccessToken(profile, fresh, grant) } : {}),
+    });
+    this.#settle('renewed');
+    await this.#renewed(tokens, sentMono);
+    return { renewal: 'renewed' as const };
+  }
+
+  /**
+   * This process publishes its token and its own is due, while the state says another process renewed: the
+   * token that process kept in the secret store is taken, published and held as this one's, when it belongs
+   * to the grant held and has more than the margin (and the largest jitter) left. Returns whether it was; if
+   * not (the env store keeps none, the store is out of reach, the kept token is as old), this process renews.
+   */
+  async #adoptKept(profile: DaemonProfile, grant: DaemonGrant): Promise<boolean> {
+    const rt = this.#rt;
+    const { config, clock, log } = this.#ctx;
+    const enough = config.marginMs + config.jitterMs;
+    const at = this.#now();
+    const known = rt.expiry(at);
+    if (!profile.readAccessToken || known === undefined || known - at <= enough) return false;
+    let kept: Awaited<ReturnType<NonNullable<DaemonProfile['readAccessToken']>>>;
+    try {
+      kept = await profile.readAccessToken(grant);
+    } catch (error) {
+      log.warn({ profile: rt.name, event: 'token.unread', op: 'renew', error: classifyFailure(error).message }, `could not read the access token of profile "${rt.name}" another process kept; renewing instead`);
+      return false;
+    }
+    const now = this.#now();
+    const left = kept ? remainingMs(kept, now) : 0;
+    if (!kept || left <= enough || kept.accessToken === rt.token?.value) return false;
+    this.#worker.holdToken({ value: kept.accessToken, expiresAt: kept.expiresAt, monoExpiresAt: clock.mono() + left });
+    // Published before anything else awaits, as after a renewal of its own.
+    await this.#ctx.files.publish(rt);
+    log.info(
+      { profile: rt.name, event: 'token.shared', op: 'renew', expiresAt: new Date(kept.expiresAt).toISOString() },
+      `took the access token of profile "${rt.name}" another process renewed, instead of renewing again`,
+    );
+    return true;
+  }
+
+  async #keepRefreshToken(profile: DaemonProfile, refreshToken: string): Promise<void> {
+    const rt = this.#rt;
+    // In memory first: whatever happens to the store, this process keeps the grant alive.
+    if (rt.grant) rt.grant = { ...rt.grant, refreshToken };
+    if (profile.storeRefreshToken) {
+      try {
+        await profile.storeRefreshToken(refreshToken);
+      } catch (error) {
+        // Not used before it is stored: the renewal counts as failed and is retried (with the token in memory),
+        // storing again each time, however the store classifies its own failure.
+        throw new SyncauthError('REFRESH_TOKEN_NOT_STORED', `Dropbox rotated the refresh token of profile "${rt.name}" and storing the new one failed: ${classifyFailure(error).message}`, {
+          cause: error,
+        });
+      }
+      this.#ctx.log.info({ profile: rt.name, event: 'grant.rotated', op: 'renew' }, `Dropbox rotated the refresh token of profile "${rt.name}"; the new one is stored`);
+    } else {
+      this.#ctx.log.warn(
+        { profile: rt.name, event: 'grant.rotated', op: 'renew', stored: false },
+        `Dropbox rotated the refresh token of profile "${rt.name}", and its secrets are read-only here: the new one is kept in memory only. ` +
+          `Store it where the grant comes from (run \`${reauthorizeCommand(rt.name)}\`) before this process stops.`,
+      );
+    }
+  }
+
+  /** A failure to share the token with other processes costs them a renewal of their own, not this one. */
+  async #shareAccessToken(profile: DaemonProfile, tokens: TokenSet, grant: DaemonGrant): Promise<void> {
+    try {
+      await profile.storeAccessToken?.(tokens, grant);
+    } catch (error) {
+      this.#ctx.log.warn({ profile: this.#rt.name, event: 'token.unshared', op: 'renew', error: classifyFailure(error).message }, `could not keep the access token of profile "${this.#rt.name}" in its secret store; other commands will renew their own`);
+    }
+  }
+
+  /** Holds and publishes the fresh token and records the renewal; the reconcile comes after the lock is released. */
+  async #renewed(tokens: TokenSet, sentMono: number): Promise<void> {
+    const rt = this.#rt;
+    this.#worker.holdToken({ value: tokens.accessToken, expiresAt: tokens.expiresAt, monoExpiresAt: sentMono + tokens.expiresIn * 1000 });
+    // Published before anything else awaits: holding the token makes the profile ready, and /readyz must never
+    // say ready while the file consumers read still holds the old token or none.
+    await this.#ctx.files.publish(rt);
+    rt.backoff = Backoff.none;
+    rt.lastSuccessAt = this.#now();
+    this.#ctx.metrics.success(rt.name, rt.lastSuccessAt);
+    try {
+      // Storing a rotated refresh token bumps the stored secretsVersion; that change is ours, not news.
+      rt.secretsVersion = (await this.#readState())?.secretsVersion ?? rt.secretsVersion;
+    } catch {
+      // The next sweep's read reports a broken state file.
+    }
+    this.#ctx.log.info({ profile: rt.name, event: 'renewal.succeeded', op: 'renew', expiresAt: new Date(tokens.expiresAt).toISOString() }, `renewed the access token of profile "${rt.name}"`);
+  }
+
+  async #renewalFailed(profile: DaemonProfile, error: unknown): Promise<RenewalOutcome> {
+    const rt = this.#rt;
+    const { config, random, log } = this.#ctx;
+    const failure = classifyFailure(error);
+    if (failure.kind === 'terminal' || failure.kind === 'configuration') {
+      // Another process may have stored a new grant since this one was read: try it before giving up.
+      if (isOAuthError(error, 'OAUTH_INVALID_GRANT') && profile.readGrant) {
+        try {
+          const stored = await profile.readGrant();
+          if (rt.grantDiffers(stored)) {
+            rt.grant = stored;
+            rt.backoff = rt.backoff.waitUntil(0);
+            log.info({ profile: rt.name, event: 'grant.changed', op: 'renew' }, `profile "${rt.name}": the stored grant changed; trying it`);
+            return this.#settle('failed');
+          }
+        } catch {
+          // Parked below; new secrets un-park it.
+        }
+      }
+      let secretsVersion = rt.secretsVersion;
+      try {
+        secretsVersion = (await this.#readState())?.secretsVersion;
+      } catch {
+        // Keep the version the grant was read under.
+      }
+      const reason: ParkReason = failure.kind === 'terminal' ? 'reauthorization_needed' : 'configuration_error';
+      // A state file that does not parse is fixed by hand, not by new secrets.
+      this.#worker.park(reason, failure, isProfileStoreError(error, 'PROFILE_CORRUPT') ? 'readable' : 'secrets', secretsVersion);
+      return this.#settle(reason);
+    }
+    const wait = this.#boundedByExpiry(rt.backoff.nextDelay(config.backoff, random, failure.retryAfterMs), failure.retryAfterMs);
+    rt.backoff = rt.backoff.failed(this.#ctx.clock.mono(), wait);
+    log.warn(
+      { profile: rt.name, event: 'renewal.failed', op: 'renew', errorCode: failure.code, attempt: rt.backoff.failures, retryInMs: wait },
+      `could not renew the access token of profile "${rt.name}": ${failure.message}; trying again in ${Math.ceil(wait / 1000)} s`,
+    );
+    return this.#settle(failure.kind === 'rate_limited' ? 'rate_limited' : 'failed');
+  }
+
+  /**
+   * A Retry-After is honoured, but never past the token's expiry less a safety window: a token that dies
+   * waiting politely is worse than one more request the server asked us not to send yet.
+   */
+  #boundedByExpiry(waitMs: number, retryAfterMs: number | undefined): number {
+    const rt = this.#rt;
+    const { config } = this.#ctx;
+    const at = this.#now();
+    const expiry = rt.expiry(at);
+    if (retryAfterMs === undefined || expiry === undefined) return waitMs;
+    const latest = Math.max(config.backoff.baseMs, expiry - config.safetyMs - at);
+    if (waitMs <= latest) return waitMs;
+    this.#ctx.log.warn(
+      { profile: rt.name, event: 'renewal.retry_after_capped', op: 'renew', retryAfterMs, retryInMs: latest },
+      `the token endpoint asked to wait ${Math.ceil(retryAfterMs / 1000)} s, past the expiry of the access token of profile "${rt.name}"; trying again in ${Math.ceil(latest / 1000)} s instead`,
+    );
+    return latest;
+  }
+
+}

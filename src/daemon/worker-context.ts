@@ -1,0 +1,38 @@
+// What a profile's worker, and each of its parts (renewal.ts, reconciler.ts), may use of the daemon.
+import type { Logger } from '../log.js';
+import type { ProfileStore } from '../profile/index.js';
+import type { TemplateSpec } from '../publish/template.js';
+import type { TokenPublisher } from '../publish/token-file.js';
+import type { DaemonConfig } from './config.js';
+import type { Coordinator } from './coordinator.js';
+import type { Exclusion, SingleFlight } from './exclusion.js';
+import type { RateGate, Semaphore } from './limiter.js';
+import type { DaemonMetrics } from './metrics.js';
+import type { DaemonClock } from './runtime.js';
+import type { DaemonOptions } from './types.js';
+
+/** What a worker may use of the daemon: its settings and shared parts, nothing of other profiles. */
+export interface WorkerContext {
+  readonly config: DaemonConfig;
+  readonly clock: DaemonClock;
+  readonly log: Logger;
+  readonly store: ProfileStore;
+  /** Who may work on a profile at once: this process's visits, processes on the host, replicas. */
+  readonly locks: { readonly flight: SingleFlight; readonly renewal: Exclusion; readonly replicas: Exclusion | undefined };
+  readonly coordinator: Coordinator | undefined;
+  readonly files: TokenPublisher;
+  readonly metrics: DaemonMetrics;
+  /** Renewals at once across profiles. */
+  readonly limiter: Semaphore;
+  /** Reconciles at once across profiles: bounded apart from renewals, so that no renewal waits behind one. */
+  readonly reconcileLimiter: Semaphore;
+  readonly rateGate: RateGate | undefined;
+  /** Aborted when the daemon gives up on work in flight at shutdown. */
+  readonly shutdown: AbortSignal;
+  readonly random: () => number;
+  readonly loadProfile: DaemonOptions['loadProfile'];
+  readonly templates: readonly TemplateSpec[];
+  readonly serviceClient: DaemonOptions['serviceClient'];
+  /** The coordinator's reachability is the daemon's, told once however many workers notice. */
+  readonly coordinatorHealth: { down(error: unknown): void; up(): void };
+}
