@@ -182,6 +182,10 @@ export class Daemon implements RunningDaemon {
     return { at: new Date(at).toISOString(), profiles: entries };
   }
 
+  rendersSettled(): Promise<void> {
+    return this.#ctx.files.rendersSettled();
+  }
+
   status(): DaemonStatus {
     const at = this.#clock.wall();
     const profiles = [...this.#workers.values()].map((worker) => worker.view(at));

@@ -202,6 +202,8 @@ export interface DaemonStatus {
 export interface RunningDaemon {
   /** Renews what is due and retries pending reconciles; resolves when the work it started is done. */
   sweep(): Promise<SweepReport>;
+  /** Resolves once the template renders started so far have ended (each read has a deadline); for a one-shot run. */
+  rendersSettled(): Promise<void>;
   /** Calls the profile loader again: adds, updates and removes profiles, keeping what is known about the rest. */
   reload(): Promise<void>;
   status(): DaemonStatus;

@@ -144,6 +144,7 @@ export class TokenPublisher {
   private readonly template: string | undefined;
   private readonly now: () => number;
   private readonly log: Logger;
+  readonly #rendering = new Set<Promise<void>>();
 
   constructor(private readonly options: PublisherOptions) {
     this.template = options.template;
@@ -174,11 +175,22 @@ export class TokenPublisher {
         const accountId = await this.options.accountId?.(holder.name, token.value).catch(() => undefined);
         await templates.render({ accessToken: token.value, expiresAt: token.expiresAt, profile: holder.name, now: this.now(), ...(accountId ? { accountId } : {}) });
       };
-      void render().then(() => {
+      const rendering = render().then(() => {
         if (holder.token === token && !holder.removed) holder.publishedToken = token.value;
       });
+      this.#rendering.add(rendering);
+      void rendering.finally(() => this.#rendering.delete(rendering));
       return true;
     });
+  }
+
+  /**
+   * Resolves once the template renders started so far have ended, rendered or failed. Each read of a source has a
+   * deadline, so this is bounded; a one-shot run waits for it before it judges what it published, and nothing on
+   * the renewal path ever does.
+   */
+  async rendersSettled(): Promise<void> {
+    while (this.#rendering.size > 0) await Promise.allSettled([...this.#rendering]);
   }
 
   /** What a token file left by an earlier run must be for the profile to adopt it (see `readTokenFile`). */

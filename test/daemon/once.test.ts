@@ -2,7 +2,7 @@
 // what is due, reconciles, publishes, leaves the token file for the consumers, and its exit code says whether
 // every profile is fresh (0), one needs re-authorization (4), or something else failed (1), with a line per
 // failed profile.
-import { readFileSync, statSync } from 'node:fs';
+import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { runCli, tempDir } from '../helpers/cli.js';
@@ -36,6 +36,20 @@ describe('daemon --once', () => {
     expect(second.code).toBe(0);
     expect(tokensOf(emu, grant.refreshToken).length).toBe(renewedBefore);
     expect(readFileSync(tokenFile, 'utf8')).toBe(token);
+  }, 40_000);
+
+  it('judges the pass once its templates have rendered: a slow account lookup for {{ account_id }} still exits 0 with the file rendered', async () => {
+    // Templates render beside the renewals, not on their path; the one pass must still wait for them to end.
+    const emu = await emulator({ faults: [{ route: 'account', latencyMs: 1_500 }] });
+    const grant = await obtainGrant(emu);
+    const home = tempDir();
+    const source = path.join(home, 'env.tpl');
+    const dest = path.join(home, 'dropbox.env');
+    writeFileSync(source, 'DROPBOX_ACCOUNT={{account_id}}\nDROPBOX_ACCESS_TOKEN={{access_token}}\n');
+    const result = await runCli(['daemon', '--once', '--template', `${source}:${dest}`], { env: containerEnv(emu, grant, home, { profile: 'slow' }), cwd: home, timeoutMs: 20_000 });
+    expect(result.code, result.stderr).toBe(0);
+    const token = tokensOf(emu, grant.refreshToken).at(-1)?.token;
+    expect(readFileSync(dest, 'utf8')).toBe(`DROPBOX_ACCOUNT=${emu.state.account.accountId}\nDROPBOX_ACCESS_TOKEN=${token}\n`);
   }, 40_000);
 
   it('exits 4 with a line naming the profile and the fix when the grant was revoked; nothing is published', async () => {

@@ -394,6 +394,8 @@ async function onePass(context: CommandContext, running: RunningDaemon, log: Log
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);
   const report = await running.sweep();
+  // Templates render beside the renewals; the pass is judged once they have ended.
+  await running.rendersSettled();
   const status = running.status();
   await running.close();
   process.off('SIGTERM', stop);
