@@ -5,6 +5,7 @@ import {
   ENDPOINT_OVERRIDE_ENV, ENDPOINT_SETTINGS, readDotenvFile, resolveSettings, screenDotenv, SECRET_SETTINGS, SETTINGS, unknownSettingVariables,
   type DotenvFile, type DotenvTrust, type IgnoredDotenv, type ResolvedSettings, type SettingInputs, type SettingName,
 } from '../config.js';
+import { readConfigFile, type ConfigFile } from '../profile/config-file.js';
 import { notePathRole } from './errno.js';
 import type { Factory } from './factory.js';
 import { note, warn, type Io } from './output.js';
@@ -25,12 +26,17 @@ export interface CommandContext {
   endpointOverride?: boolean;
   /** The command records the profile's endpoints (setup), so an endpoint the user set explicitly replaces the recorded one. */
   recordsEndpoints?: boolean;
+  /** Why the config dir's `config.json` could not be read; only a command that diagnoses (doctor) runs on without it. */
+  configFileError?: unknown;
 }
 
 const settingOptionsOf = new WeakMap<Command, SettingName[]>();
 
 // Setup is where a profile's endpoints are recorded with its secrets; running it again is how they change.
 const COMMANDS_THAT_RECORD_ENDPOINTS = new Set(['setup']);
+
+// Commands that run on with a config file that cannot be read, to say what is wrong with it.
+const COMMANDS_THAT_DIAGNOSE = new Set(['doctor']);
 
 // What a command asks for when neither the environment nor a `.env` has it: setup every secret (the grant by
 // way of the browser), authorize the app's key and secret. A `.env` may not direct what is typed there.
@@ -89,7 +95,12 @@ export async function buildContext(command: Command, factory: Factory): Promise<
   const records = COMMANDS_THAT_RECORD_ENDPOINTS.has(command.name());
   const prompts = SECRETS_ASKED_FOR[command.name()];
   const dotenvTrust: DotenvTrust = { ...(records ? { records } : {}), ...(prompts ? { prompts } : {}) };
-  const inputs: SettingInputs = { flags, env, dotenv, defaultConfigDir: envPaths('syncauth', { suffix: '' }).config, dotenvTrust };
+  let inputs: SettingInputs = { flags, env, dotenv, defaultConfigDir: envPaths('syncauth', { suffix: '' }).config, dotenvTrust };
+  // The config dir comes from flags, the environment or the default, never from the file it holds; what setup
+  // recorded there for each profile (the store) then resolves below the flags and the environment.
+  const { configFile, error: configFileError } = await loadConfigFile(resolveSettings(inputs).values.configDir);
+  if (configFileError !== undefined && !COMMANDS_THAT_DIAGNOSE.has(command.name())) throw configFileError;
+  if (configFile) inputs = { ...inputs, configFile };
   const settings = resolveSettings(inputs);
   const context: CommandContext = {
     settings,
@@ -100,10 +111,20 @@ export async function buildContext(command: Command, factory: Factory): Promise<
     factory,
     endpointOverride: options.endpointOverride === true || ['1', 'true'].includes(env[ENDPOINT_OVERRIDE_ENV]?.trim().toLowerCase() ?? ''),
     recordsEndpoints: records,
+    ...(configFileError !== undefined ? { configFileError } : {}),
   };
   noteDotenv(context, ignored);
   notePathRoles(settings);
   return context;
+}
+
+async function loadConfigFile(configDir: string): Promise<{ configFile?: ConfigFile; error?: unknown }> {
+  try {
+    const configFile = await readConfigFile(configDir);
+    return configFile ? { configFile } : {};
+  } catch (error) {
+    return { error };
+  }
 }
 
 /**
