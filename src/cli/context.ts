@@ -1,4 +1,6 @@
 // What a command gets when it runs: resolved settings, output streams, and whether to print JSON.
+import { constants as fsConstants } from 'node:fs';
+import { access } from 'node:fs/promises';
 import type { Command } from 'commander';
 import { Option } from 'commander';
 import {
@@ -118,11 +120,22 @@ export async function buildContext(command: Command, factory: Factory): Promise<
   return context;
 }
 
+/**
+ * The config dir's `config.json`, or why it cannot be read. A config dir that is no directory, or one this user
+ * may not enter, holds no file to read: the command then meets the directory itself and says what is wrong
+ * with it (and which setting named it), as it did before the file existed.
+ */
 async function loadConfigFile(configDir: string): Promise<{ configFile?: ConfigFile; error?: unknown }> {
   try {
     const configFile = await readConfigFile(configDir);
     return configFile ? { configFile } : {};
   } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ENOTDIR') return {};
+    if (code === 'EACCES' || code === 'EPERM') {
+      const enterable = await access(configDir, fsConstants.X_OK).then(() => true, () => false);
+      if (!enterable) return {};
+    }
     return { error };
   }
 }
