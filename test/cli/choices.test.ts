@@ -9,6 +9,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { resolveSettings } from '../../src/config.js';
 import { CONFIG_FILE_NAME, readConfigFile, recordProfileChoices } from '../../src/profile/config-file.js';
+import { openProfileSession } from '../../src/sync/profile-session.js';
 import { ROOT, tempDir } from '../helpers/cli.js';
 import { runInProcess, scriptedPrompter } from '../helpers/in-process.js';
 
@@ -82,6 +83,14 @@ describe('the config file', () => {
 });
 
 describe('a profile setup put in the encrypted file store', () => {
+  test('is opened with that store by the library too, which reads config.json itself', async () => {
+    const dir = await configDir(true);
+    const session = await openProfileSession({ inputs: { flags: { configDir: dir }, env: { SYNCAUTH_STORE_KEY: STORE_KEY } }, name: 'docs' });
+    expect(session.secrets.kind).toBe('file');
+    expect(session.settings.sources.store).toBe('config');
+    expect((await session.secrets.get('docs')).refresh_token).toBe(REFRESH_TOKEN);
+  });
+
   test('opens with the recorded store: only the key is needed, not SYNCAUTH_STORE (and a .env cannot move it)', async () => {
     const dir = await configDir(true);
     const cwd = tempDir('syncauth-choices-cwd-');
