@@ -1,5 +1,5 @@
-// Every setting of SPEC §4, resolved once, in one place: flags > environment > `.env` > profile state >
-// defaults. Commands receive the resolved values; nothing below cli/ reads the environment itself.
+// Every setting of SPEC §4, resolved once, in one place: flags > environment > `.env` > the config file's
+// choices for the profile > profile state > defaults. Commands receive the resolved values; nothing below cli/ reads the environment itself.
 import { closeSync, constants as fsConstants, fstatSync, openSync, readSync } from 'node:fs';
 import path from 'node:path';
 import { ValidationError, type FieldIssue } from './errors.js';
@@ -7,7 +7,7 @@ import { HTTP_SCHEMES, parseUrl } from './net/http.js';
 import { registerAppCredentials, registerSecrets } from './redact.js';
 import { SCHEDULES, type Schedule } from './service/constants.js';
 
-export type SettingSource = 'flag' | 'env' | 'dotenv' | 'profile' | 'default';
+export type SettingSource = 'flag' | 'env' | 'dotenv' | 'config' | 'profile' | 'default';
 
 interface SettingSpec<T> {
   env: string;
@@ -216,6 +216,11 @@ export interface SettingInputs {
   env?: NodeJS.ProcessEnv;
   /** Contents of a `.env` file, already parsed. */
   dotenv?: Record<string, string>;
+  /**
+   * What setup chose for each profile (`config.json` in the config dir, see profile/config-file.ts): the entry of
+   * the profile these settings resolve to is used, below the flags, the environment and `.env`.
+   */
+  configFile?: { profiles: Readonly<Record<string, Partial<Record<SettingName, unknown>>>> };
   /** Non-secret per-profile state. */
   profile?: Partial<Record<SettingName, unknown>>;
   /** The platform's config directory for syncauth (from env-paths), used when none is set. */
@@ -536,15 +541,19 @@ export function resolveSettings(inputs: SettingInputs): ResolvedSettings {
   for (const name of Object.keys(SETTINGS) as SettingName[]) {
     const spec = SETTINGS[name] as SettingSpec<unknown>;
     const label = spec.flag ? `--${spec.flag}` : spec.env;
+    // The profile is the first setting resolved, so its choices are known for the rest.
+    const chosen = typeof values.profile === 'string' ? inputs.configFile?.profiles[values.profile] : undefined;
     const candidates: [SettingSource, unknown, string][] = [
       ['flag', inputs.flags?.[name], label],
       ['env', env[spec.env], spec.env],
       ['dotenv', dotenv[spec.env], `${spec.env} (in .env)`],
+      ['config', chosen?.[name], `${name} (in config.json, for profile "${String(values.profile)}")`],
       ['profile', inputs.profile?.[name], `${name} (in the profile state)`],
     ];
     let resolved = false;
     for (const [source, raw, where] of candidates) {
-      if (!given(raw)) continue;
+      // screenDotenv takes these out first; here too, so a `.env` never outranks the config file's choice.
+      if (!given(raw) || (source === 'dotenv' && !spec.dotenv)) continue;
       if (source === 'flag' && spec.secret) {
         issues.push({ field: label, message: 'secrets are never taken from flags' });
         resolved = true;

@@ -1,10 +1,13 @@
 // What a command gets when it runs: resolved settings, output streams, and whether to print JSON.
+import { constants as fsConstants } from 'node:fs';
+import { access } from 'node:fs/promises';
 import type { Command } from 'commander';
 import { Option } from 'commander';
 import {
   ENDPOINT_OVERRIDE_ENV, ENDPOINT_SETTINGS, readDotenvFile, resolveSettings, screenDotenv, SECRET_SETTINGS, SETTINGS, unknownSettingVariables,
   type DotenvFile, type DotenvTrust, type IgnoredDotenv, type ResolvedSettings, type SettingInputs, type SettingName,
 } from '../config.js';
+import { readConfigFile, type ConfigFile } from '../profile/config-file.js';
 import { notePathRole } from './errno.js';
 import type { Factory } from './factory.js';
 import { note, warn, type Io } from './output.js';
@@ -25,12 +28,17 @@ export interface CommandContext {
   endpointOverride?: boolean;
   /** The command records the profile's endpoints (setup), so an endpoint the user set explicitly replaces the recorded one. */
   recordsEndpoints?: boolean;
+  /** Why the config dir's `config.json` could not be read; only a command that diagnoses (doctor) runs on without it. */
+  configFileError?: unknown;
 }
 
 const settingOptionsOf = new WeakMap<Command, SettingName[]>();
 
 // Setup is where a profile's endpoints are recorded with its secrets; running it again is how they change.
 const COMMANDS_THAT_RECORD_ENDPOINTS = new Set(['setup']);
+
+// Commands that run on with a config file that cannot be read, to say what is wrong with it.
+const COMMANDS_THAT_DIAGNOSE = new Set(['doctor']);
 
 // What a command asks for when neither the environment nor a `.env` has it: setup every secret (the grant by
 // way of the browser), authorize the app's key and secret. A `.env` may not direct what is typed there.
@@ -89,7 +97,12 @@ export async function buildContext(command: Command, factory: Factory): Promise<
   const records = COMMANDS_THAT_RECORD_ENDPOINTS.has(command.name());
   const prompts = SECRETS_ASKED_FOR[command.name()];
   const dotenvTrust: DotenvTrust = { ...(records ? { records } : {}), ...(prompts ? { prompts } : {}) };
-  const inputs: SettingInputs = { flags, env, dotenv, defaultConfigDir: envPaths('syncauth', { suffix: '' }).config, dotenvTrust };
+  let inputs: SettingInputs = { flags, env, dotenv, defaultConfigDir: envPaths('syncauth', { suffix: '' }).config, dotenvTrust };
+  // The config dir comes from flags, the environment or the default, never from the file it holds; what setup
+  // recorded there for each profile (the store) then resolves below the flags and the environment.
+  const { configFile, error: configFileError } = await loadConfigFile(resolveSettings(inputs).values.configDir);
+  if (configFileError !== undefined && !COMMANDS_THAT_DIAGNOSE.has(command.name())) throw configFileError;
+  if (configFile) inputs = { ...inputs, configFile };
   const settings = resolveSettings(inputs);
   const context: CommandContext = {
     settings,
@@ -100,10 +113,31 @@ export async function buildContext(command: Command, factory: Factory): Promise<
     factory,
     endpointOverride: options.endpointOverride === true || ['1', 'true'].includes(env[ENDPOINT_OVERRIDE_ENV]?.trim().toLowerCase() ?? ''),
     recordsEndpoints: records,
+    ...(configFileError !== undefined ? { configFileError } : {}),
   };
   noteDotenv(context, ignored);
   notePathRoles(settings);
   return context;
+}
+
+/**
+ * The config dir's `config.json`, or why it cannot be read. A config dir that is no directory, or one this user
+ * may not enter, holds no file to read: the command then meets the directory itself and says what is wrong
+ * with it (and which setting named it), as it did before the file existed.
+ */
+async function loadConfigFile(configDir: string): Promise<{ configFile?: ConfigFile; error?: unknown }> {
+  try {
+    const configFile = await readConfigFile(configDir);
+    return configFile ? { configFile } : {};
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ENOTDIR') return {};
+    if (code === 'EACCES' || code === 'EPERM') {
+      const enterable = await access(configDir, fsConstants.X_OK).then(() => true, () => false);
+      if (!enterable) return {};
+    }
+    return { error };
+  }
 }
 
 /**

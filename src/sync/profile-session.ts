@@ -10,6 +10,7 @@ import {
 } from '../config.js';
 import type { OpenSecretStoreOptions, ProfileSecrets, SecretStore } from '../credentials/index.js';
 import { SyncauthError } from '../errors.js';
+import { readConfigFile } from '../profile/config-file.js';
 import { openProfileStore, type ProfileState, type ProfileStore } from '../profile/index.js';
 import { reauthorizeCommand } from '../profile/name.js';
 import { registerAppCredentials, registerSecrets } from '../redact.js';
@@ -68,8 +69,14 @@ async function defaultSecretStore(options: OpenSecretStoreOptions): Promise<Secr
 
 export async function openProfileSession(options: OpenProfileSessionOptions): Promise<ProfileSession> {
   const { onNotice } = options;
-  const base = resolveSettings(options.inputs).values;
-  const name = options.name ?? base.profile;
+  const first = resolveSettings(options.inputs).values;
+  const name = options.name ?? first.profile;
+  // What setup recorded in the config dir (a caller that has read it, the CLI, hands it in; the library does not).
+  const configFile = options.inputs.configFile ?? (await readConfigFile(first.configDir));
+  const given: SettingInputs = configFile ? { ...options.inputs, configFile } : options.inputs;
+  // Resolved for this profile: the store its config file entry names (unless a flag or the environment says
+  // otherwise) decides where its secrets are, so it is known before anything of the profile is read.
+  const base = resolveSettings({ ...given, flags: { ...given.flags, profile: name } }).values;
   const { configDir, store, storeKey } = base;
   const profiles = openProfileStore(configDir);
   const secrets = await (options.openSecretStore ?? defaultSecretStore)({
@@ -81,7 +88,7 @@ export async function openProfileSession(options: OpenProfileSessionOptions): Pr
   const state = await profiles.read(name);
   const profile: Record<string, unknown> = {};
   for (const key of STATE_SETTINGS) if (state?.[key] !== undefined) profile[key] = state[key];
-  const inputs = { ...options.inputs, flags: { ...options.inputs.flags, profile: name }, profile };
+  const inputs = { ...given, flags: { ...given.flags, profile: name }, profile };
   let settings = resolveSettings(inputs);
   checkRecordedEndpoints(options, name, state, settings);
   // A `.env` endpoint still in use directs only the `.env`'s own secrets: once the profile's store holds any,

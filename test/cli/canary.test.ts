@@ -168,7 +168,7 @@ describe('canary secrets never leak', () => {
 
   it('no file but the encrypted store holds a secret, and the store holds none in plaintext', () => {
     expect(fileScans.length).toBe(outputs.length);
-    expect(Object.keys(fileScans[0]?.files ?? {}).sort()).toEqual(['config/profiles/canary.json', 'config/secrets.enc', 'config/secrets/canary.enc']);
+    expect(Object.keys(fileScans[0]?.files ?? {}).sort()).toEqual(['config/config.json', 'config/profiles/canary.json', 'config/secrets.enc', 'config/secrets/canary.enc']);
     for (const { after, files } of fileScans) {
       for (const [name, content] of Object.entries(files)) {
         expect({ after, name, leaks: leaks(content) }).toEqual({ after, name, leaks: [] });
@@ -199,7 +199,7 @@ describe('canary secrets never leak', () => {
 
   it('after every command, the config dir and every directory in it are 0700, every file 0600', () => {
     expect(fileScans[0]?.modes).toEqual({
-      'config/': '700', 'config/profiles/': '700', 'config/profiles/canary.json': '600', 'config/secrets.enc': '600',
+      'config/': '700', 'config/config.json': '600', 'config/profiles/': '700', 'config/profiles/canary.json': '600', 'config/secrets.enc': '600',
       'config/secrets/': '700', 'config/secrets/canary.enc': '600',
     });
     for (const { after, modes } of fileScans) {

@@ -45,6 +45,7 @@ describe.concurrent('doctor', () => {
     expect(result.code).toBe(0);
     expect(result.stdout).toMatch(new RegExp(`^ok +config directory +${p.home.configDir} is a writable directory$`, 'm'));
     expect(result.stdout).toMatch(/^ok +secret store +\S+secrets\.enc +opens with SYNCAUTH_STORE_KEY \(1 profile\)$/m);
+    expect(result.stdout).toMatch(/^ok +config file +\S+config\.json records profile healthy: file store$/m);
     expect(result.stdout).toMatch(/^ok +profile healthy +state readable, Dropbox grant present, access token expires in \d/m);
     expect(result.stdout).toMatch(new RegExp(`^ok +service +${ob.emulator.url} +reachable, API key accepted \\(profile healthy\\)$`, 'm'));
     expect(result.stdout).toMatch(/\nno problems found\n$/);
@@ -55,7 +56,7 @@ describe.concurrent('doctor', () => {
     expect(json.code).toBe(0);
     const out = JSON.parse(json.stdout) as { ok: boolean; checks: Check[] };
     expect(out.ok).toBe(true);
-    expect(out.checks.map((c) => [c.check, c.status])).toEqual([['config-dir', 'ok'], ['store', 'ok'], ['profile', 'ok'], ['service', 'ok']]);
+    expect(out.checks.map((c) => [c.check, c.status])).toEqual([['config-dir', 'ok'], ['config-file', 'ok'], ['store', 'ok'], ['profile', 'ok'], ['service', 'ok']]);
     expectNoSecret(p, json.stdout);
   });
 

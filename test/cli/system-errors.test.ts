@@ -44,7 +44,8 @@ describe.concurrent('a busy port', () => {
     const home = tempDir();
     const result = await runCli(['daemon', '--listen', `127.0.0.1:${port}`], {
       cwd: home,
-      env: { SYNCAUTH_STORE: 'env', SYNCAUTH_APP_KEY: 'k', SYNCAUTH_APP_SECRET: 's', SYNCAUTH_REFRESH_TOKEN: 'r', SYNCAUTH_TOKEN_URL: 'http://127.0.0.1:9/token' },
+      // A token file: a daemon that hands the token to nobody is refused before it listens.
+      env: { SYNCAUTH_STORE: 'env', SYNCAUTH_APP_KEY: 'k', SYNCAUTH_APP_SECRET: 's', SYNCAUTH_REFRESH_TOKEN: 'r', SYNCAUTH_TOKEN_URL: 'http://127.0.0.1:9/token', SYNCAUTH_TOKEN_FILE: path.join(home, 'token') },
     });
     expect(result.code).not.toBe(0);
     expect(result.stderr).toContain(`port ${port} on 127.0.0.1 is already in use by another program`);

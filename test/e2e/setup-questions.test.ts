@@ -247,9 +247,15 @@ describe.skipIf(!hasTmux && !isCI())(`${tmuxNote}setup's questions at a terminal
       t.press('Enter');
     });
     expect(final, final).toContain('exit=0');
-    expect(final).toContain('SYNCAUTH_STORE=file and SYNCAUTH_STORE_KEY');
+    expect(final).toContain(`the secrets are in the encrypted file store, recorded in ${path.join(home.configDir, 'config.json')}`);
     expect(final).not.toContain(storeKey);
     expect(existsSync(path.join(home.configDir, 'secrets.enc'))).toBe(true);
     expect((await storedSecrets({ ...home, storeKey }, 'default')).refresh_token).toBeTruthy();
+    // The choice is remembered: the next command needs the key, not SYNCAUTH_STORE=file.
+    expect(JSON.parse(readFileSync(path.join(home.configDir, 'config.json'), 'utf8'))).toEqual({ version: 1, profiles: { default: { store: 'file' } } });
+    const token = await runCli(['token', '--force'], { env: { ...env, SYNCAUTH_STORE_KEY: storeKey }, cwd: home.dir });
+    expect(token.stderr).not.toMatch(/keychain|D-Bus/i);
+    expect(token.code).toBe(0);
+    expect(token.stdout).toMatch(/^sl\./);
   });
 });

@@ -192,6 +192,34 @@ function checkSettings(context: CommandContext, options: DaemonCommandOptions): 
   return { marginMs: v.renewMargin * 1000, sweep: v.sweep, concurrency, maxRenewalsPerSecond, shutdownTimeoutMs: shutdownSeconds * 1000, requested };
 }
 
+/**
+ * A daemon renews to hand the token on: to a token file, a template or the socket, to the profile's store (a
+ * writable one keeps it for \`token\` and \`exec\`), or to the connector it reconciles. With none of those every
+ * renewal is thrown away while the run looks healthy, so it is refused before anything starts (exit 2), naming
+ * what is missing.
+ */
+function checkWorkToDo(context: CommandContext, options: DaemonCommandOptions, profiles: DaemonProfile[]): void {
+  const v = context.settings.values;
+  const once = options.once === true;
+  const sinks = Boolean(v.tokenFile) || (options.template?.length ?? 0) > 0 || (!once && Boolean(v.socket));
+  if (sinks || profiles.some((profile) => profile.reconcile || profile.storeAccessToken)) return;
+  const env = (name: SettingName) => SETTINGS[name].env;
+  const reconcileNeeds = (['baseUrl', 'apiKey', 'remoteUrl'] as const).filter((name) => !v[name]);
+  const missing = (reconcileNeeds.length > 0 ? reconcileNeeds : (['baseUrl', 'apiKey', 'remoteUrl'] as const)).map(env);
+  const kept = v.store === 'env' ? 'the env store keeps nothing' : 'no profile has a store that keeps it';
+  throw new SyncauthError(
+    'SYNCAUTH_NOTHING_TO_DO',
+    `daemon${once ? ' --once' : ''} has nothing to do: every token it renewed would be thrown away (${kept}; no token file, ` +
+      `template${once ? '' : ' or socket'}; and no connector to update, for want of ${missing.join(', ')})`,
+    {
+      kind: 'bad_input',
+      hint:
+        `publish the token with --token-file (${env('tokenFile')}) or --template${once ? '' : `, or serve it with --socket (${env('socket')})`}; ` +
+        `or set ${missing.join(', ')} to keep the connector's grant current; or run the consumer under \`syncauth exec\`, which renews as it needs`,
+    },
+  );
+}
+
 /** The library names its options; the user knows the flag or variable they set. */
 function relabel(context: CommandContext, error: unknown): unknown {
   if (!(error instanceof ValidationError)) return error;
@@ -313,6 +341,7 @@ export async function daemon(context: CommandContext, options: DaemonCommandOpti
   }
   const failed = initial.filter(isLoadFailure);
   if (failed.length === initial.length) throw (failed[0] as { error: Error }).error;
+  if (failed.length === 0) checkWorkToDo(context, options, initial as DaemonProfile[]);
   const names = initial.map((entry) => entry.name);
   if (v.tokenFile) await checkTokenFiles(context, v.tokenFile, names);
   const handover = await checkHandover(context, options, names);

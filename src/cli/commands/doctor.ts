@@ -5,10 +5,11 @@
 import { access, constants, lstat, stat } from 'node:fs/promises';
 import { get as httpGet } from 'node:http';
 import path from 'node:path';
-import { SETTINGS } from '../../config.js';
+import { resolveSettings, SETTINGS, type StoreKind } from '../../config.js';
 import { openSecretStore, SECRET_FILE_NAME, type SecretStore } from '../../credentials/index.js';
 import { ExitCode, SyncauthError } from '../../errors.js';
 import { openProfileStore, type ProfileState } from '../../profile/index.js';
+import { configFileOf } from '../../profile/config-file.js';
 import { ServiceClient } from '../../service/client.js';
 import { isServiceError } from '../../service/errors.js';
 import type { CommandContext } from '../context.js';
@@ -22,7 +23,7 @@ import { parseTemplateFlag } from '../../publish/template.js';
 export type CheckStatus = 'ok' | 'warn' | 'fail';
 
 export interface Check {
-  check: 'config-dir' | 'store' | 'profile' | 'service' | 'token-file' | 'template' | 'socket' | 'daemon';
+  check: 'config-dir' | 'config-file' | 'store' | 'profile' | 'service' | 'token-file' | 'template' | 'socket' | 'daemon';
   /** What the line is about: a path, a profile name, a URL. */
   subject: string;
   status: CheckStatus;
@@ -76,6 +77,27 @@ async function checkConfigDir(dir: string): Promise<Check> {
   }
 }
 
+// ---- the config file ----
+
+/** The config file's line: what it records, or why it cannot be read; none for a config dir without one. */
+function checkConfigFile(context: CommandContext): Check | undefined {
+  const file = configFileOf(context.settings.values.configDir);
+  if (context.configFileError !== undefined) return failed('config-file', file, context.configFileError, `fix ${file} by hand, or delete it and run \`syncauth setup\` again`);
+  const recorded = context.inputs.configFile?.profiles;
+  if (!recorded) return undefined;
+  const choices = Object.entries(recorded).map(([name, choice]) => `profile ${name}: ${String(choice.store ?? 'default')} store`);
+  return { check: 'config-file', subject: file, status: 'ok', message: `${file} records ${choices.length > 0 ? choices.join(', ') : 'no profile'}` };
+}
+
+/** The store a profile's secrets are in: the flag, the environment, the config file's record, the default. */
+function storeKindOf(context: CommandContext, name: string): StoreKind {
+  try {
+    return resolveSettings({ ...context.inputs, flags: { ...context.inputs.flags, profile: name } }).values.store;
+  } catch {
+    return context.settings.values.store;
+  }
+}
+
 // ---- the secret store ----
 
 interface StoreResult {
@@ -104,7 +126,7 @@ async function checkStore(context: CommandContext, store: SecretStore): Promise<
     const exists = (await statOf(file)) !== undefined;
     if (!key) {
       return exists
-        ? { usable: false, check: { check: 'store', subject: file, status: 'fail', message: `${SETTINGS.storeKey.env} is not set, so the file cannot be opened`, fix: `set ${SETTINGS.storeKey.env} to the key the file was written with` } }
+        ? { usable: false, check: { check: 'store', subject: file, status: 'fail', message: `${SETTINGS.storeKey.env} is not set, so the file cannot be opened`, fix: `set ${SETTINGS.storeKey.env} to the key the file was written with (other commands ask for it at a terminal)` } }
         : { usable: false, check: { check: 'store', subject: file, status: 'warn', message: `the encrypted file store has no key: ${SETTINGS.storeKey.env} is not set`, fix: `set ${SETTINGS.storeKey.env} to a long random value (e.g. \`openssl rand -base64 32\`) before \`syncauth setup\`` } };
     }
     try {
@@ -125,10 +147,12 @@ async function checkStore(context: CommandContext, store: SecretStore): Promise<
     const profiles = await store.listProfiles();
     return { usable: true, check: { check: 'store', subject: 'OS keychain', status: 'ok', message: `answers (${counted(profiles.length, 'profile')} indexed)` } };
   } catch (error) {
-    return {
-      usable: false,
-      check: failed('store', 'OS keychain', error, `on a host without a keychain, set ${SETTINGS.store.env}=file with ${SETTINGS.storeKey.env}, or ${SETTINGS.store.env}=env with the secrets in the environment`),
-    };
+    const file = path.join(v.configDir, SECRET_FILE_NAME);
+    // A config dir setup switched to the file store before it recorded that choice: the secrets are there.
+    const check = failed('store', 'OS keychain', error, `on a host without a keychain, set ${SETTINGS.store.env}=file with ${SETTINGS.storeKey.env}, or ${SETTINGS.store.env}=env with the secrets in the environment`);
+    if (!(await statOf(file))) return { usable: false, check };
+    const fix = `${file} exists: if the secrets are there, run with ${SETTINGS.store.env}=file (running \`syncauth setup\` again records that choice)`;
+    return { usable: false, check: { ...check, fix } };
   }
 }
 
@@ -176,7 +200,7 @@ async function checkProfile(
 ): Promise<Check[]> {
   let session: ProfileSession;
   try {
-    session = await openSession(context, name);
+    session = await openSession(context, name, { askStoreKey: false });
   } catch (error) {
     return [failed('profile', name, error, `run \`${reauthorizeCommand(name)}\``)];
   }
@@ -426,6 +450,8 @@ function label(check: Check): string {
   switch (check.check) {
     case 'config-dir':
       return 'config directory';
+    case 'config-file':
+      return 'config file';
     case 'store':
       return 'secret store';
     case 'profile':
@@ -450,31 +476,40 @@ export async function doctor(context: CommandContext, options: DoctorOptions = {
   const v = context.settings.values;
   const env = context.inputs.env ?? {};
   const checks: Check[] = [await checkConfigDir(v.configDir)];
-
-  let store: SecretStore | undefined;
-  let storeUsable = false;
-  try {
-    // Its own check reports a short key; the store's warning would say it twice.
-    store = openSecretStore({ kind: v.store, configDir: v.configDir, env, ...(v.storeKey ? { storeKey: v.storeKey } : {}), onWarning: () => undefined });
-    const result = await checkStore(context, store);
-    checks.push(result.check);
-    storeUsable = result.usable;
-  } catch (error) {
-    checks.push(failed('store', v.store, error, `set ${SETTINGS.store.env} to keychain, file or env`));
-  }
+  const configFile = checkConfigFile(context);
+  if (configFile) checks.push(configFile);
 
   // The profiles: the one asked for, or every stored one plus one made of SYNCAUTH_* variables.
   const profiles = openProfileStore(v.configDir);
   const only = context.settings.sources.profile === 'default' ? undefined : v.profile;
   let names: string[] = [];
+  let listing: Check | undefined;
   try {
     names = only ? [only] : await profiles.names();
   } catch (error) {
     // Said once: a config directory that failed its own check fails the listing for the same reason.
-    if ((checks[0] as Check).status !== 'fail') checks.push(failed('profile', '', error, `set ${SETTINGS.configDir.env} to the directory setup used`));
+    if ((checks[0] as Check).status !== 'fail') listing = failed('profile', '', error, `set ${SETTINGS.configDir.env} to the directory setup used`);
   }
   const environmentGrant = Boolean(env[SETTINGS.refreshToken.env]);
   if (!only && environmentGrant && !names.includes(v.profile)) names.push(v.profile);
+
+  // Each store the profiles use (the one the config file records for each, unless a flag or the environment
+  // says otherwise), checked once.
+  const kindOf = new Map(names.map((name) => [name, storeKindOf(context, name)]));
+  const kinds = new Map<StoreKind, boolean>();
+  for (const kind of new Set(names.length > 0 ? kindOf.values() : [v.store])) {
+    try {
+      // Its own check reports a short key; the store's warning would say it twice.
+      const store: SecretStore = openSecretStore({ kind, configDir: v.configDir, env, ...(v.storeKey ? { storeKey: v.storeKey } : {}), onWarning: () => undefined });
+      const result = await checkStore(context, store);
+      checks.push(result.check);
+      kinds.set(kind, result.usable);
+    } catch (error) {
+      checks.push(failed('store', kind, error, `set ${SETTINGS.store.env} to keychain, file or env`));
+      kinds.set(kind, false);
+    }
+  }
+  if (listing) checks.push(listing);
   const targets = new Map<string, ServiceTarget>();
   for (const name of names) {
     let state: ProfileState | undefined;
@@ -488,7 +523,7 @@ export async function doctor(context: CommandContext, options: DoctorOptions = {
       checks.push({ check: 'profile', subject: name, status: 'fail', message: 'has not been set up', fix: `run \`${reauthorizeCommand(name)}\`` });
       continue;
     }
-    checks.push(...(await checkProfile(context, name, state, storeUsable, targets)));
+    checks.push(...(await checkProfile(context, name, state, kinds.get(kindOf.get(name) ?? v.store) === true, targets)));
   }
   if (names.length === 0 && (checks[0] as Check).status !== 'fail' && !checks.some((c) => c.check === 'profile')) {
     checks.push({ check: 'profile', subject: '', status: 'warn', message: 'no profile is set up yet', fix: 'run `syncauth setup`' });

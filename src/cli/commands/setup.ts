@@ -23,6 +23,7 @@ import { authorizeInteractively, dropboxCredentialIssues } from '../authorizatio
 import type { CommandContext } from '../context.js';
 import { interruptSignal, writeSection } from '../interrupt.js';
 import { commit, type Gathered } from '../setup/commit.js';
+import { configFileOf, recordProfileChoices } from '../../profile/config-file.js';
 import {
   connectorDecision, formatChanges, profileChanges, unadoptable, unconfirmedAdoption, unconfirmedChanges,
 } from '../setup/changes.js';
@@ -430,6 +431,8 @@ export async function setup(context: CommandContext, options: SetupOptions): Pro
   for (const note of notes) io.stderr.write(`! ${note}\n`);
 
   const { result } = await commit(session, gathered, tokens);
+  // Later commands open the profile with the store its secrets went to, without SYNCAUTH_STORE.
+  await recordProfileChoices(session.values.configDir, session.name, { store: session.secrets.kind });
   if (workflowChoice?.kind === 'create') {
     // A workflow made for this connector, once the connector exists; the profile records it like a chosen one.
     result.workflow = await withServiceClient(gathered, session, (client) => createChosenWorkflow(client, workflowChoice as Extract<WorkflowChoice, { kind: 'create' }>, result.connector.id));
@@ -473,7 +476,7 @@ export async function setup(context: CommandContext, options: SetupOptions): Pro
     throw setupCheckFailure(session, result.connector.id, check.check);
   }
   if (switchedStore.has(session.name)) {
-    lines.push(`! the secrets are in the encrypted file store: every later command (the daemon's too) needs SYNCAUTH_STORE=file and SYNCAUTH_STORE_KEY set to the key you typed`);
+    lines.push(`! the secrets are in the encrypted file store, recorded in ${configFileOf(session.values.configDir)}: later commands ask for its key at a terminal; elsewhere (the daemon's service) set SYNCAUTH_STORE_KEY`);
   }
   lines.push(
     '',
