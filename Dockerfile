@@ -3,7 +3,13 @@
 #
 #   docker build -t syncauth:0.1.0 .
 #   docker run --rm -e SYNCAUTH_STORE=env -e SYNCAUTH_APP_KEY -e SYNCAUTH_APP_SECRET -e SYNCAUTH_REFRESH_TOKEN \
+#     -e SYNCAUTH_API_KEY -e SYNCAUTH_BASE_URL=https://platform.example.com -e SYNCAUTH_REMOTE_URL=dropbox://data \
 #     syncauth:0.1.0 daemon --once
+#
+# renews the grant's access token and puts it in the `dropbox-data` connector (the one `syncauth setup` makes
+# for dropbox://data); the secrets come from the environment of `docker run`, never from its arguments. With
+# nothing to reconcile and nowhere to publish (no base URL and API key, no token file), `daemon --once` exits 2
+# naming what is missing rather than renew a token and throw it away.
 #
 # The entrypoint is the CLI, so arguments name the command (`daemon` when none is given). deploy/README.md
 # has the Kubernetes manifests that use it.
