@@ -7,6 +7,7 @@ import path from 'node:path';
 import { z } from 'zod';
 import { SyncauthError } from '../errors.js';
 import { ensurePrivateDir, readTextIfExists, writePrivateFile } from './files.js';
+import { withFileLock } from './lock.js';
 import { PROFILE_NAME_PATTERN } from './name.js';
 
 export const CONFIG_FILE_NAME = 'config.json';
@@ -67,7 +68,19 @@ export async function readConfigFile(configDir: string): Promise<ConfigFile | un
  */
 export async function recordProfileChoices(configDir: string, profile: string, choices: ProfileChoices): Promise<void> {
   await ensurePrivateDir(configDir);
-  const current = (await readConfigFile(configDir)) ?? { version: VERSION, profiles: {} };
-  const next: ConfigFile = { version: VERSION, profiles: { ...current.profiles, [profile]: { ...current.profiles[profile], ...choices } } };
-  await writePrivateFile(configFileOf(configDir), `${JSON.stringify(next, null, 2)}\n`);
+  // Read, changed and written under a lock of its own: two setups of different profiles at once keep both.
+  await withFileLock(
+    `${configFileOf(configDir)}.lock`,
+    async () => {
+      const current = (await readConfigFile(configDir)) ?? { version: VERSION, profiles: {} };
+      const next: ConfigFile = { version: VERSION, profiles: { ...current.profiles, [profile]: { ...current.profiles[profile], ...choices } } };
+      await writePrivateFile(configFileOf(configDir), `${JSON.stringify(next, null, 2)}\n`);
+    },
+    {
+      waitMs: 15_000,
+      staleMs: 10_000,
+      recordOwner: true,
+      timeoutError: () => new SyncauthError('CONFIG_LOCK_TIMEOUT', `${configFileOf(configDir)} stayed locked by another syncauth for 15 s`, { kind: 'transient' }),
+    },
+  );
 }
