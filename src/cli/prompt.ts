@@ -56,6 +56,15 @@ export async function askSecret(message: string, options: { validate?: (value: s
 }
 
 /**
+ * What may be shown of a key typed hidden, so that a typo can be seen: its last four characters, never more,
+ * and none of a key shorter than eight (four would then be half of it).
+ */
+export function hiddenTail(value: string): string {
+  const chars = Array.from(value);
+  return `••••${chars.length >= 8 ? chars.slice(-4).join('') : ''}`;
+}
+
+/**
  * Reads one line from a non-terminal stdin (a pasted code piped in), or undefined at end of input. Rejects
  * with the signal's reason when `signal` aborts first.
  */

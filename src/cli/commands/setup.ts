@@ -28,6 +28,7 @@ import {
 } from '../setup/changes.js';
 import { chooseWorkflow, createChosenWorkflow, type WorkflowChoice } from '../setup/workflow-choice.js';
 import { counted, printJson, warn } from '../output.js';
+import { hiddenTail } from '../prompt.js';
 import { openSession, readSecrets, type ProfileSession } from '../session.js';
 
 export interface SetupOptions {
@@ -79,6 +80,8 @@ async function gather(session: ProfileSession, context: CommandContext, options:
   const baseUrl = await ask(howToSet('baseUrl'), v.baseUrl, "The ingestion service's base URL", false, urlCheck);
   const apiKey = await ask('SYNCAUTH_API_KEY', secrets.apiKey, 'Service API key (hidden)', true);
   const appKey = await ask('SYNCAUTH_APP_KEY', secrets.appKey, 'Dropbox app key (hidden)', true);
+  // Typed hidden, a typo cannot be seen: its end can, to compare with the App Console.
+  if (appKey && !secrets.appKey) context.io.stderr.write(`  app key: ${hiddenTail(appKey)}\n`);
   const appSecret = await ask('SYNCAUTH_APP_SECRET', secrets.appSecret, 'Dropbox app secret (hidden)', true);
   const remoteUrl = await ask(howToSet('remoteUrl'), v.remoteUrl, 'Subfolder to read, as dropbox://<subfolder>', false, (value) => dropboxRemoteUrlProblem(value) ?? undefined);
   if (issues.length) throw new ValidationError(issues, { hint: 'run `syncauth setup` in a terminal to be asked, or see .env.example' });
