@@ -29,6 +29,7 @@ import {
 import { chooseWorkflow, createChosenWorkflow, type WorkflowChoice } from '../setup/workflow-choice.js';
 import { counted, printJson, warn } from '../output.js';
 import { hiddenTail } from '../prompt.js';
+import { syncauthCommand } from '../../profile/name.js';
 import { openSession, readSecrets, type ProfileSession } from '../session.js';
 
 export interface SetupOptions {
@@ -84,7 +85,7 @@ async function gather(session: ProfileSession, context: CommandContext, options:
   if (appKey && !secrets.appKey) context.io.stderr.write(`  app key: ${hiddenTail(appKey)}\n`);
   const appSecret = await ask('SYNCAUTH_APP_SECRET', secrets.appSecret, 'Dropbox app secret (hidden)', true);
   const remoteUrl = await ask(howToSet('remoteUrl'), v.remoteUrl, 'Subfolder to read, as dropbox://<subfolder>', false, (value) => dropboxRemoteUrlProblem(value) ?? undefined);
-  if (issues.length) throw new ValidationError(issues, { hint: 'run `syncauth setup` in a terminal to be asked, or see .env.example' });
+  if (issues.length) throw new ValidationError(issues, { hint: `run \`${syncauthCommand('setup')}\` in a terminal to be asked, or see .env.example` });
 
   if (remoteUrl) {
     const problem = dropboxRemoteUrlProblem(remoteUrl);
@@ -253,7 +254,7 @@ async function checkService(
         throw new SyncauthError('SYNCAUTH_WORKFLOW_NOT_FOUND', `${howToSet('workflowId')}: no workflow ${gathered.workflowId ?? ''} in this workspace`, {
           exitCode: ExitCode.usage,
           cause: error,
-          hint: 'list the workspace\'s workflows with `syncauth workflow list`, or leave the workflow out to set up the connector alone; nothing was stored',
+          hint: `list the workspace's workflows with \`${syncauthCommand('workflow list')}\`, or leave the workflow out to set up the connector alone; nothing was stored`,
         });
       }
       if (error.code === 'SERVICE_NETWORK') {
@@ -444,7 +445,7 @@ export async function setup(context: CommandContext, options: SetupOptions): Pro
       : current)));
   }
   const check = options.check === false ? undefined : await connectionCheck(gathered, session, result.connector.id, context);
-  const nextCommand = result.workflow ? `syncauth workflow run ${result.workflow.id}` : `syncauth status --profile ${session.name}`;
+  const nextCommand = syncauthCommand(result.workflow ? `workflow run ${result.workflow.id}` : `status --profile ${session.name}`);
   if (context.json) {
     printJson(io, {
       check: check ? { id: check.check.id, status: check.check.status, reason: check.check.reason ?? null } : null,
@@ -480,7 +481,7 @@ export async function setup(context: CommandContext, options: SetupOptions): Pro
   }
   lines.push(
     '',
-    `Next: ${result.workflow ? `run the workflow now with \`${nextCommand}\`` : `check the profile with \`${nextCommand}\``}; keep the token fresh with \`syncauth daemon --profile ${session.name}\`.`,
+    `Next: ${result.workflow ? `run the workflow now with \`${nextCommand}\`` : `check the profile with \`${nextCommand}\``}; keep the token fresh with \`${syncauthCommand(`daemon --profile ${session.name}`)}\`.`,
   );
   io.stdout.write(`${lines.join('\n')}\n`);
 }
@@ -513,6 +514,6 @@ function setupCheckFailure(session: ProfileSession, connectorId: string, check: 
   return new SyncauthError(failure.code, failure.message, {
     exitCode: ExitCode.error,
     hint: `setup kept the profile "${session.name}" and the connector; fix the cause (the folder, the app's permissions or the grant), ` +
-      `then run \`syncauth source check ${connectorId}\``,
+      `then run \`${syncauthCommand(`source check ${connectorId}`)}\``,
   });
 }
