@@ -50,13 +50,15 @@ function checklist(session: ProfileSession, paste: boolean): string {
   const scopes = [...SCOPES_FOR_ACCESS[v.access], 'files.metadata.read'];
   const folder = v.remoteUrl && !dropboxRemoteUrlProblem(v.remoteUrl) ? dropboxApiPath(v.remoteUrl).slice(1) : '<subfolder>';
   return [
-    'Before you start, check the app in the Dropbox App Console (https://www.dropbox.com/developers/apps):',
-    '  1. Scoped access, access type "App folder".',
-    `  2. Permissions tab: tick ${scopes.join(', ')} and click Submit (files.metadata.read lets syncauth check the folder).`,
+    'Before you start, have a Dropbox app ready in the Dropbox App Console (https://www.dropbox.com/developers/apps):',
+    '  1. "Create app" (or open the app you have); any name. Its Settings tab shows the app key and app secret setup asks for.',
+    '  2. Scoped access, access type "App folder" (chosen when the app is made: an app made otherwise needs a new app).',
+    `  3. Permissions tab: tick ${scopes.join(', ')} and click Submit (files.metadata.read lets syncauth check the folder).`,
     paste
-      ? '  3. No redirect URI is needed: you will paste the code Dropbox shows.'
-      : `  3. Settings tab, OAuth 2, Redirect URIs: add exactly ${v.redirectUri} (localhost and 127.0.0.1 are different URIs).`,
-    `  4. In Dropbox, create the folder Apps/<your app folder>/${folder}: the service cannot read the app folder itself.`,
+      ? '  4. No redirect URI is needed: you will paste the code Dropbox shows.'
+      : `  4. Settings tab, OAuth 2, Redirect URIs: add exactly ${v.redirectUri} (localhost and 127.0.0.1 are different URIs).`,
+    `  5. In Dropbox, create the folder Apps/<your app folder>/${folder}: the service cannot read the app folder itself.`,
+    "  The service's API key comes from the service's UI, API keys, in the workspace the connector belongs to.",
     '  Changing permissions later means running setup again: a grant keeps the permissions it was made with.',
     '',
   ].join('\n');
@@ -444,9 +446,9 @@ export async function setup(context: CommandContext, options: SetupOptions): Pro
       ? { ...baseState(current), workflowId: createdId, ...(createdSchedule ? { schedule: createdSchedule } : {}) }
       : current)));
   }
-  const check = options.check === false ? undefined : await connectionCheck(gathered, session, result.connector.id, context);
   const nextCommand = syncauthCommand(result.workflow ? `workflow run ${result.workflow.id}` : `status --profile ${session.name}`);
   if (context.json) {
+    const check = options.check === false ? undefined : await connectionCheck(gathered, session, result.connector.id, context);
     printJson(io, {
       check: check ? { id: check.check.id, status: check.check.status, reason: check.check.reason ?? null } : null,
       next: nextCommand,
@@ -460,7 +462,8 @@ export async function setup(context: CommandContext, options: SetupOptions): Pro
     if (check && !check.ok) throw setupCheckFailure(session, result.connector.id, check.check);
     return;
   }
-  const lines = [
+  // What was made is said before the connection check of it starts (and says so on stderr).
+  const made = [
     `✓ secrets ${session.secrets.writable ? `stored in the ${session.secrets.kind} store` : 'read from the environment (nothing stored)'} for profile "${session.name}"`,
     `✓ source connector ${result.connector.name} ${result.action} (${result.connector.id})`,
   ];
@@ -468,8 +471,11 @@ export async function setup(context: CommandContext, options: SetupOptions): Pro
     const cron = result.workflow.schedule?.crontab_entries.map((e) => e.cron_expression).join(', ');
     const chosen = gathered.schedule ?? (workflowChoice?.kind === 'create' ? workflowChoice.schedule : undefined);
     const schedule = chosen ? `, schedule ${chosen} (${SCHEDULE_CRON[chosen]})` : cron ? `, schedule ${cron}` : '';
-    lines.push(`✓ workflow ${result.workflow.name} (${result.workflow.id}) ${result.workflowAction === 'created' ? 'created; it reads' : 'reads'} from it${schedule}`);
+    made.push(`✓ workflow ${result.workflow.name} (${result.workflow.id}) ${result.workflowAction === 'created' ? 'created; it reads' : 'reads'} from it${schedule}`);
   }
+  io.stdout.write(`${made.join('\n')}\n`);
+  const check = options.check === false ? undefined : await connectionCheck(gathered, session, result.connector.id, context);
+  const lines: string[] = [];
   if (check?.ok) lines.push(`✓ the service's connection check of the connector passed`);
   if (check && !check.ok) {
     lines.push(`✗ the service's connection check of the connector failed: ${check.check.reason ?? check.check.status}`);
