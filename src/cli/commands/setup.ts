@@ -24,7 +24,7 @@ import type { CommandContext } from '../context.js';
 import { interruptSignal, writeSection } from '../interrupt.js';
 import { commit, type Gathered } from '../setup/commit.js';
 import {
-  connectorDecision, formatChanges, profileChanges, unadoptable, unconfirmedAdoption, unconfirmedChanges,
+  connectorDecision, formatChanges, profileChanges, type Change, unadoptable, unconfirmedAdoption, unconfirmedChanges,
 } from '../setup/changes.js';
 import { chooseWorkflow, createChosenWorkflow, type WorkflowChoice } from '../setup/workflow-choice.js';
 import { counted, printJson, warn } from '../output.js';
@@ -353,9 +353,9 @@ async function decideConnector(
  * On an existing profile, says what this run changes and asks (--yes accepts; without a terminal the run is
  * refused, naming the changes). A run that changes only the grant, the usual re-authorization, asks nothing.
  */
-async function confirmChanges(session: ProfileSession, gathered: Gathered, options: SetupOptions, interactive: boolean, context: CommandContext): Promise<void> {
+async function confirmChanges(session: ProfileSession, gathered: Gathered, options: SetupOptions, interactive: boolean, context: CommandContext): Promise<string | undefined> {
   const { state } = session;
-  if (!state) return;
+  if (!state) return undefined;
   const v = session.values;
   const next = {
     baseUrl: gathered.baseUrl, apiKeyHeader: v.apiKeyHeader, remoteUrl: gathered.remoteUrl, recursive: v.recursive, access: v.access,
@@ -367,14 +367,24 @@ async function confirmChanges(session: ProfileSession, gathered: Gathered, optio
   const { io } = context;
   if (changes.length === 0) {
     io.stderr.write(`Profile "${session.name}" exists; its settings stay as they are and the new authorization replaces its grant.\n`);
-    return;
+    return undefined;
   }
   io.stderr.write(`${formatChanges(session.name, changes)}\n`);
-  if (options.yes) return;
-  if (!interactive) throw unconfirmedChanges(session.name, changes);
-  if (!(await context.factory.prompter.confirm(`Apply these changes to profile "${session.name}"?`, { initial: false }))) {
-    throw new SyncauthError('SYNCAUTH_CANCELLED', 'cancelled; nothing was written', { exitCode: ExitCode.error });
+  if (!options.yes) {
+    if (!interactive) throw unconfirmedChanges(session.name, changes);
+    if (!(await context.factory.prompter.confirm(`Apply these changes to profile "${session.name}"?`, { initial: false }))) {
+      throw new SyncauthError('SYNCAUTH_CANCELLED', 'cancelled; nothing was written', { exitCode: ExitCode.error });
+    }
   }
+  // Settings alone (a schedule, a folder, the service's URL or key) are applied with the grant the profile has:
+  // sending the person through the browser again would win nothing. A change the grant depends on (the app,
+  // the access, Dropbox's endpoints) needs a new one.
+  return changes.some((c) => needsNewGrant(c)) ? undefined : stored.refresh_token;
+}
+
+/** A change the profile's grant depends on: the app it was made for, what it may access, where it came from. */
+function needsNewGrant(change: Change): boolean {
+  return ['access', 'Dropbox app key', 'authorize URL', 'token URL'].includes(change.what);
 }
 
 export async function setup(context: CommandContext, options: SetupOptions): Promise<void> {
@@ -401,9 +411,9 @@ export async function setup(context: CommandContext, options: SetupOptions): Pro
       }
     }
   });
-  await confirmChanges(session, gathered, options, interactive, context);
+  const storedGrant = await confirmChanges(session, gathered, options, interactive, context);
 
-  let tokens: TokenSet;
+  let tokens: TokenSet | undefined;
   if (gathered.refreshToken) {
     io.stderr.write('Using the existing grant from SYNCAUTH_REFRESH_TOKEN; no browser needed.\n');
     tokens = await renewAccessToken({
@@ -412,7 +422,22 @@ export async function setup(context: CommandContext, options: SetupOptions): Pro
       refreshToken: gathered.refreshToken,
       signal: interruptSignal,
     });
-  } else {
+  } else if (storedGrant) {
+    try {
+      tokens = await renewAccessToken({
+        tokenUrl: session.values.tokenUrl,
+        app: { appKey: gathered.appKey, appSecret: gathered.appSecret },
+        refreshToken: storedGrant,
+        signal: interruptSignal,
+      });
+      io.stderr.write(`Only settings change: applying them with the profile's grant; no browser needed.\n`);
+    } catch (error) {
+      // A grant revoked since, or refused with these credentials: authorizing again is what setup is for.
+      if (!isOAuthError(error) || error.kind !== 'terminal') throw error;
+      io.stderr.write(`! the profile's grant no longer works (${error.message}); authorize again:\n`);
+    }
+  }
+  if (!tokens) {
     tokens = await authorizeInteractively({
       settings: session.values,
       appKey: gathered.appKey,
