@@ -39,4 +39,41 @@ describe('a key typed hidden', () => {
     expect(result.code, result.stderr).toBe(0);
     expect(result.stderr).not.toContain('app key: ');
   });
+
+  it('each answer is checked once typed: a refused API key and an unknown app key are asked again, nothing else is', async () => {
+    const home = newHome();
+    const env = onboardingEnv(ob, home, {
+      SYNCAUTH_BASE_URL: undefined, SYNCAUTH_API_KEY: undefined, SYNCAUTH_APP_KEY: undefined, SYNCAUTH_APP_SECRET: undefined, SYNCAUTH_REMOTE_URL: undefined,
+      SYNCAUTH_REFRESH_TOKEN: await grantRefreshToken(ob), SYNCAUTH_CONNECTOR_NAME: 'typed-checked',
+    });
+    const prompter = scriptedPrompter([
+      ob.emulator.url, 'a-wrong-api-key-0000', ob.apiKey, 'wrongappkey9z8y', ob.app.appKey, ob.app.appSecret, 'dropbox://data',
+    ]);
+    const result = await runInProcess(['setup', '--no-check', '--no-workflow'], { cwd: home.dir, env, prompter });
+    expect(result.code, result.stderr).toBe(0);
+    expect(prompter.asked).toEqual([
+      "The ingestion service's base URL", 'Service API key (hidden)', 'Service API key (hidden)',
+      'Dropbox app key (hidden)', 'Dropbox app key (hidden)', 'Dropbox app secret (hidden)', 'Subfolder to read, as dropbox://<subfolder>',
+    ]);
+    expect(result.stderr).toMatch(/! the service at .* refused the API key \(401\)/);
+    expect(result.stderr).toContain('the service at');
+    expect(result.stderr).toContain('accepts the API key');
+    expect(result.stderr).toContain('app key: ••••9z8y\n');
+    expect(result.stderr).toContain('! Dropbox does not know this app key');
+    expect(result.stderr + result.stdout).not.toContain('a-wrong-api-key-0000');
+  });
+
+  it('a wrong base URL is asked again, keeping the API key typed', async () => {
+    const home = newHome();
+    const env = onboardingEnv(ob, home, {
+      SYNCAUTH_BASE_URL: undefined, SYNCAUTH_API_KEY: undefined,
+      SYNCAUTH_REFRESH_TOKEN: await grantRefreshToken(ob), SYNCAUTH_CONNECTOR_NAME: 'typed-url',
+    });
+    // A port nobody listens on: closed at once.
+    const prompter = scriptedPrompter(['http://127.0.0.1:9', ob.apiKey, ob.emulator.url]);
+    const result = await runInProcess(['setup', '--no-check', '--no-workflow'], { cwd: home.dir, env, prompter });
+    expect(result.code, result.stderr).toBe(0);
+    expect(prompter.asked).toEqual(["The ingestion service's base URL", 'Service API key (hidden)', "The ingestion service's base URL"]);
+    expect(result.stderr).toContain('! cannot reach the service at 127.0.0.1:9');
+  });
 });

@@ -10,7 +10,8 @@ import { howToSet } from '../../config.js';
 import { isKeychainUnavailable, MIN_STORE_KEY_LENGTH, SECRET_FILE_NAME, openSecretStore, type FileSecretStore } from '../../credentials/index.js';
 import { isServiceError } from '../../service/errors.js';
 import {
-  checkAccessTokenShape, checkGrantedScopes, isOAuthError, listFolder, renewAccessToken, SCOPES_FOR_ACCESS, type TokenSet,
+  checkAccessTokenShape, checkGrantedScopes, createAuthorizationRequest, isOAuthError, listFolder, probeAuthorizePage, renewAccessToken,
+  SCOPES_FOR_ACCESS, type TokenSet,
 } from '../../oauth/index.js';
 import { SCHEDULE_CRON, Uuid } from '../../service/models.js';
 import { dropboxApiPath, dropboxRemoteUrlProblem } from '../../service/source-configs.js';
@@ -80,11 +81,36 @@ async function gather(session: ProfileSession, context: CommandContext, options:
     return secret ? prompter.secret(question) : prompter.text(question, check ? { validate: check } : {});
   };
   const urlCheck = (value: string) => (/^https?:\/\/[^\s/]+/.test(value) ? undefined : 'an http(s) URL, like https://platform.example.com');
-  const baseUrl = await ask(howToSet('baseUrl'), v.baseUrl, "The ingestion service's base URL", false, urlCheck);
-  const apiKey = await ask('SYNCAUTH_API_KEY', secrets.apiKey, 'Service API key (hidden)', true);
-  const appKey = await ask('SYNCAUTH_APP_KEY', secrets.appKey, 'Dropbox app key (hidden)', true);
-  // Typed hidden, a typo cannot be seen: its end can, to compare with the App Console.
-  if (appKey && !secrets.appKey) context.io.stderr.write(`  app key: ${hiddenTail(appKey)}\n`);
+  const { stderr } = context.io;
+  let baseUrl = await ask(howToSet('baseUrl'), v.baseUrl, "The ingestion service's base URL", false, urlCheck);
+  let apiKey = await ask('SYNCAUTH_API_KEY', secrets.apiKey, 'Service API key (hidden)', true);
+  // What was just typed is checked at once, and only a refused answer is asked again: finding a wrong API key
+  // after every other question would mean typing them all again.
+  if (interactive && baseUrl && apiKey && (!v.baseUrl || !secrets.apiKey)) {
+    for (let tries = 1; ; tries += 1) {
+      const problem = await serviceProblem(baseUrl, apiKey, v.apiKeyHeader);
+      if (!problem) {
+        stderr.write(`  ✓ the service at ${new URL(baseUrl).host} accepts the API key\n`);
+        break;
+      }
+      stderr.write(`! ${problem.message}\n`);
+      // Past the tries, or a value that was not typed: the check before the browser says what to do, and stops.
+      if (tries >= ANSWER_TRIES) break;
+      if (problem.field === 'apiKey' && !secrets.apiKey) apiKey = await prompter.secret('Service API key (hidden)');
+      else if (problem.field === 'baseUrl' && !v.baseUrl) baseUrl = await prompter.text("The ingestion service's base URL", { validate: urlCheck });
+      else break;
+    }
+  }
+  let appKey = await ask('SYNCAUTH_APP_KEY', secrets.appKey, 'Dropbox app key (hidden)', true);
+  if (appKey && !secrets.appKey) {
+    for (let tries = 1; ; tries += 1) {
+      // Typed hidden, a typo cannot be seen: its end can, to compare with the App Console.
+      stderr.write(`  app key: ${hiddenTail(appKey)}\n`);
+      if (!interactive || tries >= ANSWER_TRIES || !(await appKeyUnknown(v.authorizeUrl, appKey))) break;
+      stderr.write('! Dropbox does not know this app key (its authorize page answers "Invalid client_id"): copy the App key from the app\'s Settings tab\n');
+      appKey = await prompter.secret('Dropbox app key (hidden)');
+    }
+  }
   const appSecret = await ask('SYNCAUTH_APP_SECRET', secrets.appSecret, 'Dropbox app secret (hidden)', true);
   const remoteUrl = await ask(howToSet('remoteUrl'), v.remoteUrl, 'Subfolder to read, as dropbox://<subfolder>', false, (value) => dropboxRemoteUrlProblem(value) ?? undefined);
   if (issues.length) throw new ValidationError(issues, { hint: `run \`${syncauthCommand('setup')}\` in a terminal to be asked, or see .env.example` });
@@ -144,6 +170,53 @@ async function gather(session: ProfileSession, context: CommandContext, options:
     ...(workflowId ? { workflowId } : {}),
     ...(schedule ? { schedule } : {}),
   };
+}
+
+/** Tries of a refused answer (the API key, the base URL, the app key) in all, before setup stops on it. */
+const ANSWER_TRIES = 3;
+
+/**
+ * The service's answer to one cheap authenticated read with `apiKey`, as a problem with the value to ask again;
+ * undefined when it answers, or fails in a way no other answer would fix (left to the check before the browser).
+ */
+async function serviceProblem(baseUrl: string, apiKey: string, apiKeyHeader: string): Promise<{ field: 'baseUrl' | 'apiKey'; message: string } | undefined> {
+  let client: ServiceClient;
+  try {
+    client = new ServiceClient({
+      baseUrl, apiKey, apiKeyHeader,
+      retry: { retries: 0, baseDelayMs: 250, maxDelayMs: 1_000 },
+      timeouts: { connectMs: 5_000, headersMs: 10_000, totalMs: 10_000 },
+    });
+  } catch (error) {
+    if (!(error instanceof ValidationError)) throw error;
+    const issue = error.issues[0];
+    return { field: issue?.field === 'apiKey' ? 'apiKey' : 'baseUrl', message: `${issue?.field === 'apiKey' ? 'the API key' : 'the base URL'} ${issue?.message ?? error.message}` };
+  }
+  const host = new URL(baseUrl).host;
+  const cancel = () => client.cancel();
+  interruptSignal.addEventListener('abort', cancel, { once: true });
+  try {
+    await client.listSources();
+    return undefined;
+  } catch (error) {
+    interruptSignal.throwIfAborted();
+    if (!isServiceError(error)) throw error;
+    if (error.code === 'SERVICE_UNAUTHORIZED' || error.code === 'SERVICE_FORBIDDEN') {
+      return { field: 'apiKey', message: `the service at ${host} refused the API key (${error.status ?? error.code}): use an API key of the workspace to connect (the service's UI, API keys)` };
+    }
+    if (error.code === 'SERVICE_NETWORK') return { field: 'baseUrl', message: `cannot reach the service at ${host}: ${error.message}` };
+    if (error.code === 'SERVICE_NOT_FOUND') return { field: 'baseUrl', message: `${host} does not answer like the ingestion service (404 for its list of source connectors)` };
+    return undefined;
+  } finally {
+    interruptSignal.removeEventListener('abort', cancel);
+    await client.close();
+  }
+}
+
+/** Whether Dropbox's authorize page refuses `appKey` outright; a page that does not answer is no reason to ask again. */
+async function appKeyUnknown(authorizeUrl: string, appKey: string): Promise<boolean> {
+  const { url } = createAuthorizationRequest({ authorizeUrl, appKey });
+  return (await probeAuthorizePage(url, { signal: interruptSignal, timeoutMs: 5_000 })).kind === 'unknown-app-key';
 }
 
 /**
