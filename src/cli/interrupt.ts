@@ -66,6 +66,21 @@ export function exitIfInterrupted(): void {
 }
 
 /**
+ * Ctrl-C pressed at a prompt: the terminal is in raw mode there, so the key reaches the prompt instead of
+ * becoming SIGINT. It is the same interruption all the same (exit 130, every wait abandoned); returns the
+ * error the prompt throws to unwind the command.
+ */
+export function interruptedAtPrompt(): InterruptedError {
+  const error = new InterruptedError('cancelled; nothing was written');
+  if (exitCode === undefined) {
+    exitCode = EXIT_CODES.SIGINT;
+    controller.abort(new InterruptedError('stopped by Ctrl-C at a prompt'));
+    setTimeout(exitIfInterrupted, GRACE_MS).unref();
+  }
+  return error;
+}
+
+/**
  * Makes SIGINT and SIGTERM end the command as described above. Call once, before the command runs. Returns
  * what takes the handlers away again, for a command that hands the signals on from some point (`exec`).
  */

@@ -17,12 +17,15 @@ const prerendered = args.length === 1 && (args[0] === '--help' || args[0] === '-
 if (prerendered !== undefined) {
   process.stdout.write(prerendered);
 } else {
-  const [{ SECRET_ENV_NAMES }, { processFactory }, { exitIfInterrupted }, { main }] = await Promise.all([
+  const [{ SECRET_ENV_NAMES }, { processFactory }, { exitIfInterrupted }, { main }, { recordInvocation }] = await Promise.all([
     import('./context.js'),
     import('./factory.js'),
     import('./interrupt.js'),
     import('./program.js'),
+    import('../profile/name.js'),
   ]);
+  // Next commands are printed as the person ran this one (npx, the bin on PATH, node and the script).
+  recordInvocation({ argv: process.argv, env: process.env, cwd: process.cwd() });
   process.exitCode = await main(process.argv, processFactory(SECRET_ENV_NAMES));
   // An interrupted command may leave abandoned work (a request nobody awaits) that would keep the process alive.
   exitIfInterrupted();

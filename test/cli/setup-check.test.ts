@@ -3,6 +3,7 @@
 // ends with the next command to run.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_APP } from '../../src/emulator/index.js';
+import { CLI } from '../helpers/cli.js';
 import {
   grantRefreshToken, newHome, onboardingEnv, readProfileState, runCli, sources, startOnboarding, storedSecrets, type Home, type Onboarding,
 } from '../helpers/onboarding.js';
@@ -41,7 +42,7 @@ describe('setup runs the connection check', () => {
     const id = sources(ob).find((s) => s.name === 'checked')?.id as string;
     expect(checksOf(id).map((r) => r.method)).toContain('POST');
     expect(result.stdout).toContain("✓ the service's connection check of the connector passed");
-    expect(result.stdout.trim().split('\n').at(-1)).toContain(`syncauth workflow run ${workflowId}`);
+    expect(result.stdout.trim().split('\n').at(-1)).toContain(`node ${CLI} workflow run ${workflowId}`);
   });
 
   it('with --json, reports the check and the next command', async () => {
@@ -52,7 +53,8 @@ describe('setup runs the connection check', () => {
     expect(result.code, result.stderr).toBe(0);
     const out = JSON.parse(result.stdout) as { check: { status: string; reason: unknown }; next: string };
     expect(out.check).toMatchObject({ status: 'SUCCESS', reason: null });
-    expect(out.next).toBe('syncauth status --profile docs');
+    // The command as this run was started: node and the script (see setup-next-command.test.ts).
+    expect(out.next).toBe(`node ${CLI} status --profile docs`);
   });
 
   it('a failed check explains itself, exits 1 and keeps the complete profile; `source check` says the same', async () => {
@@ -69,7 +71,7 @@ describe('setup runs the connection check', () => {
     expect(result.stderr).toContain('missing_scope');
     expect(result.stderr).toContain('files.metadata.read');
     expect(result.stderr).toContain(`setup kept the profile "docs"`);
-    expect(result.stderr).toContain(`syncauth source check ${id}`);
+    expect(result.stderr).toContain(`node ${CLI} source check ${id}`);
     // Kept and complete: the secrets, the connector id, no unfinished-setup error.
     expect((await storedSecrets(home, 'docs')).refresh_token).toBe(refreshToken);
     const state = await readProfileState(home, 'docs');
@@ -90,6 +92,6 @@ describe('setup runs the connection check', () => {
     const id = sources(ob).find((s) => s.name === 'unchecked')?.id as string;
     expect(checksOf(id)).toEqual([]);
     expect(result.stdout).not.toContain('connection check');
-    expect(result.stdout).toContain('syncauth status --profile docs');
+    expect(result.stdout).toContain(`node ${CLI} status --profile docs`);
   });
 });

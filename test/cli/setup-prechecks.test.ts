@@ -98,7 +98,7 @@ describe('setup checks the service before the browser opens', () => {
     const tokens = requestsFor('token').length;
     const result = await runCli([...ARGS, '--workflow-id', WORKFLOW], { env: onboardingEnv(ob, home), cwd: home.dir });
     expect(result.stderr).toMatch(new RegExp(`error: --workflow-id or SYNCAUTH_WORKFLOW_ID: no workflow ${WORKFLOW} in this workspace`));
-    expect(result.stderr).toMatch(/hint: .*syncauth workflow list|hint: .*--no-workflow|hint: .*leave it out/);
+    expect(result.stderr).toMatch(/hint: .*`[^`]* workflow list`|hint: .*--no-workflow|hint: .*leave it out/);
     expect(result.code).toBe(2);
     expectNothingDone(home, result, tokens);
   });

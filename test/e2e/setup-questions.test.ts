@@ -7,7 +7,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_APP } from '../../src/emulator/index.js';
 import { ServiceClient } from '../../src/service/client.js';
-import { CLI } from '../helpers/cli.js';
+import { CLI, nodeWarnings } from '../helpers/cli.js';
 import { isCI } from '../helpers/secret-service.js';
 import {
   AUTHORIZE_URL_PATTERN, approveLikeABrowser, grantRefreshToken, newHome, onboardingEnv, profileFile, readProfileState, runCli, startOnboarding, storedSecrets, type Home, type Onboarding,
@@ -31,11 +31,13 @@ afterAll(async () => {
 
 /** Runs `setup ARGS` in a private tmux server with `env`; `drive` answers the questions it sees on the screen. */
 async function inTmux(home: Home, env: Record<string, string | undefined>, args: string[], drive: (t: Terminal) => Promise<void>): Promise<string> {
+  const warningsFile = path.join(home.dir, 'node-warnings.txt');
   const socket = `syncauth-questions-${process.pid}-${Math.random().toString(36).slice(2, 8)}`;
   const tmux = (...a: string[]) => spawnSync('tmux', ['-L', socket, '-f', '/dev/null', ...a], {
     encoding: 'utf8',
     // The server hands this environment to the command: the secrets travel there, never in argv.
-    env: { PATH: process.env.PATH, HOME: home.dir, TERM: 'xterm-256color', ...env },
+    // Node's warnings go to a file as well as can be seen: the prompts redraw over what was printed to stderr.
+    env: { PATH: process.env.PATH, HOME: home.dir, TERM: 'xterm-256color', NODE_REDIRECT_WARNINGS: warningsFile, ...env },
   });
   const screen = () => tmux('capture-pane', '-p', '-J', '-S', '-200', '-t', 'q').stdout;
   const terminal: Terminal = {
@@ -53,10 +55,14 @@ async function inTmux(home: Home, env: Record<string, string | undefined>, args:
       `${process.execPath} ${CLI} setup --no-check ${args.join(' ')}; echo "exit=$?"; sleep 60`);
     expect(started.status, started.stderr).toBe(0);
     await drive(terminal);
-    return await waitFor('setup to end', () => {
+    const final = await waitFor('setup to end', () => {
       const text = screen();
       return /exit=\d+/.test(text) ? text : undefined;
     }, 30_000);
+    // Node's own warnings (a listener leak, a deprecation) are not for the person at the terminal.
+    expect(nodeWarnings(final), final).toEqual([]);
+    expect(existsSync(warningsFile) ? readFileSync(warningsFile, 'utf8') : '').toBe('');
+    return final;
   } finally {
     tmux('kill-server');
   }
@@ -257,5 +263,75 @@ describe.skipIf(!hasTmux && !isCI())(`${tmuxNote}setup's questions at a terminal
     expect(token.stderr).not.toMatch(/keychain|D-Bus/i);
     expect(token.code).toBe(0);
     expect(token.stdout).toMatch(/^sl\./);
+  });
+
+  it('eleven questions (file store key twice, every value, a new workflow and its schedule): no listener warning', async () => {
+    const home = newHome();
+    const full = onboardingEnv(ob, home, {});
+    const storeKey = 'eleven-questions-store-key-5b1d';
+    const env = {
+      SYNCAUTH_CONFIG_DIR: full.SYNCAUTH_CONFIG_DIR,
+      SYNCAUTH_AUTHORIZE_URL: full.SYNCAUTH_AUTHORIZE_URL, SYNCAUTH_TOKEN_URL: full.SYNCAUTH_TOKEN_URL,
+      SYNCAUTH_DROPBOX_API_URL: full.SYNCAUTH_DROPBOX_API_URL, SYNCAUTH_REDIRECT_URI: full.SYNCAUTH_REDIRECT_URI,
+      SYNCAUTH_CONNECTOR_NAME: 'asked-eleven',
+      DBUS_SESSION_BUS_ADDRESS: `unix:path=${path.join(home.dir, 'no-bus')}`,
+    };
+    const count = (await client.listWorkflows()).length;
+    const final = await inTmux(home, env, ['--no-open'], async (t) => {
+      await t.see(/in an encrypted file in .* instead\?/);
+      t.press('Enter');
+      for (const [question, answer] of [
+        [/A key for the new encrypted file store/, storeKey],
+        [/The same key again/, storeKey],
+        [/base URL/, ob.emulator.url],
+        [/Service API key/, ob.apiKey],
+        [/Dropbox app key/, ob.app.appKey],
+        [/Dropbox app secret/, ob.app.appSecret],
+        [/Subfolder to read/, 'dropbox://data'],
+      ] as [RegExp, string][]) {
+        await t.see(question);
+        t.type(answer);
+        t.press('Enter');
+      }
+      await t.see(/Which workflow should read from the connector\?/);
+      for (let i = 0; i < count; i += 1) t.press('Down');
+      t.press('Enter');
+      await t.see(/Name of the new workflow/);
+      t.press('Enter');
+      await t.see(/How often should it run\?/);
+      t.press('Enter');
+      await t.see(AUTHORIZE_URL_PATTERN);
+      await approveLikeABrowser(AUTHORIZE_URL_PATTERN.exec(t.screen())?.[1] as string);
+    });
+    expect(final, final).toContain('exit=0');
+    expect(final).not.toContain('MaxListenersExceededWarning');
+  });
+
+  it('Ctrl-C at a question exits 130, as the README promises, and nothing is written', async () => {
+    const home = newHome();
+    const full = onboardingEnv(ob, home, {});
+    const env = { SYNCAUTH_CONFIG_DIR: full.SYNCAUTH_CONFIG_DIR, SYNCAUTH_STORE: 'file', SYNCAUTH_STORE_KEY: home.storeKey };
+    const final = await inTmux(home, env, [], async (t) => {
+      await t.see(/base URL/);
+      t.type(ob.emulator.url);
+      t.press('Enter');
+      await t.see(/Service API key/);
+      t.press('C-c');
+    });
+    expect(final, final).toContain('exit=130');
+    expect(final).toContain('cancelled; nothing was written');
+    expect(existsSync(profileFile(home, 'default'))).toBe(false);
+    expect(existsSync(path.join(home.configDir, 'secrets.enc'))).toBe(false);
+  });
+
+  it('Ctrl-C during the browser wait exits 130 too', async () => {
+    const home = newHome();
+    const env = onboardingEnv(ob, home, { SYNCAUTH_CONNECTOR_NAME: 'asked-ctrl-c-wait' });
+    const final = await inTmux(home, env, ['--no-open', '--no-workflow'], async (t) => {
+      await t.see(AUTHORIZE_URL_PATTERN);
+      t.press('C-c');
+    });
+    expect(final, final).toContain('exit=130');
+    expect(existsSync(profileFile(home, 'default'))).toBe(false);
   });
 });

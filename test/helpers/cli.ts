@@ -23,6 +23,20 @@ export interface CliOptions {
 
 const made: string[] = [];
 
+/**
+ * Node's own warnings (`(node:1234) MaxListenersExceededWarning: …`, deprecations) are not for the person
+ * running syncauth: every run of the CLI in a test fails on one, so none reaches a user unseen.
+ */
+export function nodeWarnings(stderr: string): string[] {
+  return stderr.split(/\r?\n/).filter((line) => /^\s*\(node:\d*\)/.test(line));
+}
+
+/** The error a test run of the CLI fails with when Node printed a warning of its own, or undefined. */
+export function nodeWarningError(args: readonly string[], stderr: string): Error | undefined {
+  const lines = nodeWarnings(stderr);
+  return lines.length ? new Error(`syncauth ${args.join(' ')} printed Node's warnings on stderr:\n${lines.join('\n')}\n--- stderr ---\n${stderr}`) : undefined;
+}
+
 /** A fresh directory to run in, so no `.env` of the repository or the user leaks into a test. */
 export function tempDir(prefix = 'syncauth-test-'): string {
   const dir = mkdtempSync(path.join(tmpdir(), prefix));
@@ -56,7 +70,9 @@ export function runCli(args: string[], options: CliOptions = {}): Promise<CliRes
     child.on('error', reject);
     child.on('close', (code) => {
       clearTimeout(timer);
-      resolve({ code, stdout, stderr });
+      const warned = nodeWarningError(args, stderr);
+      if (warned) reject(warned);
+      else resolve({ code, stdout, stderr });
     });
     child.stdin.end(options.stdin ?? '');
   });

@@ -11,7 +11,7 @@ import {
   DEFAULT_APP, DEFAULT_EMULATOR_API_KEY, connectionSettings, startEmulator, type EmulatorApp, type EmulatorOptions, type RunningEmulator, type StoredSource,
 } from '../../src/emulator/index.js';
 import { createAuthorizationRequest, exchangeCode } from '../../src/oauth/index.js';
-import { CLI, tempDir, type CliResult } from './cli.js';
+import { CLI, nodeWarningError, tempDir, type CliResult } from './cli.js';
 
 export const AUTHORIZE_URL_PATTERN = /\s(http:\/\/127\.0\.0\.1:\d+\/oauth2\/authorize\?\S+)/;
 
@@ -123,7 +123,9 @@ export function spawnCli(args: string[], options: SpawnOptions): CliProcess {
       exited = true;
       clearTimeout(timer);
       for (const listener of listeners) listener();
-      resolve({ code, stdout, stderr });
+      const warned = nodeWarningError(args, stderr);
+      if (warned) reject(warned);
+      else resolve({ code, stdout, stderr });
     });
   });
   if (options.stdin !== undefined) child.stdin.end(options.stdin);

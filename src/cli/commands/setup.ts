@@ -10,7 +10,8 @@ import { howToSet } from '../../config.js';
 import { isKeychainUnavailable, MIN_STORE_KEY_LENGTH, SECRET_FILE_NAME, openSecretStore, type FileSecretStore } from '../../credentials/index.js';
 import { isServiceError } from '../../service/errors.js';
 import {
-  checkAccessTokenShape, checkGrantedScopes, isOAuthError, listFolder, renewAccessToken, SCOPES_FOR_ACCESS, type TokenSet,
+  checkAccessTokenShape, checkGrantedScopes, createAuthorizationRequest, isOAuthError, listFolder, probeAuthorizePage, renewAccessToken,
+  SCOPES_FOR_ACCESS, type TokenSet,
 } from '../../oauth/index.js';
 import { SCHEDULE_CRON, Uuid } from '../../service/models.js';
 import { dropboxApiPath, dropboxRemoteUrlProblem } from '../../service/source-configs.js';
@@ -25,10 +26,12 @@ import { interruptSignal, writeSection } from '../interrupt.js';
 import { commit, type Gathered } from '../setup/commit.js';
 import { configFileOf, recordProfileChoices } from '../../profile/config-file.js';
 import {
-  connectorDecision, formatChanges, profileChanges, unadoptable, unconfirmedAdoption, unconfirmedChanges,
+  connectorDecision, formatChanges, profileChanges, type Change, unadoptable, unconfirmedAdoption, unconfirmedChanges,
 } from '../setup/changes.js';
 import { chooseWorkflow, createChosenWorkflow, type WorkflowChoice } from '../setup/workflow-choice.js';
 import { counted, printJson, warn } from '../output.js';
+import { hiddenTail } from '../prompt.js';
+import { syncauthCommand } from '../../profile/name.js';
 import { openSession, readSecrets, type ProfileSession } from '../session.js';
 
 export interface SetupOptions {
@@ -49,13 +52,15 @@ function checklist(session: ProfileSession, paste: boolean): string {
   const scopes = [...SCOPES_FOR_ACCESS[v.access], 'files.metadata.read'];
   const folder = v.remoteUrl && !dropboxRemoteUrlProblem(v.remoteUrl) ? dropboxApiPath(v.remoteUrl).slice(1) : '<subfolder>';
   return [
-    'Before you start, check the app in the Dropbox App Console (https://www.dropbox.com/developers/apps):',
-    '  1. Scoped access, access type "App folder".',
-    `  2. Permissions tab: tick ${scopes.join(', ')} and click Submit (files.metadata.read lets syncauth check the folder).`,
+    'Before you start, have a Dropbox app ready in the Dropbox App Console (https://www.dropbox.com/developers/apps):',
+    '  1. "Create app" (or open the app you have); any name. Its Settings tab shows the app key and app secret setup asks for.',
+    '  2. Scoped access, access type "App folder" (chosen when the app is made: an app made otherwise needs a new app).',
+    `  3. Permissions tab: tick ${scopes.join(', ')} and click Submit (files.metadata.read lets syncauth check the folder).`,
     paste
-      ? '  3. No redirect URI is needed: you will paste the code Dropbox shows.'
-      : `  3. Settings tab, OAuth 2, Redirect URIs: add exactly ${v.redirectUri} (localhost and 127.0.0.1 are different URIs).`,
-    `  4. In Dropbox, create the folder Apps/<your app folder>/${folder}: the service cannot read the app folder itself.`,
+      ? '  4. No redirect URI is needed: you will paste the code Dropbox shows.'
+      : `  4. Settings tab, OAuth 2, Redirect URIs: add exactly ${v.redirectUri} (localhost and 127.0.0.1 are different URIs).`,
+    `  5. In Dropbox, create the folder Apps/<your app folder>/${folder}: the service cannot read the app folder itself.`,
+    "  The service's API key comes from the service's UI, API keys, in the workspace the connector belongs to.",
     '  Changing permissions later means running setup again: a grant keeps the permissions it was made with.',
     '',
   ].join('\n');
@@ -77,12 +82,39 @@ async function gather(session: ProfileSession, context: CommandContext, options:
     return secret ? prompter.secret(question) : prompter.text(question, check ? { validate: check } : {});
   };
   const urlCheck = (value: string) => (/^https?:\/\/[^\s/]+/.test(value) ? undefined : 'an http(s) URL, like https://platform.example.com');
-  const baseUrl = await ask(howToSet('baseUrl'), v.baseUrl, "The ingestion service's base URL", false, urlCheck);
-  const apiKey = await ask('SYNCAUTH_API_KEY', secrets.apiKey, 'Service API key (hidden)', true);
-  const appKey = await ask('SYNCAUTH_APP_KEY', secrets.appKey, 'Dropbox app key (hidden)', true);
+  const { stderr } = context.io;
+  let baseUrl = await ask(howToSet('baseUrl'), v.baseUrl, "The ingestion service's base URL", false, urlCheck);
+  let apiKey = await ask('SYNCAUTH_API_KEY', secrets.apiKey, 'Service API key (hidden)', true);
+  // What was just typed is checked at once, and only a refused answer is asked again: finding a wrong API key
+  // after every other question would mean typing them all again.
+  if (interactive && baseUrl && apiKey && (!v.baseUrl || !secrets.apiKey)) {
+    for (let tries = 1; ; tries += 1) {
+      const problem = await serviceProblem(baseUrl, apiKey, v.apiKeyHeader);
+      if (!problem) {
+        stderr.write(`  ✓ the service at ${new URL(baseUrl).host} accepts the API key\n`);
+        break;
+      }
+      stderr.write(`! ${problem.message}\n`);
+      // Past the tries, or a value that was not typed: the check before the browser says what to do, and stops.
+      if (tries >= ANSWER_TRIES) break;
+      if (problem.field === 'apiKey' && !secrets.apiKey) apiKey = await prompter.secret('Service API key (hidden)');
+      else if (problem.field === 'baseUrl' && !v.baseUrl) baseUrl = await prompter.text("The ingestion service's base URL", { validate: urlCheck });
+      else break;
+    }
+  }
+  let appKey = await ask('SYNCAUTH_APP_KEY', secrets.appKey, 'Dropbox app key (hidden)', true);
+  if (appKey && !secrets.appKey) {
+    for (let tries = 1; ; tries += 1) {
+      // Typed hidden, a typo cannot be seen: its end can, to compare with the App Console.
+      stderr.write(`  app key: ${hiddenTail(appKey)}\n`);
+      if (!interactive || tries >= ANSWER_TRIES || !(await appKeyUnknown(v.authorizeUrl, appKey))) break;
+      stderr.write('! Dropbox does not know this app key (its authorize page answers "Invalid client_id"): copy the App key from the app\'s Settings tab\n');
+      appKey = await prompter.secret('Dropbox app key (hidden)');
+    }
+  }
   const appSecret = await ask('SYNCAUTH_APP_SECRET', secrets.appSecret, 'Dropbox app secret (hidden)', true);
   const remoteUrl = await ask(howToSet('remoteUrl'), v.remoteUrl, 'Subfolder to read, as dropbox://<subfolder>', false, (value) => dropboxRemoteUrlProblem(value) ?? undefined);
-  if (issues.length) throw new ValidationError(issues, { hint: 'run `syncauth setup` in a terminal to be asked, or see .env.example' });
+  if (issues.length) throw new ValidationError(issues, { hint: `run \`${syncauthCommand('setup')}\` in a terminal to be asked, or see .env.example` });
 
   if (remoteUrl) {
     const problem = dropboxRemoteUrlProblem(remoteUrl);
@@ -139,6 +171,53 @@ async function gather(session: ProfileSession, context: CommandContext, options:
     ...(workflowId ? { workflowId } : {}),
     ...(schedule ? { schedule } : {}),
   };
+}
+
+/** Tries of a refused answer (the API key, the base URL, the app key) in all, before setup stops on it. */
+const ANSWER_TRIES = 3;
+
+/**
+ * The service's answer to one cheap authenticated read with `apiKey`, as a problem with the value to ask again;
+ * undefined when it answers, or fails in a way no other answer would fix (left to the check before the browser).
+ */
+async function serviceProblem(baseUrl: string, apiKey: string, apiKeyHeader: string): Promise<{ field: 'baseUrl' | 'apiKey'; message: string } | undefined> {
+  let client: ServiceClient;
+  try {
+    client = new ServiceClient({
+      baseUrl, apiKey, apiKeyHeader,
+      retry: { retries: 0, baseDelayMs: 250, maxDelayMs: 1_000 },
+      timeouts: { connectMs: 5_000, headersMs: 10_000, totalMs: 10_000 },
+    });
+  } catch (error) {
+    if (!(error instanceof ValidationError)) throw error;
+    const issue = error.issues[0];
+    return { field: issue?.field === 'apiKey' ? 'apiKey' : 'baseUrl', message: `${issue?.field === 'apiKey' ? 'the API key' : 'the base URL'} ${issue?.message ?? error.message}` };
+  }
+  const host = new URL(baseUrl).host;
+  const cancel = () => client.cancel();
+  interruptSignal.addEventListener('abort', cancel, { once: true });
+  try {
+    await client.listSources();
+    return undefined;
+  } catch (error) {
+    interruptSignal.throwIfAborted();
+    if (!isServiceError(error)) throw error;
+    if (error.code === 'SERVICE_UNAUTHORIZED' || error.code === 'SERVICE_FORBIDDEN') {
+      return { field: 'apiKey', message: `the service at ${host} refused the API key (${error.status ?? error.code}): use an API key of the workspace to connect (the service's UI, API keys)` };
+    }
+    if (error.code === 'SERVICE_NETWORK') return { field: 'baseUrl', message: `cannot reach the service at ${host}: ${error.message}` };
+    if (error.code === 'SERVICE_NOT_FOUND') return { field: 'baseUrl', message: `${host} does not answer like the ingestion service (404 for its list of source connectors)` };
+    return undefined;
+  } finally {
+    interruptSignal.removeEventListener('abort', cancel);
+    await client.close();
+  }
+}
+
+/** Whether Dropbox's authorize page refuses `appKey` outright; a page that does not answer is no reason to ask again. */
+async function appKeyUnknown(authorizeUrl: string, appKey: string): Promise<boolean> {
+  const { url } = createAuthorizationRequest({ authorizeUrl, appKey });
+  return (await probeAuthorizePage(url, { signal: interruptSignal, timeoutMs: 5_000 })).kind === 'unknown-app-key';
 }
 
 /**
@@ -251,7 +330,7 @@ async function checkService(
         throw new SyncauthError('SYNCAUTH_WORKFLOW_NOT_FOUND', `${howToSet('workflowId')}: no workflow ${gathered.workflowId ?? ''} in this workspace`, {
           exitCode: ExitCode.usage,
           cause: error,
-          hint: 'list the workspace\'s workflows with `syncauth workflow list`, or leave the workflow out to set up the connector alone; nothing was stored',
+          hint: `list the workspace's workflows with \`${syncauthCommand('workflow list')}\`, or leave the workflow out to set up the connector alone; nothing was stored`,
         });
       }
       if (error.code === 'SERVICE_NETWORK') {
@@ -348,9 +427,9 @@ async function decideConnector(
  * On an existing profile, says what this run changes and asks (--yes accepts; without a terminal the run is
  * refused, naming the changes). A run that changes only the grant, the usual re-authorization, asks nothing.
  */
-async function confirmChanges(session: ProfileSession, gathered: Gathered, options: SetupOptions, interactive: boolean, context: CommandContext): Promise<void> {
+async function confirmChanges(session: ProfileSession, gathered: Gathered, options: SetupOptions, interactive: boolean, context: CommandContext): Promise<string | undefined> {
   const { state } = session;
-  if (!state) return;
+  if (!state) return undefined;
   const v = session.values;
   const next = {
     baseUrl: gathered.baseUrl, apiKeyHeader: v.apiKeyHeader, remoteUrl: gathered.remoteUrl, recursive: v.recursive, access: v.access,
@@ -362,14 +441,24 @@ async function confirmChanges(session: ProfileSession, gathered: Gathered, optio
   const { io } = context;
   if (changes.length === 0) {
     io.stderr.write(`Profile "${session.name}" exists; its settings stay as they are and the new authorization replaces its grant.\n`);
-    return;
+    return undefined;
   }
   io.stderr.write(`${formatChanges(session.name, changes)}\n`);
-  if (options.yes) return;
-  if (!interactive) throw unconfirmedChanges(session.name, changes);
-  if (!(await context.factory.prompter.confirm(`Apply these changes to profile "${session.name}"?`, { initial: false }))) {
-    throw new SyncauthError('SYNCAUTH_CANCELLED', 'cancelled; nothing was written', { exitCode: ExitCode.error });
+  if (!options.yes) {
+    if (!interactive) throw unconfirmedChanges(session.name, changes);
+    if (!(await context.factory.prompter.confirm(`Apply these changes to profile "${session.name}"?`, { initial: false }))) {
+      throw new SyncauthError('SYNCAUTH_CANCELLED', 'cancelled; nothing was written', { exitCode: ExitCode.error });
+    }
   }
+  // Settings alone (a schedule, a folder, the service's URL or key) are applied with the grant the profile has:
+  // sending the person through the browser again would win nothing. A change the grant depends on (the app,
+  // the access, Dropbox's endpoints) needs a new one.
+  return changes.some((c) => needsNewGrant(c)) ? undefined : stored.refresh_token;
+}
+
+/** A change the profile's grant depends on: the app it was made for, what it may access, where it came from. */
+function needsNewGrant(change: Change): boolean {
+  return ['access', 'Dropbox app key', 'authorize URL', 'token URL'].includes(change.what);
 }
 
 export async function setup(context: CommandContext, options: SetupOptions): Promise<void> {
@@ -396,9 +485,9 @@ export async function setup(context: CommandContext, options: SetupOptions): Pro
       }
     }
   });
-  await confirmChanges(session, gathered, options, interactive, context);
+  const storedGrant = await confirmChanges(session, gathered, options, interactive, context);
 
-  let tokens: TokenSet;
+  let tokens: TokenSet | undefined;
   if (gathered.refreshToken) {
     io.stderr.write('Using the existing grant from SYNCAUTH_REFRESH_TOKEN; no browser needed.\n');
     tokens = await renewAccessToken({
@@ -407,7 +496,22 @@ export async function setup(context: CommandContext, options: SetupOptions): Pro
       refreshToken: gathered.refreshToken,
       signal: interruptSignal,
     });
-  } else {
+  } else if (storedGrant) {
+    try {
+      tokens = await renewAccessToken({
+        tokenUrl: session.values.tokenUrl,
+        app: { appKey: gathered.appKey, appSecret: gathered.appSecret },
+        refreshToken: storedGrant,
+        signal: interruptSignal,
+      });
+      io.stderr.write(`Only settings change: applying them with the profile's grant; no browser needed.\n`);
+    } catch (error) {
+      // A grant revoked since, or refused with these credentials: authorizing again is what setup is for.
+      if (!isOAuthError(error) || error.kind !== 'terminal') throw error;
+      io.stderr.write(`! the profile's grant no longer works (${error.message}); authorize again:\n`);
+    }
+  }
+  if (!tokens) {
     tokens = await authorizeInteractively({
       settings: session.values,
       appKey: gathered.appKey,
@@ -443,9 +547,9 @@ export async function setup(context: CommandContext, options: SetupOptions): Pro
       ? { ...baseState(current), workflowId: createdId, ...(createdSchedule ? { schedule: createdSchedule } : {}) }
       : current)));
   }
-  const check = options.check === false ? undefined : await connectionCheck(gathered, session, result.connector.id, context);
-  const nextCommand = result.workflow ? `syncauth workflow run ${result.workflow.id}` : `syncauth status --profile ${session.name}`;
+  const nextCommand = syncauthCommand(result.workflow ? `workflow run ${result.workflow.id}` : `status --profile ${session.name}`);
   if (context.json) {
+    const check = options.check === false ? undefined : await connectionCheck(gathered, session, result.connector.id, context);
     printJson(io, {
       check: check ? { id: check.check.id, status: check.check.status, reason: check.check.reason ?? null } : null,
       next: nextCommand,
@@ -459,7 +563,8 @@ export async function setup(context: CommandContext, options: SetupOptions): Pro
     if (check && !check.ok) throw setupCheckFailure(session, result.connector.id, check.check);
     return;
   }
-  const lines = [
+  // What was made is said before the connection check of it starts (and says so on stderr).
+  const made = [
     `✓ secrets ${session.secrets.writable ? `stored in the ${session.secrets.kind} store` : 'read from the environment (nothing stored)'} for profile "${session.name}"`,
     `✓ source connector ${result.connector.name} ${result.action} (${result.connector.id})`,
   ];
@@ -467,8 +572,11 @@ export async function setup(context: CommandContext, options: SetupOptions): Pro
     const cron = result.workflow.schedule?.crontab_entries.map((e) => e.cron_expression).join(', ');
     const chosen = gathered.schedule ?? (workflowChoice?.kind === 'create' ? workflowChoice.schedule : undefined);
     const schedule = chosen ? `, schedule ${chosen} (${SCHEDULE_CRON[chosen]})` : cron ? `, schedule ${cron}` : '';
-    lines.push(`✓ workflow ${result.workflow.name} (${result.workflow.id}) ${result.workflowAction === 'created' ? 'created; it reads' : 'reads'} from it${schedule}`);
+    made.push(`✓ workflow ${result.workflow.name} (${result.workflow.id}) ${result.workflowAction === 'created' ? 'created; it reads' : 'reads'} from it${schedule}`);
   }
+  io.stdout.write(`${made.join('\n')}\n`);
+  const check = options.check === false ? undefined : await connectionCheck(gathered, session, result.connector.id, context);
+  const lines: string[] = [];
   if (check?.ok) lines.push(`✓ the service's connection check of the connector passed`);
   if (check && !check.ok) {
     lines.push(`✗ the service's connection check of the connector failed: ${check.check.reason ?? check.check.status}`);
@@ -480,7 +588,7 @@ export async function setup(context: CommandContext, options: SetupOptions): Pro
   }
   lines.push(
     '',
-    `Next: ${result.workflow ? `run the workflow now with \`${nextCommand}\`` : `check the profile with \`${nextCommand}\``}; keep the token fresh with \`syncauth daemon --profile ${session.name}\`.`,
+    `Next: ${result.workflow ? `run the workflow now with \`${nextCommand}\`` : `check the profile with \`${nextCommand}\``}; keep the token fresh with \`${syncauthCommand(`daemon --profile ${session.name}`)}\`.`,
   );
   io.stdout.write(`${lines.join('\n')}\n`);
 }
@@ -513,6 +621,6 @@ function setupCheckFailure(session: ProfileSession, connectorId: string, check: 
   return new SyncauthError(failure.code, failure.message, {
     exitCode: ExitCode.error,
     hint: `setup kept the profile "${session.name}" and the connector; fix the cause (the folder, the app's permissions or the grant), ` +
-      `then run \`syncauth source check ${connectorId}\``,
+      `then run \`${syncauthCommand(`source check ${connectorId}`)}\``,
   });
 }

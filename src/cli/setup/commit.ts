@@ -3,6 +3,7 @@
 import { existsSync } from 'node:fs';
 import { SyncauthError } from '../../errors.js';
 import { newSecretsVersion, type ProfileState } from '../../profile/index.js';
+import { syncauthCommand } from '../../profile/name.js';
 import type { TokenSet } from '../../oauth/index.js';
 import type { Schedule } from '../../service/models.js';
 import { ServiceClient } from '../../service/client.js';
@@ -55,7 +56,7 @@ export async function commit(session: ProfileSession, gathered: Gathered, tokens
       ? { connectorId: gathered.adoptConnectorId }
       : current?.connectorId && current.connectorName === gathered.connectorName ? { connectorId: current.connectorId } : {});
   const failure = (code: string, message: string) => ({ code, message, at: new Date().toISOString(), terminal: false });
-  const finishHint = `the grant is stored; run \`syncauth refresh --profile ${session.name}\` to finish`;
+  const finishHint = `the grant is stored; run \`${syncauthCommand(`refresh --profile ${session.name}`)}\` to finish`;
 
   // Up to here nothing is written, and Ctrl-C leaves nothing.
   interruptSignal.throwIfAborted();
