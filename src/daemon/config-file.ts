@@ -5,7 +5,7 @@
 // by its line and key, all at once, before anything starts; the same check runs again on SIGHUP.
 import { stat } from 'node:fs/promises';
 import path from 'node:path';
-import { isMap, isScalar, LineCounter, parseDocument, type Document } from 'yaml';
+import { isMap, isNode, isScalar, isSeq, LineCounter, parseDocument, type Document } from 'yaml';
 import { z } from 'zod';
 import { SETTINGS } from '../config.js';
 import { ValidationError, type FieldIssue } from '../errors.js';
@@ -80,41 +80,59 @@ const profileList = z
   })
   .transform((value) => (Array.isArray(value) ? [...new Set(value as string[])] : Object.keys(value as object)));
 
+const sinks = { token_file: sink, templates: template, socket: sink } as const;
+const sinksSchema = z.strictObject({ token_file: sink.optional(), templates: z.array(template).optional(), socket: sink.optional() });
+const daemonSchema = z.strictObject({
+  listen: z.string().optional(),
+  renew_margin: z.number().int().min(1).max(14_399).optional(),
+  sweep: z.string().optional(),
+  redis_url: z.string().optional(),
+  concurrency: z.number().int().min(1).max(1000).optional(),
+  max_renewals_per_second: z.number().positive().optional(),
+  shutdown_timeout: z.number().int().min(1).max(600).optional(),
+  log_level: z.string().optional(),
+});
+
 const schema = z.strictObject({
   version: z.literal(1, { error: 'must be 1 (the only version of this file so far)' }),
   profiles: profileList.optional(),
-  sinks: z.strictObject({ token_file: sink.optional(), templates: z.array(template).optional(), socket: sink.optional() }).optional(),
-  daemon: z
-    .strictObject({
-      listen: z.string().optional(),
-      renew_margin: z.number().int().min(1).max(14_399).optional(),
-      sweep: z.string().optional(),
-      redis_url: z.string().optional(),
-      concurrency: z.number().int().min(1).max(1000).optional(),
-      max_renewals_per_second: z.number().positive().optional(),
-      shutdown_timeout: z.number().int().min(1).max(600).optional(),
-      log_level: z.string().optional(),
-    })
-    .optional(),
+  sinks: sinksSchema.optional(),
+  daemon: daemonSchema.optional(),
 });
 
-/** The line of the node at `keys`, or of its nearest ancestor in the file; for a key the file should not have, the key's own line. */
-function lineOf(doc: Document, lines: LineCounter, keys: readonly PropertyKey[], badKey?: string): number {
-  let at = keys.map((k) => (typeof k === 'symbol' ? String(k) : k));
-  for (;;) {
-    const node = at.length === 0 ? doc.contents : doc.getIn(at, true);
-    if (node && typeof node === 'object' && 'range' in node && Array.isArray(node.range)) {
-      let offset = node.range[0] as number;
-      if (badKey !== undefined && isMap(node)) {
-        const pair = node.items.find((item) => isScalar(item.key) && String(item.key.value) === badKey);
-        if (pair && isScalar(pair.key) && pair.key.range) offset = pair.key.range[0];
-      }
-      return lines.linePos(offset).line;
+/** Every key the file may have, dotted (a template's keys as `sinks.templates.source`): the example documents each. */
+export const CONFIG_KEYS: readonly string[] = Object.freeze([
+  'version',
+  'profiles',
+  'sinks',
+  ...Object.entries(sinks).flatMap(([key, shape]) => [`sinks.${key}`, ...Object.keys(shape.shape).map((field) => `sinks.${key}.${field}`)]),
+  'daemon',
+  ...Object.keys(daemonSchema.shape).map((key) => `daemon.${key}`),
+]);
+
+/**
+ * The line of the key at `keys` (of a list's item, the item's): a value's problem is named on its key's line.
+ * A key missing from the file gets its nearest ancestor's line.
+ */
+function lineOf(doc: Document, lines: LineCounter, keys: readonly PropertyKey[]): number {
+  let node: unknown = doc.contents;
+  let offset = isNode(node) ? (node.range?.[0] ?? 0) : 0;
+  for (const key of keys) {
+    if (isMap(node)) {
+      const pair = node.items.find((item) => isScalar(item.key) && String(item.key.value) === String(key));
+      if (!pair) break;
+      offset = isNode(pair.key) ? (pair.key.range?.[0] ?? offset) : offset;
+      node = pair.value;
+    } else if (isSeq(node)) {
+      const item: unknown = node.items[Number(key)];
+      if (!isNode(item)) break;
+      offset = item.range?.[0] ?? offset;
+      node = item;
+    } else {
+      break;
     }
-    if (at.length === 0) return 1;
-    at = at.slice(0, -1);
-    badKey = undefined;
   }
+  return lines.linePos(offset).line;
 }
 
 function dotted(keys: readonly PropertyKey[]): string {
@@ -130,14 +148,13 @@ export function parseDaemonConfig(text: string, file: string): DaemonFileConfig 
     // The first few: after one, the rest are often its echoes.
     throw new ValidationError(doc.errors.slice(0, 5).map((error) => ({ field: label(lines.linePos(error.pos[0]).line, '(syntax)'), message: error.message.split('\n')[0] ?? error.message })));
   }
-  const where = (keys: readonly PropertyKey[], badKey?: string): string =>
-    label(lineOf(doc, lines, keys, badKey), dotted(badKey === undefined ? keys : [...keys, badKey]));
+  const where = (keys: readonly PropertyKey[]): string => label(lineOf(doc, lines, keys), dotted(keys));
   const result = schema.safeParse(doc.toJS({ maxAliasCount: 100 }) ?? {});
   if (!result.success) {
     const issues: FieldIssue[] = [];
     for (const issue of result.error.issues) {
       if (issue.code === 'unrecognized_keys') {
-        for (const key of issue.keys) issues.push({ field: where(issue.path, key), message: 'is not a key of this file (see deploy/syncauth.yaml)' });
+        for (const key of issue.keys) issues.push({ field: where([...issue.path, key]), message: 'is not a key of this file (see deploy/syncauth.yaml)' });
       } else {
         issues.push({ field: where(issue.path), message: issue.message });
       }
@@ -150,7 +167,7 @@ export function parseDaemonConfig(text: string, file: string): DaemonFileConfig 
     ...(data.profiles !== undefined ? { profiles: data.profiles } : {}),
     sinks: data.sinks ?? {},
     daemon: data.daemon ?? {},
-    where: (key) => where(key.split('.')),
+    where: (key) => where(key.split('.').map((part) => (/^\d+$/.test(part) ? Number(part) : part))),
   };
   checkValues(config);
   return config;

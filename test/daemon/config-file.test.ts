@@ -3,8 +3,9 @@
 // again, rejecting a bad file (the daemon runs on as it was) and applying a good one's profiles at once.
 import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import { parse as parseYaml } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseDaemonConfig, readDaemonConfig } from '../../src/daemon/config-file.js';
+import { CONFIG_KEYS, parseDaemonConfig, readDaemonConfig } from '../../src/daemon/config-file.js';
 import { ValidationError } from '../../src/errors.js';
 import { grantRefreshToken, newHome, onboardingEnv, runCli, startOnboarding, type Onboarding } from '../helpers/onboarding.js';
 import { waitFor } from '../helpers/wait.js';
@@ -83,6 +84,33 @@ describe('the configuration file, parsed and checked', () => {
     expect(issuesOf('version: 1\nsinks:\n  token_file:\n    path: run/token\n')).toEqual([expect.stringMatching(/line 4: sinks\.token_file\.path: must be an absolute path/)]);
     expect(issuesOf('version: 1\ndaemon:\n  concurrency: 2\n  concurrency: 3\n')).toEqual([expect.stringMatching(/line 4: \(syntax\): .*unique/i)]);
     expect(issuesOf('{"version": 1, "daemon": {"concurrency": 0}}')).toEqual([expect.stringMatching(/line 1: daemon\.concurrency: /)]);
+  });
+});
+
+describe('the example in deploy/', () => {
+  it('is a valid file that shows every key the daemon knows, each with a comment', () => {
+    const text = readFileSync(path.join(__dirname, '../../deploy/syncauth.yaml'), 'utf8');
+    const config = parseDaemonConfig(text, 'deploy/syncauth.yaml');
+    expect(config.profiles).toEqual(['docs', 'reports']);
+    const shown = new Set<string>();
+    const walk = (value: unknown, at: string): void => {
+      if (Array.isArray(value)) value.forEach((item) => walk(item, at));
+      else if (value !== null && typeof value === 'object' && at !== 'profiles') {
+        for (const [key, inner] of Object.entries(value)) {
+          const next = at ? `${at}.${key}` : key;
+          shown.add(next);
+          walk(inner, next);
+        }
+      }
+    };
+    walk(parseYaml(text), '');
+    expect([...shown].sort()).toEqual([...CONFIG_KEYS].sort());
+    // Each key's line, or a line above it in its block, is a comment.
+    const lines = text.split('\n');
+    for (const key of CONFIG_KEYS.filter((k) => !/\.(path|mode|group|source|dest)$/.test(k))) {
+      const line = Number(/line (\d+)/.exec(config.where(key.replace('sinks.templates.', 'sinks.templates.0.')))?.[1]);
+      expect(lines[line - 2]?.trim().startsWith('#') || lines[line - 1]?.includes('#'), key).toBe(true);
+    }
   });
 });
 
