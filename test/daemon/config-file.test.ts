@@ -162,6 +162,7 @@ describe('a daemon run with --config', () => {
     writeFileSync(path.join(home.dir, '.env'), `SYNCAUTH_DAEMON_CONFIG=${file}\n`);
     const fromDotenv = await runCli(['daemon', '--once'], { env, cwd: home.dir });
     expect(fromDotenv.stderr).not.toMatch(/daemon\.concurrency/);
+    expect(fromDotenv.stderr).toMatch(/SYNCAUTH_DAEMON_CONFIG.*ignored|ignored.*SYNCAUTH_DAEMON_CONFIG/);
     expect(fromDotenv.code).toBe(4);
   }, 30_000);
 
@@ -181,10 +182,18 @@ sinks:
   token_file: {path: "${out}/{profile}.token", mode: "0640"}
 daemon:
   listen: 127.0.0.1:0
-  sweep: "* * * * *"${extra}
+  sweep: "* * * * *"
+  renew_margin: 900${extra}
 `;
-    writeFileSync(file, config('[alpha]'), { mode: 0o600 });
     const env = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: home.dir, SYNCAUTH_CONFIG_DIR: home.configDir, SYNCAUTH_STORE: 'file', SYNCAUTH_STORE_KEY: home.storeKey };
+    // A later check at start (the token file's directory) names the file's line and key too.
+    writeFileSync(file, config('[alpha]').replace(`${out}/`, `${out}/missing/`), { mode: 0o600 });
+    const refused = await runCli(['daemon', '--config', file], { env, cwd: home.dir });
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toMatch(/syncauth\.yaml line 4: sinks\.token_file\.path: the directory .*missing does not exist/);
+    writeFileSync(file, config('[alpha]'), { mode: 0o600 });
+    // A variable wins over the file too.
+    Object.assign(env, { SYNCAUTH_RENEW_MARGIN: '600' });
     // spawnDaemon passes --sweep: it wins over the file's daemon.sweep.
     const daemon = spawnDaemon(env, home.dir, ['--config', file]);
     const lines = (event: string): Record<string, unknown>[] =>
@@ -192,7 +201,11 @@ daemon:
     try {
       const { listen, profiles } = await daemon.started();
       expect(profiles).toEqual(['alpha']);
-      expect(lines('daemon.config_overridden')).toEqual([expect.objectContaining({ key: 'daemon.sweep', winner: '--sweep' })]);
+      expect(lines('daemon.config_overridden')).toEqual([
+        expect.objectContaining({ key: 'daemon.renew_margin', winner: 'SYNCAUTH_RENEW_MARGIN' }),
+        expect.objectContaining({ key: 'daemon.sweep', winner: '--sweep' }),
+      ]);
+      expect(lines('daemon.started')[0]).toMatchObject({ renewMarginSeconds: 600 });
       await waitFor('the token file', () => (existsSync(path.join(out, 'alpha.token')) ? true : undefined), 20_000);
       expect(statSync(path.join(out, 'alpha.token')).mode & 0o777).toBe(0o640);
       const served = async (): Promise<string[]> => Object.keys(((await (await fetch(`${listen}/readyz`)).json()) as { profiles: Record<string, unknown> }).profiles).sort();
@@ -201,7 +214,7 @@ daemon:
       writeFileSync(file, config('[alpha, beta]', '\n  concurrency: lots'));
       daemon.child.kill('SIGHUP');
       const rejected = await waitFor('the rejection', () => lines('daemon.config_rejected')[0]);
-      expect(rejected.reason).toMatch(/syncauth\.yaml line 8: daemon\.concurrency/);
+      expect(rejected.reason).toMatch(/syncauth\.yaml line 9: daemon\.concurrency/);
       expect(lines('daemon.reloaded')).toEqual([]);
       expect(await served()).toEqual(['alpha']);
 
