@@ -122,8 +122,10 @@ export async function withDaemonConfigFile(context: CommandContext, options: Dae
         log.error({ event: 'daemon.config_rejected', op: 'load', file, reason }, `SIGHUP: ${file} was not applied, the daemon keeps its configuration: ${reason}`);
         return false;
       }
+      // A key a flag or variable overrides changes nothing, now or at a restart.
+      const overridden = new Set(clashes.map((clash) => clash.key));
       const changed = [...SETTING_KEYS.map(([, key]) => key), ...OPTION_KEYS.map(([, , key]) => key).filter((key) => key !== 'profiles')].filter(
-        (key) => JSON.stringify(valueAt(started, key)) !== JSON.stringify(valueAt(next, key)),
+        (key) => !overridden.has(key) && JSON.stringify(valueAt(started, key)) !== JSON.stringify(valueAt(next, key)),
       );
       if (changed.length > 0) {
         log.warn({ event: 'daemon.config_restart_needed', op: 'load', file, keys: changed }, `SIGHUP: ${changed.join(', ')} changed in ${file}; these take effect when the daemon is restarted`);

@@ -219,7 +219,8 @@ daemon:
       expect(await served()).toEqual(['alpha']);
 
       // A good file: its profiles are served at once; a changed daemon-wide setting waits for a restart.
-      writeFileSync(file, config('[alpha, beta]', '\n  concurrency: 8'));
+      // (The file's sweep changes too, but --sweep overrides it: no restart would change anything.)
+      writeFileSync(file, config('[alpha, beta]', '\n  concurrency: 8').replace('sweep: "* * * * *"', 'sweep: "*/2 * * * *"'));
       daemon.child.kill('SIGHUP');
       await waitFor('the reload', () => lines('daemon.reloaded')[0]);
       // One reload only: the rejected file caused none.
