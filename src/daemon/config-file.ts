@@ -63,7 +63,9 @@ const NAME_RULE = 'must be 1-64 letters, digits, dot, dash or underscore, starti
 const profileList = z
   .unknown()
   .superRefine((value, ctx) => {
-    if (Array.isArray(value)) {
+    if ((Array.isArray(value) && value.length === 0) || (value !== null && typeof value === 'object' && Object.keys(value).length === 0)) {
+      ctx.addIssue({ code: 'custom', message: 'names no profile; leave the key out to serve every stored profile' });
+    } else if (Array.isArray(value)) {
       value.forEach((name, i) => {
         if (typeof name !== 'string' || !isProfileName(name)) ctx.addIssue({ code: 'custom', path: [i], message: NAME_RULE });
       });
@@ -149,7 +151,14 @@ export function parseDaemonConfig(text: string, file: string): DaemonFileConfig 
     throw new ValidationError(doc.errors.slice(0, 5).map((error) => ({ field: label(lines.linePos(error.pos[0]).line, '(syntax)'), message: error.message.split('\n')[0] ?? error.message })));
   }
   const where = (keys: readonly PropertyKey[]): string => label(lineOf(doc, lines, keys), dotted(keys));
-  const result = schema.safeParse(doc.toJS({ maxAliasCount: 100 }) ?? {});
+  let content: unknown;
+  try {
+    content = doc.toJS({ maxAliasCount: 100 }) ?? {};
+  } catch (error) {
+    // Aliases that would expand without bound (a "billion laughs" file).
+    throw new ValidationError([{ field: label(1, '(syntax)'), message: (error as Error).message }]);
+  }
+  const result = schema.safeParse(content);
   if (!result.success) {
     const issues: FieldIssue[] = [];
     for (const issue of result.error.issues) {

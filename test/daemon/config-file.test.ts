@@ -80,6 +80,10 @@ describe('the configuration file, parsed and checked', () => {
     expect(issuesOf('version: 1\ndaemon:\n  listen: [unclosed\n')).toEqual([expect.stringMatching(/line \d: \(syntax\): /)]);
     expect(issuesOf('version: 1\nprofiles:\n  docs: {token_file: x}\n')).toEqual([expect.stringMatching(/line 3: profiles\.docs: takes no settings of its own/)]);
     expect(issuesOf('version: 1\nprofiles: [docs, "a b"]\n')).toEqual([expect.stringMatching(/line 2: profiles\[1\]: must be 1-64/)]);
+    expect(issuesOf('version: 1\nprofiles: []\n')).toEqual([expect.stringMatching(/line 2: profiles: names no profile; leave the key out/)]);
+    expect(issuesOf('version: 1\nprofiles:\n')).toEqual([expect.stringMatching(/line 2: profiles: must be a list of profile names/)]);
+    const laughs = ['version: 1', 'a: &a [x, x, x, x, x, x, x, x, x, x]', ...Array.from({ length: 8 }, (_, i) => `${String.fromCharCode(98 + i)}: &${String.fromCharCode(98 + i)} [${Array(10).fill(`*${String.fromCharCode(97 + i)}`).join(', ')}]`)].join('\n');
+    expect(issuesOf(laughs)).toEqual([expect.stringMatching(/line 1: \(syntax\): .*alias/i)]);
     expect(issuesOf('version: 2\n')).toEqual([expect.stringMatching(/line 1: version: must be 1/)]);
     expect(issuesOf('version: 1\nsinks:\n  token_file:\n    path: run/token\n')).toEqual([expect.stringMatching(/line 4: sinks\.token_file\.path: must be an absolute path/)]);
     expect(issuesOf('version: 1\ndaemon:\n  concurrency: 2\n  concurrency: 3\n')).toEqual([expect.stringMatching(/line 4: \(syntax\): .*unique/i)]);
