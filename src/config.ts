@@ -169,6 +169,10 @@ export const SETTINGS = {
   socket: { env: 'SYNCAUTH_SOCKET', dotenv: false, flag: 'socket', parse: (raw: string) => path.resolve(nonEmpty(raw)), describe: 'serve the token on request on this Unix socket (0600)' },
   listen: { env: 'SYNCAUTH_LISTEN', dotenv: true, flag: 'listen', parse: listenAddress, describe: 'health/metrics address' },
   redisUrl: { env: 'SYNCAUTH_REDIS_URL', dotenv: false, flag: 'redis-url', parse: nonEmpty, describe: 'coordinate replicas' },
+  config: {
+    env: 'SYNCAUTH_DAEMON_CONFIG', dotenv: false, flag: 'config', parse: (raw: string) => path.resolve(nonEmpty(raw)),
+    describe: "the daemon's configuration file, YAML or JSON (flags and variables win over it)",
+  },
   logLevel: {
     env: 'SYNCAUTH_LOG_LEVEL', dotenv: true, flag: 'log-level', parse: oneOf(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const),
     default: () => 'info' as const, describe: 'log level',

@@ -52,7 +52,7 @@ const PLACEHOLDERS: Partial<Record<string, string>> = {
   profile: 'name', configDir: 'dir', store: 'keychain|file|env', baseUrl: 'url', apiKeyHeader: 'header', remoteUrl: 'dropbox://folder',
   access: 'read|write|read-write', connectorName: 'name', workflowId: 'uuid', schedule: 'schedule', authorizeUrl: 'url', tokenUrl: 'url',
   dropboxApiUrl: 'url', redirectUri: 'url', renewMargin: 'seconds', sweep: 'cron', tokenFile: 'path', tokenFileMode: 'mode',
-  tokenFileGroup: 'group', socket: 'path', listen: 'host:port', redisUrl: 'url', logLevel: 'level',
+  tokenFileGroup: 'group', socket: 'path', listen: 'host:port', redisUrl: 'url', logLevel: 'level', config: 'file',
 };
 
 /** Adds the flags of the given settings to a command, with their env names in the help text. */

@@ -171,14 +171,14 @@ Examples:
   syncauth exec --watch --signal HUP --template rclone.conf.tpl:/run/app/rclone.conf:0600 -- ./app --config /run/app/rclone.conf`)
     .action(lazy(() => import('./commands/exec.js'), 'exec', 'own'));
 
-  addSettingOptions(program.command('daemon'), ['configDir', 'store', 'renewMargin', 'sweep', 'tokenFile', 'tokenFileMode', 'tokenFileGroup', 'socket', 'listen', 'redisUrl', 'logLevel'])
+  addSettingOptions(program.command('daemon'), ['configDir', 'store', 'renewMargin', 'sweep', 'tokenFile', 'tokenFileMode', 'tokenFileGroup', 'socket', 'listen', 'redisUrl', 'logLevel', 'config'])
     .description("the sidecar: keep every profile's access token fresh and its connector reconciled, report health")
     // Repeatable, so not registered through addSettingOptions (one value per setting there).
     .option('--profile <name>', 'serve this profile (repeatable; default: every stored profile, or one made of SYNCAUTH_* variables)',
       (value: string, previous: string[] | undefined) => [...(previous ?? []), value])
-    .option('--concurrency <n>', 'renewals and reconciles running at once across profiles', '4')
+    .option('--concurrency <n>', 'renewals and reconciles running at once across profiles (default 4)')
     .option('--max-renewals-per-second <n>', 'cap on token requests per second across profiles (default: no cap)')
-    .option('--shutdown-timeout <seconds>', 'how long SIGTERM and SIGINT wait for in-flight work', '10')
+    .option('--shutdown-timeout <seconds>', 'how long SIGTERM and SIGINT wait for in-flight work (default 10)')
     .option('--once', 'one pass: renew what is due, reconcile, publish, then exit: 0 when every profile is fresh, 4 when one needs re-authorization, 1 otherwise')
     .option('--template <SRC:DEST[:MODE]>', 'render DEST from the template SRC after each renewal (repeatable; MODE default 0600; fields in the README)',
       (value: string, previous: string[] | undefined) => [...(previous ?? []), value])
@@ -189,10 +189,16 @@ Renews each token when its remaining life falls inside the margin (15 min by def
 the connector with it, backs off on failures and parks a profile whose grant was revoked until it is set up
 again. SIGTERM/SIGINT stop it cleanly; SIGHUP reloads the profiles.
 
+--config FILE (YAML or JSON; every key in deploy/syncauth.yaml) gives the profiles, sinks and daemon settings
+in one file; a flag or variable wins over the file's key (logged at start). SIGHUP reads the file again: a file
+with any problem is rejected and logged, the daemon keeps running as it was; a good one changes the profiles
+served at once, while changed sinks and daemon settings are logged as needing a restart.
+
 Examples:
   syncauth daemon --listen 127.0.0.1:9464                    # every stored profile; /healthz /readyz /metrics
   syncauth daemon --profile docs --token-file /run/syncauth/token
-  syncauth daemon --token-file '/run/syncauth/{profile}.token' --redis-url redis://127.0.0.1:6379`)
+  syncauth daemon --token-file '/run/syncauth/{profile}.token' --redis-url redis://127.0.0.1:6379
+  syncauth daemon --config /etc/syncauth/syncauth.yaml`)
     .action(lazy(() => import('./commands/daemon.js'), 'daemon', 'own'));
 
   const loadSource = () => import('./commands/source.js');

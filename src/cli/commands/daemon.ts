@@ -37,6 +37,7 @@ import { accessTokenKeeper, accessTokenReader } from '../../sync/token-cache.js'
 import { baseState } from '../../sync/renew.js';
 import type { CommandContext } from '../context.js';
 import { openSession, readSecrets, requireGrant, type ResolvedSecrets } from '../session.js';
+import { configFileLabel, withDaemonConfigFile } from '../daemon-config.js';
 
 /** A temporary file this old is no write in progress (those take milliseconds): its writer died. */
 const LEFTOVER_AGE_MS = 10_000;
@@ -146,6 +147,8 @@ interface DaemonSettings {
 /** How a setting was given, for error messages: the flag if it came from one, else its variable. */
 function label(context: CommandContext, name: SettingName): string {
   const spec = SETTINGS[name] as { flag?: string; env: string };
+  const fromFile = configFileLabel(context, name);
+  if (fromFile) return fromFile;
   return context.settings.sources[name] === 'flag' && spec.flag ? `--${spec.flag}` : spec.env;
 }
 
@@ -325,10 +328,14 @@ async function checkTokenFiles(context: CommandContext, template: string, names:
   }
 }
 
-export async function daemon(context: CommandContext, options: DaemonCommandOptions = {}): Promise<void> {
+export async function daemon(given: CommandContext, givenOptions: DaemonCommandOptions = {}): Promise<void> {
+  // --config FILE: its keys join the settings and options; flags and variables win (see src/cli/daemon-config.ts).
+  const configured = await withDaemonConfigFile(given, givenOptions);
+  const { context, options } = configured;
   const v = context.settings.values;
   const settings = checkSettings(context, options);
   const log = createLogger({ level: v.logLevel as LogLevel, secretHeaders: [v.apiKeyHeader] });
+  configured.report(log);
   const store = openProfileStore(v.configDir);
   const load = () => loadProfiles(context, store, settings.requested);
 
@@ -405,7 +412,13 @@ export async function daemon(context: CommandContext, options: DaemonCommandOpti
     `syncauth daemon started for ${names.length === 1 ? `profile ${names[0]}` : `${names.length} profiles`}`,
   );
   const readiness = reportReadiness(running, log);
-  await untilStopped(running, log, readiness);
+  // SIGHUP reads the configuration file again first: rejected, nothing changes; accepted, its profiles are served.
+  const reconfigure = async (): Promise<boolean> => {
+    const next = await configured.reread(log);
+    if (next) settings.requested = next.requested;
+    return next !== false;
+  };
+  await untilStopped(running, log, readiness, reconfigure);
   // Everything was closed; should a stray handle keep the event loop alive, do not hang the container's stop.
   setTimeout(() => process.exit(process.exitCode ?? ExitCode.ok), 2_000).unref();
 }
@@ -470,12 +483,12 @@ function reportReadiness(running: RunningDaemon, log: Logger): () => void {
   return () => clearInterval(timer);
 }
 
-function untilStopped(running: RunningDaemon, log: Logger, stopReadiness: () => void): Promise<void> {
+function untilStopped(running: RunningDaemon, log: Logger, stopReadiness: () => void, reconfigure: () => Promise<boolean>): Promise<void> {
   return new Promise<void>((resolve) => {
     let stopping = false;
     const reload = (): void => {
       log.info({ event: 'daemon.reloading', op: 'load', signal: 'SIGHUP' }, 'SIGHUP: reloading the profiles');
-      void running.reload();
+      void reconfigure().then((accepted) => (accepted ? running.reload() : undefined));
     };
     const stop = (signal: NodeJS.Signals): void => {
       if (stopping) {

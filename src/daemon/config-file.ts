@@ -1,0 +1,259 @@
+// The daemon's one configuration file (`syncauth daemon --config FILE`), YAML or JSON: which profiles to serve,
+// where their tokens go (token file, templates, socket) and the daemon-wide settings. It says where tokens are
+// written, so it is read as carefully as a template's source (a regular file, bounded, with a deadline, links
+// followed only when trusted), and refused when another user could have written it. Every problem is named
+// by its line and key, all at once, before anything starts; the same check runs again on SIGHUP.
+import { stat } from 'node:fs/promises';
+import path from 'node:path';
+import { isMap, isNode, isScalar, isSeq, LineCounter, parseDocument, type Document } from 'yaml';
+import { z } from 'zod';
+import { SETTINGS } from '../config.js';
+import { ValidationError, type FieldIssue } from '../errors.js';
+import { parseMode, parseSocketMode, resolveGroup } from '../publish/file.js';
+import { FileRefusedError, readRegularFile } from '../publish/safe-read.js';
+import { isProfileName } from '../profile/index.js';
+import { checkSchedule } from './cron.js';
+import { checkRedisUrl } from './redis.js';
+
+/** Far above any real configuration of even thousands of profiles. */
+const MAX_CONFIG_BYTES = 256 * 1024;
+
+export interface FileSink {
+  path: string;
+  mode?: string;
+  group?: string;
+}
+
+export interface FileTemplate {
+  source: string;
+  dest: string;
+  mode?: string;
+}
+
+/** The file's content, checked; keys as written (snake case), values as the flags take them. */
+export interface DaemonFileConfig {
+  file: string;
+  /** Absent: every stored profile, as without the file. */
+  profiles?: string[];
+  sinks: { token_file?: FileSink; templates?: FileTemplate[]; socket?: FileSink };
+  daemon: {
+    listen?: string;
+    renew_margin?: number;
+    sweep?: string;
+    redis_url?: string;
+    concurrency?: number;
+    max_renewals_per_second?: number;
+    shutdown_timeout?: number;
+    log_level?: string;
+  };
+  /** `FILE line N: key.path`, naming a key in messages; the key's line when it is in the file. */
+  where(key: string): string;
+}
+
+const absolutePath = z.string().min(1).refine((p) => path.isAbsolute(p), 'must be an absolute path');
+const mode = z.string({ error: (issue) => (typeof issue.input === 'number' ? 'write the mode as a quoted string, like "0640" (unquoted, YAML reads it as a decimal number)' : undefined) });
+const sink = z.strictObject({ path: absolutePath, mode: mode.optional(), group: z.union([z.string().min(1), z.number().int().min(0)]).transform(String).optional() });
+const template = z.strictObject({
+  source: absolutePath.refine((p) => !p.includes(':'), 'must not contain ":"'),
+  dest: absolutePath.refine((p) => !p.includes(':'), 'must not contain ":"'),
+  mode: mode.optional(),
+});
+const NAME_RULE = 'must be 1-64 letters, digits, dot, dash or underscore, starting with a letter or digit';
+/** A list of names, or a map keyed by name (each value empty, for now: `docs:` or `docs: {}`). */
+const profileList = z
+  .unknown()
+  .superRefine((value, ctx) => {
+    if ((Array.isArray(value) && value.length === 0) || (value !== null && typeof value === 'object' && Object.keys(value).length === 0)) {
+      ctx.addIssue({ code: 'custom', message: 'names no profile; leave the key out to serve every stored profile' });
+    } else if (Array.isArray(value)) {
+      value.forEach((name, i) => {
+        if (typeof name !== 'string' || !isProfileName(name)) ctx.addIssue({ code: 'custom', path: [i], message: NAME_RULE });
+      });
+    } else if (value !== null && typeof value === 'object') {
+      for (const [name, settings] of Object.entries(value)) {
+        if (!isProfileName(name)) ctx.addIssue({ code: 'custom', path: [name], message: NAME_RULE });
+        else if (settings !== null && !(typeof settings === 'object' && !Array.isArray(settings) && Object.keys(settings).length === 0)) {
+          ctx.addIssue({ code: 'custom', path: [name], message: 'takes no settings of its own: the sinks are shared, each path with {profile} in it' });
+        }
+      }
+    } else {
+      ctx.addIssue({ code: 'custom', message: 'must be a list of profile names, or a map keyed by profile name' });
+    }
+  })
+  .transform((value) => (Array.isArray(value) ? [...new Set(value as string[])] : Object.keys(value as object)));
+
+const sinks = { token_file: sink, templates: template, socket: sink } as const;
+const sinksSchema = z.strictObject({ token_file: sink.optional(), templates: z.array(template).optional(), socket: sink.optional() });
+const daemonSchema = z.strictObject({
+  listen: z.string().optional(),
+  renew_margin: z.number().int().min(1).max(14_399).optional(),
+  sweep: z.string().optional(),
+  redis_url: z.string().optional(),
+  concurrency: z.number().int().min(1).max(1000).optional(),
+  max_renewals_per_second: z.number().positive().optional(),
+  shutdown_timeout: z.number().int().min(1).max(600).optional(),
+  log_level: z.string().optional(),
+});
+
+const schema = z.strictObject({
+  version: z.literal(1, { error: 'must be 1 (the only version of this file so far)' }),
+  profiles: profileList.optional(),
+  sinks: sinksSchema.optional(),
+  daemon: daemonSchema.optional(),
+});
+
+/** Every key the file may have, dotted (a template's keys as `sinks.templates.source`): the example documents each. */
+export const CONFIG_KEYS: readonly string[] = Object.freeze([
+  'version',
+  'profiles',
+  'sinks',
+  ...Object.entries(sinks).flatMap(([key, shape]) => [`sinks.${key}`, ...Object.keys(shape.shape).map((field) => `sinks.${key}.${field}`)]),
+  'daemon',
+  ...Object.keys(daemonSchema.shape).map((key) => `daemon.${key}`),
+]);
+
+/**
+ * The line of the key at `keys` (of a list's item, the item's): a value's problem is named on its key's line.
+ * A key missing from the file gets its nearest ancestor's line.
+ */
+function lineOf(doc: Document, lines: LineCounter, keys: readonly PropertyKey[]): number {
+  let node: unknown = doc.contents;
+  let offset = isNode(node) ? (node.range?.[0] ?? 0) : 0;
+  for (const key of keys) {
+    if (isMap(node)) {
+      const pair = node.items.find((item) => isScalar(item.key) && String(item.key.value) === String(key));
+      if (!pair) break;
+      offset = isNode(pair.key) ? (pair.key.range?.[0] ?? offset) : offset;
+      node = pair.value;
+    } else if (isSeq(node)) {
+      const item: unknown = node.items[Number(key)];
+      if (!isNode(item)) break;
+      offset = item.range?.[0] ?? offset;
+      node = item;
+    } else {
+      break;
+    }
+  }
+  return lines.linePos(offset).line;
+}
+
+function dotted(keys: readonly PropertyKey[]): string {
+  return keys.map((k, i) => (typeof k === 'number' ? `[${k}]` : `${i === 0 ? '' : '.'}${String(k)}`)).join('') || '(top level)';
+}
+
+/** Parses and checks the text of a configuration file; every problem is one issue, named by line and key. */
+export function parseDaemonConfig(text: string, file: string): DaemonFileConfig {
+  const lines = new LineCounter();
+  const doc = parseDocument(text, { lineCounter: lines, prettyErrors: false, uniqueKeys: true });
+  const label = (line: number, key: string): string => `${file} line ${line}: ${key}`;
+  if (doc.errors.length > 0) {
+    // The first few: after one, the rest are often its echoes.
+    throw new ValidationError(doc.errors.slice(0, 5).map((error) => ({ field: label(lines.linePos(error.pos[0]).line, '(syntax)'), message: error.message.split('\n')[0] ?? error.message })));
+  }
+  const where = (keys: readonly PropertyKey[]): string => label(lineOf(doc, lines, keys), dotted(keys));
+  let content: unknown;
+  try {
+    content = doc.toJS({ maxAliasCount: 100 }) ?? {};
+  } catch (error) {
+    // Aliases that would expand without bound (a "billion laughs" file).
+    throw new ValidationError([{ field: label(1, '(syntax)'), message: (error as Error).message }]);
+  }
+  const result = schema.safeParse(content);
+  if (!result.success) {
+    const issues: FieldIssue[] = [];
+    for (const issue of result.error.issues) {
+      if (issue.code === 'unrecognized_keys') {
+        for (const key of issue.keys) issues.push({ field: where([...issue.path, key]), message: 'is not a key of this file (see deploy/syncauth.yaml)' });
+      } else {
+        issues.push({ field: where(issue.path), message: issue.message });
+      }
+    }
+    throw new ValidationError(issues);
+  }
+  const data = result.data;
+  const config: DaemonFileConfig = {
+    file,
+    ...(data.profiles !== undefined ? { profiles: data.profiles } : {}),
+    sinks: data.sinks ?? {},
+    daemon: data.daemon ?? {},
+    where: (key) => where(key.split('.').map((part) => (/^\d+$/.test(part) ? Number(part) : part))),
+  };
+  checkValues(config);
+  return config;
+}
+
+/** What the schema cannot say: the same checks as the flags'. */
+function checkValues(config: DaemonFileConfig): void {
+  const issues: FieldIssue[] = [];
+  const check = (key: string, run: (field: string) => unknown): void => {
+    try {
+      run(config.where(key));
+    } catch (error) {
+      if (!(error instanceof ValidationError)) issues.push({ field: config.where(key), message: (error as Error).message });
+      else issues.push(...error.issues);
+    }
+  };
+  const { daemon, sinks } = config;
+  if (daemon.listen !== undefined) check('daemon.listen', () => SETTINGS.listen.parse(daemon.listen as string));
+  if (daemon.sweep !== undefined) check('daemon.sweep', (field) => checkSchedule(daemon.sweep as string, field));
+  if (daemon.redis_url !== undefined) check('daemon.redis_url', (field) => checkRedisUrl(daemon.redis_url as string, field));
+  if (daemon.log_level !== undefined) check('daemon.log_level', () => SETTINGS.logLevel.parse(daemon.log_level as string));
+  if (sinks.token_file?.mode !== undefined) check('sinks.token_file.mode', (field) => parseMode(sinks.token_file?.mode as string, field));
+  if (sinks.socket?.mode !== undefined) check('sinks.socket.mode', (field) => parseSocketMode(sinks.socket?.mode as string, field));
+  sinks.templates?.forEach((t, i) => {
+    if (t.mode !== undefined) check(`sinks.templates.${i}.mode`, (field) => parseMode(t.mode as string, field));
+  });
+  if (issues.length > 0) throw new ValidationError(issues);
+}
+
+/** Group names resolve against /etc/group: a separate, asynchronous step, so that a reload checks them too. */
+async function checkGroups(config: DaemonFileConfig): Promise<void> {
+  const issues: FieldIssue[] = [];
+  for (const key of ['token_file', 'socket'] as const) {
+    const group = config.sinks[key]?.group;
+    if (group === undefined) continue;
+    await resolveGroup(group, config.where(`sinks.${key}.group`)).catch((error: unknown) => {
+      if (!(error instanceof ValidationError)) throw error;
+      issues.push(...error.issues);
+    });
+  }
+  if (issues.length > 0) throw new ValidationError(issues);
+}
+
+const STICKY = 0o1000;
+
+/**
+ * The file names where tokens go: nobody but root and this user may have written it, nor may anyone else be
+ * able to replace it in its directory (a sticky directory such as /tmp lets them add files, not replace ours).
+ */
+async function checkOwnership(file: string): Promise<void> {
+  const own = process.geteuid?.() ?? -1;
+  const refuse = (why: string): never => {
+    throw new ValidationError([{ field: '--config', message: `${file} ${why}; it says where tokens are written, so only root or this user (uid ${own}) may be able to change it` }]);
+  };
+  const info = await stat(file);
+  if (info.uid !== 0 && info.uid !== own) refuse(`belongs to uid ${info.uid}`);
+  if (info.mode & 0o022) refuse(`is writable by its group or by others (0${(info.mode & 0o777).toString(8)})`);
+  const dir = await stat(path.dirname(file));
+  if (dir.uid !== 0 && dir.uid !== own) refuse(`is in ${path.dirname(file)}, which belongs to uid ${dir.uid}`);
+  if (dir.mode & 0o022 && !(dir.mode & STICKY)) refuse(`is in ${path.dirname(file)}, which its group or others may write`);
+}
+
+/** Reads, checks and parses the configuration file; a ValidationError (exit 2) names what is wrong. */
+export async function readDaemonConfig(file: string): Promise<DaemonFileConfig> {
+  const absolute = path.resolve(file);
+  let text: string;
+  try {
+    await checkOwnership(absolute);
+    text = await readRegularFile(absolute, { maxBytes: MAX_CONFIG_BYTES });
+  } catch (error) {
+    if (error instanceof ValidationError) throw error;
+    if (error instanceof FileRefusedError) throw new ValidationError([{ field: '--config', message: error.message }]);
+    const code = (error as NodeJS.ErrnoException).code;
+    const message = code === 'ENOENT' ? `${absolute} does not exist` : code ? `cannot read ${absolute} (${code})` : (error as Error).message;
+    throw new ValidationError([{ field: '--config', message }]);
+  }
+  const config = parseDaemonConfig(text, absolute);
+  await checkGroups(config);
+  return config;
+}

@@ -1,0 +1,241 @@
+// `syncauth daemon --config FILE`: the file is checked whole, each problem named by its line and key; a file
+// another user could have written is refused; flags and variables win over it (logged); SIGHUP reads it
+// again, rejecting a bad file (the daemon runs on as it was) and applying a good one's profiles at once.
+import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { parse as parseYaml } from 'yaml';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CONFIG_KEYS, parseDaemonConfig, readDaemonConfig } from '../../src/daemon/config-file.js';
+import { ValidationError } from '../../src/errors.js';
+import { grantRefreshToken, newHome, onboardingEnv, runCli, startOnboarding, type Onboarding } from '../helpers/onboarding.js';
+import { waitFor } from '../helpers/wait.js';
+import { tempDir } from './helpers.js';
+import { spawnDaemon } from './process.js';
+
+function issuesOf(text: string, file = '/etc/syncauth/syncauth.yaml'): string[] {
+  try {
+    parseDaemonConfig(text, file);
+  } catch (error) {
+    if (error instanceof ValidationError) return error.issues.map((issue) => `${issue.field}: ${issue.message}`);
+    throw error;
+  }
+  return [];
+}
+
+const GOOD = `version: 1
+profiles:
+  docs:
+  reports: {}
+sinks:
+  token_file: {path: "/run/syncauth/{profile}.token", mode: "0640", group: 0}
+  templates:
+    - {source: /etc/syncauth/rclone.conf.tmpl, dest: "/run/syncauth/rclone-{profile}.conf"}
+  socket: {path: /run/syncauth/token.sock, mode: "0660"}
+daemon:
+  listen: 127.0.0.1:9464
+  renew_margin: 900
+  sweep: "* * * * *"
+  redis_url: redis://127.0.0.1:6379
+  concurrency: 16
+  max_renewals_per_second: 2.5
+  shutdown_timeout: 10
+  log_level: info
+`;
+
+describe('the configuration file, parsed and checked', () => {
+  it('takes every key of a good file, in YAML and in JSON', () => {
+    const config = parseDaemonConfig(GOOD, '/etc/syncauth/syncauth.yaml');
+    expect(config.profiles).toEqual(['docs', 'reports']);
+    expect(config.sinks.token_file).toEqual({ path: '/run/syncauth/{profile}.token', mode: '0640', group: '0' });
+    expect(config.sinks.templates?.[0]?.dest).toBe('/run/syncauth/rclone-{profile}.conf');
+    expect(config.daemon).toMatchObject({ listen: '127.0.0.1:9464', concurrency: 16, max_renewals_per_second: 2.5, log_level: 'info' });
+    expect(config.where('daemon.concurrency')).toBe('/etc/syncauth/syncauth.yaml line 15: daemon.concurrency');
+    const json = parseDaemonConfig(JSON.stringify({ version: 1, profiles: ['docs'], daemon: { listen: '0.0.0.0:9464' } }), '/x.json');
+    expect(json.profiles).toEqual(['docs']);
+    expect(json.daemon.listen).toBe('0.0.0.0:9464');
+  });
+
+  it('names every problem at once by its line and key', () => {
+    const bad = GOOD.replace('concurrency: 16', 'concurrency: many')
+      .replace('mode: "0640"', 'mode: 0640')
+      .replace('listen: 127.0.0.1:9464', 'listen: example.com:9464')
+      .replace('  log_level: info', '  log_level: info\n  colour: blue')
+      .replace('  reports: {}', '  "../etc": {}');
+    const issues = issuesOf(bad);
+    expect(issues).toEqual(expect.arrayContaining([
+      expect.stringMatching(/^\/etc\/syncauth\/syncauth\.yaml line 4: profiles\.\.\.\/etc: /),
+      expect.stringMatching(/line 6: sinks\.token_file\.mode: write the mode as a quoted string/),
+      expect.stringMatching(/line 15: daemon\.concurrency: .*expected number/),
+      expect.stringMatching(/line 19: daemon\.colour: is not a key of this file/),
+    ]));
+    // The value checks (the same as the flags') run once the shape is right, and name their line too.
+    expect(issuesOf(GOOD.replace('listen: 127.0.0.1:9464', 'listen: example.com:9464').replace('sweep: "* * * * *"', 'sweep: "every minute"').replace('mode: "0660"', 'mode: "0666"'))).toEqual([
+      expect.stringMatching(/line 11: daemon\.listen: must be an IP address and port/),
+      expect.stringMatching(/line 13: daemon\.sweep: is not a valid cron expression/),
+      expect.stringMatching(/line 9: sinks\.socket\.mode: 0666 lets every local user fetch the token/),
+    ]);
+  });
+
+  it('names a syntax error, a wrong version, a relative path and a duplicated key by line', () => {
+    expect(issuesOf('version: 1\ndaemon:\n  listen: [unclosed\n')).toEqual([expect.stringMatching(/line \d: \(syntax\): /)]);
+    expect(issuesOf('version: 1\nprofiles:\n  docs: {token_file: x}\n')).toEqual([expect.stringMatching(/line 3: profiles\.docs: takes no settings of its own/)]);
+    expect(issuesOf('version: 1\nprofiles: [docs, "a b"]\n')).toEqual([expect.stringMatching(/line 2: profiles\[1\]: must be 1-64/)]);
+    expect(issuesOf('version: 1\nprofiles: []\n')).toEqual([expect.stringMatching(/line 2: profiles: names no profile; leave the key out/)]);
+    expect(issuesOf('version: 1\nprofiles:\n')).toEqual([expect.stringMatching(/line 2: profiles: must be a list of profile names/)]);
+    const laughs = ['version: 1', 'a: &a [x, x, x, x, x, x, x, x, x, x]', ...Array.from({ length: 8 }, (_, i) => `${String.fromCharCode(98 + i)}: &${String.fromCharCode(98 + i)} [${Array(10).fill(`*${String.fromCharCode(97 + i)}`).join(', ')}]`)].join('\n');
+    expect(issuesOf(laughs)).toEqual([expect.stringMatching(/line 1: \(syntax\): .*alias/i)]);
+    expect(issuesOf('version: 2\n')).toEqual([expect.stringMatching(/line 1: version: must be 1/)]);
+    expect(issuesOf('version: 1\nsinks:\n  token_file:\n    path: run/token\n')).toEqual([expect.stringMatching(/line 4: sinks\.token_file\.path: must be an absolute path/)]);
+    expect(issuesOf('version: 1\ndaemon:\n  concurrency: 2\n  concurrency: 3\n')).toEqual([expect.stringMatching(/line 4: \(syntax\): .*unique/i)]);
+    expect(issuesOf('{"version": 1, "daemon": {"concurrency": 0}}')).toEqual([expect.stringMatching(/line 1: daemon\.concurrency: /)]);
+  });
+});
+
+describe('the example in deploy/', () => {
+  it('is a valid file that shows every key the daemon knows, each with a comment', () => {
+    const text = readFileSync(path.join(__dirname, '../../deploy/syncauth.yaml'), 'utf8');
+    const config = parseDaemonConfig(text, 'deploy/syncauth.yaml');
+    expect(config.profiles).toEqual(['docs', 'reports']);
+    const shown = new Set<string>();
+    const walk = (value: unknown, at: string): void => {
+      if (Array.isArray(value)) value.forEach((item) => walk(item, at));
+      else if (value !== null && typeof value === 'object' && at !== 'profiles') {
+        for (const [key, inner] of Object.entries(value)) {
+          const next = at ? `${at}.${key}` : key;
+          shown.add(next);
+          walk(inner, next);
+        }
+      }
+    };
+    walk(parseYaml(text), '');
+    expect([...shown].sort()).toEqual([...CONFIG_KEYS].sort());
+    // Each key's line, or a line above it in its block, is a comment.
+    const lines = text.split('\n');
+    for (const key of CONFIG_KEYS.filter((k) => !/\.(path|mode|group|source|dest)$/.test(k))) {
+      const line = Number(/line (\d+)/.exec(config.where(key.replace('sinks.templates.', 'sinks.templates.0.')))?.[1]);
+      expect(lines[line - 2]?.trim().startsWith('#') || lines[line - 1]?.includes('#'), key).toBe(true);
+    }
+  });
+});
+
+describe('reading the configuration file', () => {
+  it('refuses a file its group or others may write, one owned by another user, and a FIFO', async () => {
+    const dir = tempDir('syncauth-config-');
+    const file = path.join(dir, 'syncauth.yaml');
+    writeFileSync(file, 'version: 1\n', { mode: 0o600 });
+    await expect(readDaemonConfig(file)).resolves.toMatchObject({ file });
+    chmodSync(file, 0o620);
+    await expect(readDaemonConfig(file)).rejects.toThrow(/writable by its group or by others \(0620\)/);
+    chmodSync(file, 0o600);
+    chownSync(file, 65534, 65534);
+    await expect(readDaemonConfig(file)).rejects.toThrow(/belongs to uid 65534/);
+    chownSync(file, 0, 0);
+    chmodSync(dir, 0o777);
+    await expect(readDaemonConfig(file)).rejects.toThrow(/which its group or others may write/);
+    chmodSync(dir, 0o700);
+    await expect(readDaemonConfig(path.join(dir, 'absent.yaml'))).rejects.toThrow(/--config: .*absent\.yaml does not exist/);
+    const { execFileSync } = await import('node:child_process');
+    execFileSync('mkfifo', ['-m', '0600', path.join(dir, 'fifo.yaml')]);
+    await expect(readDaemonConfig(path.join(dir, 'fifo.yaml'))).rejects.toThrow(/FIFO/);
+  });
+
+  it('checks that a group name exists', async () => {
+    const dir = tempDir('syncauth-config-');
+    const file = path.join(dir, 'syncauth.yaml');
+    writeFileSync(file, 'version: 1\nsinks:\n  socket: {path: /run/s.sock, group: no-such-group-here}\n', { mode: 0o600 });
+    await expect(readDaemonConfig(file)).rejects.toThrow(/line 3: sinks\.socket\.group/);
+  });
+});
+
+describe('a daemon run with --config', () => {
+  let ob: Onboarding;
+  beforeAll(async () => {
+    ob = await startOnboarding();
+  });
+  afterAll(async () => ob.emulator.close());
+
+  it('refuses a bad file at start with exit 2, naming the line; a .env cannot name the file', async () => {
+    const home = newHome();
+    const file = path.join(home.dir, 'syncauth.yaml');
+    writeFileSync(file, 'version: 1\ndaemon:\n  concurrency: 0\n', { mode: 0o600 });
+    const env = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: home.dir, SYNCAUTH_CONFIG_DIR: home.configDir, SYNCAUTH_STORE: 'file', SYNCAUTH_STORE_KEY: home.storeKey };
+    const run = await runCli(['daemon', '--config', file], { env, cwd: home.dir });
+    expect(run.code).toBe(2);
+    expect(run.stderr).toMatch(/syncauth\.yaml line 3: daemon\.concurrency/);
+    // The same file named in a .env is not read: the daemon goes on to find no profile (exit 4), not exit 2.
+    writeFileSync(path.join(home.dir, '.env'), `SYNCAUTH_DAEMON_CONFIG=${file}\n`);
+    const fromDotenv = await runCli(['daemon', '--once'], { env, cwd: home.dir });
+    expect(fromDotenv.stderr).not.toMatch(/daemon\.concurrency/);
+    expect(fromDotenv.stderr).toMatch(/SYNCAUTH_DAEMON_CONFIG.*ignored|ignored.*SYNCAUTH_DAEMON_CONFIG/);
+    expect(fromDotenv.code).toBe(4);
+  }, 30_000);
+
+  it('serves what the file says, flags winning; on SIGHUP rejects a bad file and applies a good one', async () => {
+    const home = newHome();
+    for (const profile of ['alpha', 'beta']) {
+      const env = onboardingEnv(ob, home, { SYNCAUTH_REFRESH_TOKEN: await grantRefreshToken(ob), SYNCAUTH_PROFILE: profile });
+      const setup = await runCli(['setup', '--yes', '--connector-name', `conn-${profile}`], { env, cwd: home.dir });
+      expect(setup.code, setup.stderr).toBe(0);
+    }
+    const out = path.join(home.dir, 'out');
+    mkdirSync(out, { mode: 0o700 });
+    const file = path.join(home.dir, 'syncauth.yaml');
+    const config = (profiles: string, extra = ''): string => `version: 1
+profiles: ${profiles}
+sinks:
+  token_file: {path: "${out}/{profile}.token", mode: "0640"}
+daemon:
+  listen: 127.0.0.1:0
+  sweep: "* * * * *"
+  renew_margin: 900${extra}
+`;
+    const env = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: home.dir, SYNCAUTH_CONFIG_DIR: home.configDir, SYNCAUTH_STORE: 'file', SYNCAUTH_STORE_KEY: home.storeKey };
+    // A later check at start (the token file's directory) names the file's line and key too.
+    writeFileSync(file, config('[alpha]').replace(`${out}/`, `${out}/missing/`), { mode: 0o600 });
+    const refused = await runCli(['daemon', '--config', file], { env, cwd: home.dir });
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toMatch(/syncauth\.yaml line 4: sinks\.token_file\.path: the directory .*missing does not exist/);
+    writeFileSync(file, config('[alpha]'), { mode: 0o600 });
+    // A variable wins over the file too.
+    Object.assign(env, { SYNCAUTH_RENEW_MARGIN: '600' });
+    // spawnDaemon passes --sweep: it wins over the file's daemon.sweep.
+    const daemon = spawnDaemon(env, home.dir, ['--config', file]);
+    const lines = (event: string): Record<string, unknown>[] =>
+      daemon.out.stdout.split('\n').filter((l) => l.includes(`"${event}"`)).map((l) => JSON.parse(l) as Record<string, unknown>);
+    try {
+      const { listen, profiles } = await daemon.started();
+      expect(profiles).toEqual(['alpha']);
+      expect(lines('daemon.config_overridden')).toEqual([
+        expect.objectContaining({ key: 'daemon.renew_margin', winner: 'SYNCAUTH_RENEW_MARGIN' }),
+        expect.objectContaining({ key: 'daemon.sweep', winner: '--sweep' }),
+      ]);
+      expect(lines('daemon.started')[0]).toMatchObject({ renewMarginSeconds: 600 });
+      await waitFor('the token file', () => (existsSync(path.join(out, 'alpha.token')) ? true : undefined), 20_000);
+      expect(statSync(path.join(out, 'alpha.token')).mode & 0o777).toBe(0o640);
+      const served = async (): Promise<string[]> => Object.keys(((await (await fetch(`${listen}/readyz`)).json()) as { profiles: Record<string, unknown> }).profiles).sort();
+
+      // A bad file: rejected whole (beta is not served although the file names it), the daemon runs on.
+      writeFileSync(file, config('[alpha, beta]', '\n  concurrency: lots'));
+      daemon.child.kill('SIGHUP');
+      const rejected = await waitFor('the rejection', () => lines('daemon.config_rejected')[0]);
+      expect(rejected.reason).toMatch(/syncauth\.yaml line 9: daemon\.concurrency/);
+      expect(lines('daemon.reloaded')).toEqual([]);
+      expect(await served()).toEqual(['alpha']);
+
+      // A good file: its profiles are served at once; a changed daemon-wide setting waits for a restart.
+      // (The file's sweep changes too, but --sweep overrides it: no restart would change anything.)
+      writeFileSync(file, config('[alpha, beta]', '\n  concurrency: 8').replace('sweep: "* * * * *"', 'sweep: "*/2 * * * *"'));
+      daemon.child.kill('SIGHUP');
+      await waitFor('the reload', () => lines('daemon.reloaded')[0]);
+      // One reload only: the rejected file caused none.
+      expect(lines('daemon.reloaded')).toHaveLength(1);
+      expect(lines('daemon.config_reloaded')).toEqual([expect.objectContaining({ profiles: ['alpha', 'beta'] })]);
+      expect(lines('daemon.config_restart_needed')).toEqual([expect.objectContaining({ keys: ['daemon.concurrency'] })]);
+      expect(await served()).toEqual(['alpha', 'beta']);
+      await waitFor('the second token file', () => (existsSync(path.join(out, 'beta.token')) ? true : undefined), 20_000);
+      expect(readFileSync(path.join(out, 'beta.token'), 'utf8').length).toBeGreaterThan(0);
+    } finally {
+      daemon.child.kill('SIGKILL');
+    }
+  }, 90_000);
+});
