@@ -3,7 +3,8 @@
 import { execFile, spawn } from 'node:child_process';
 import { createServer } from 'node:net';
 import { promisify } from 'node:util';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { builtinModules } from 'node:module';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -138,6 +139,30 @@ async function until(what, check) {
   }
 }
 
+/**
+ * The other start-up lever, measured rather than shipped: the CLI bundled with tree-shaking, one chunk per
+ * lazily imported command, beside dist/ so that package.json and node_modules resolve as from dist/cli/.
+ * Uses rolldown when it is installed (vitest brings it); undefined otherwise, and the row is left out.
+ */
+async function bundledCli() {
+  let rolldown;
+  try {
+    ({ rolldown } = await import('rolldown'));
+  } catch {
+    return undefined;
+  }
+  const dir = path.join(root, '.bench-bundle/cli');
+  const bundle = await rolldown({
+    input: { main: cli },
+    platform: 'node',
+    external: [...builtinModules, /^node:/, /^@napi-rs\//],
+    logLevel: 'silent',
+  });
+  await bundle.write({ dir, format: 'esm', chunkFileNames: '[name]-[hash].js', minify: true });
+  copyFileSync(path.join(root, 'dist/cli/help.txt'), path.join(dir, 'help.txt'));
+  return path.join(dir, 'main.js');
+}
+
 const rows = [];
 try {
   const [bare, help, list] = await timeCommands([
@@ -148,6 +173,14 @@ try {
   rows.push(['node -e 0 (baseline)', bare, 1, '']);
   rows.push(['syncauth --help', help, help / bare, '≤ 1.3x']);
   rows.push(['syncauth source list (emulator)', list, list / bare, '≤ 2x']);
+  const bundled = await bundledCli();
+  if (bundled) {
+    const [bareB, listB] = await timeCommands([
+      { args: ['-e', '0'] },
+      { args: [bundled, 'source', 'list'], env: serviceEnv },
+    ]);
+    rows.push(['  the same, CLI bundled (rolldown, lazy chunks; not shipped)', listB, listB / bareB, '≤ 2x']);
+  }
 
   // The daemon as a container runs it (one profile from the environment, health on loopback), idle after its
   // first renewal, against an idle node holding its event loop open.
@@ -162,13 +195,18 @@ try {
   };
   try {
     const idleNode = await idleRss(['-e', 'setInterval(() => {}, 1 << 30)'], {}, async () => {});
-    const idleDaemon = await idleRss([cli, 'daemon'], daemonEnv, (seen) =>
+    const ready = (seen) =>
       until('the daemon to be ready', async () => {
         const listen = /"listen":"(http:[^"]+)"/.exec(seen())?.[1];
         return listen && (await fetch(`${listen}/readyz`)).status === 200 ? true : undefined;
-      }));
+      });
+    const idleDaemon = await idleRss([cli, 'daemon'], daemonEnv, ready);
     rows.push(['idle node (baseline): rss, MiB', idleNode / MiB, 1, '']);
     rows.push(['syncauth daemon idle, one profile: rss, MiB', idleDaemon / MiB, idleDaemon / idleNode, '≤ 1.5x']);
+    if (bundled) {
+      const idleBundled = await idleRss([bundled, 'daemon'], { ...daemonEnv, SYNCAUTH_TOKEN_FILE: path.join(daemonHome, 'token-b') }, ready);
+      rows.push(['  the same, CLI bundled (not shipped)', idleBundled / MiB, idleBundled / idleNode, '≤ 1.5x']);
+    }
   } finally {
     rmSync(daemonHome, { recursive: true, force: true });
   }
@@ -195,6 +233,7 @@ try {
 } finally {
   await emulator.close();
   rmSync(configDir, { recursive: true, force: true });
+  rmSync(path.join(root, '.bench-bundle'), { recursive: true, force: true });
 }
 
 const header = ['measurement', 'median ms', 'x node', 'target'];
