@@ -8,6 +8,8 @@ import { DirectPool } from '../../src/net/direct.js';
 import { DEFAULT_EMULATOR_API_KEY, startEmulator } from '../../src/emulator/index.js';
 import { runCli, tempDir } from '../helpers/cli.js';
 import { hang, misbehavingServer, trickle } from '../helpers/servers.js';
+import { emulator, obtainGrant } from '../daemon/helpers.js';
+import { containerEnv, spawnDaemon } from '../daemon/process.js';
 
 const LIMITS = { connectMs: 5_000, headersMs: 5_000, bodyMs: 5_000 };
 
@@ -72,17 +74,41 @@ describe('DirectPool', () => {
   });
 });
 
-describe('a service command with no proxy', () => {
-  it('lists sources without loading undici', async () => {
+/** A preload that, at exit, writes how many files of each package the process loaded. */
+function loadProbe(dir: string, packages: readonly string[]): string {
+  const probe = path.join(dir, 'probe.cjs');
+  writeFileSync(probe, `process.on('exit', () => {
+    for (const name of ${JSON.stringify(packages)}) {
+      const loaded = Object.keys(require.cache).filter((f) => f.includes('/node_modules/' + name + '/'));
+      process.stderr.write(name + ' files: ' + loaded.length + '\\n');
+    }
+  });\n`);
+  return probe;
+}
+
+describe('with no proxy', () => {
+  it('an idle daemon that renewed its token loads neither undici nor express', async () => {
+    const emu = await emulator();
+    const grant = await obtainGrant(emu);
+    const home = tempDir();
+    const env = { ...containerEnv(emu, grant, home, { tokenFile: path.join(home, 'token') }), NODE_OPTIONS: `--require ${loadProbe(home, ['undici', 'express'])}` };
+    const { child, out, exited, started, ready } = spawnDaemon(env, home);
+    try {
+      await ready((await started()).listen);
+      child.kill('SIGTERM');
+      expect(await exited).toBe(0);
+      expect(out.stderr).toContain('undici files: 0\n');
+      expect(out.stderr).toContain('express files: 0\n');
+    } finally {
+      child.kill('SIGKILL');
+    }
+  });
+
+  it('source list loads no undici', async () => {
     const emu = await startEmulator({});
     try {
       const dir = tempDir();
-      // Preloaded into the command: at exit, names every undici file the process loaded.
-      const probe = path.join(dir, 'probe.cjs');
-      writeFileSync(probe, `process.on('exit', () => {
-        const loaded = Object.keys(require.cache).filter((f) => f.includes('/node_modules/undici/'));
-        process.stderr.write('undici files: ' + loaded.length + '\\n');
-      });\n`);
+      const probe = loadProbe(dir, ['undici']);
       const result = await runCli(['source', 'list'], {
         cwd: dir,
         env: { SYNCAUTH_BASE_URL: emu.url, SYNCAUTH_API_KEY: DEFAULT_EMULATOR_API_KEY, SYNCAUTH_STORE: 'env', NODE_OPTIONS: `--require ${probe}` },
