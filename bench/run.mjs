@@ -3,18 +3,25 @@
 import { execFile, spawn } from 'node:child_process';
 import { createServer } from 'node:net';
 import { promisify } from 'node:util';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { builtinModules } from 'node:module';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
-import { daemonRows } from './daemon.mjs';
+import { daemonRows, makeGrants } from './daemon.mjs';
 import { floorRows } from './floor.mjs';
 import { printStored, scalingRow, storedRows } from './stored.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const cli = path.join(root, 'dist/cli/main.js');
 const runs = Number(process.env.BENCH_RUNS ?? 15);
+// BENCH_ONLY=startup prints the first table alone (start-up times and the idle daemon's resident memory).
+const startupOnly = process.env.BENCH_ONLY === 'startup';
+const MiB = 1024 * 1024;
+/** Thrown to leave the first table early under BENCH_ONLY=startup. */
+class StartupOnly extends Error {}
 
 function median(values) {
   const sorted = [...values].sort((a, b) => a - b);
@@ -86,16 +93,119 @@ async function timeSetup(baseEnv, redirectUri) {
   return elapsed;
 }
 
+/** Resident memory of a process (kB from /proc), or NaN where /proc is not there. */
+function rssOf(pid) {
+  try {
+    const kb = /^VmRSS:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
+    return kb === undefined ? NaN : Number(kb) * 1024;
+  } catch {
+    return NaN;
+  }
+}
+
+/**
+ * Resident memory of `args` run as a child once it is idle: after `ready` resolves (the daemon answers
+ * /readyz), a settling pause, then the median of a few samples a little apart.
+ */
+async function idleRss(args, env, ready) {
+  const child = spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  child.stdout.setEncoding('utf8').on('data', (chunk) => (out += chunk));
+  child.stderr.setEncoding('utf8').on('data', (chunk) => (out += chunk));
+  const exited = new Promise((resolve) => child.once('close', resolve));
+  try {
+    await Promise.race([ready(() => out), exited.then((code) => Promise.reject(new Error(`exited ${code}: ${out}`)))]);
+    await sleep(2_000);
+    const samples = [];
+    for (let i = 0; i < 5; i += 1) {
+      samples.push(rssOf(child.pid));
+      await sleep(200);
+    }
+    return median(samples);
+  } finally {
+    child.kill('SIGTERM');
+    await exited;
+  }
+}
+
+/** Polls `check` until it returns something, for at most 30 s. */
+async function until(what, check) {
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const value = await check().catch(() => undefined);
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(100);
+  }
+}
+
+/**
+ * The other start-up lever, measured rather than shipped: the CLI bundled with tree-shaking, one chunk per
+ * lazily imported command, beside dist/ so that package.json and node_modules resolve as from dist/cli/.
+ * Uses rolldown when it is installed (vitest brings it); undefined otherwise, and the row is left out.
+ */
+async function bundledCli() {
+  let rolldown;
+  try {
+    ({ rolldown } = await import('rolldown'));
+  } catch {
+    return undefined;
+  }
+  const dir = path.join(root, '.bench-bundle/cli');
+  const bundle = await rolldown({
+    input: { main: cli },
+    platform: 'node',
+    external: [...builtinModules, /^node:/, /^@napi-rs\//],
+    logLevel: 'silent',
+  });
+  await bundle.write({ dir, format: 'esm', chunkFileNames: '[name]-[hash].js', minify: true });
+  copyFileSync(path.join(root, 'dist/cli/help.txt'), path.join(dir, 'help.txt'));
+  return path.join(dir, 'main.js');
+}
+
 const rows = [];
 try {
-  const [bare, help, list] = await timeCommands([
+  const bundled = await bundledCli();
+  const [bare, help, list, listBundled] = await timeCommands([
     { args: ['-e', '0'] },
     { args: [cli, '--help'] },
     { args: [cli, 'source', 'list'], env: serviceEnv },
+    ...(bundled ? [{ args: [bundled, 'source', 'list'], env: serviceEnv }] : []),
   ]);
   rows.push(['node -e 0 (baseline)', bare, 1, '']);
   rows.push(['syncauth --help', help, help / bare, '≤ 1.3x']);
   rows.push(['syncauth source list (emulator)', list, list / bare, '≤ 2x']);
+  if (bundled) rows.push(['  the same, CLI bundled (rolldown, lazy chunks; not shipped)', listBundled, listBundled / bare, '≤ 2x']);
+
+  // The daemon as a container runs it (one profile from the environment, health on loopback), idle after its
+  // first renewal, against an idle node holding its event loop open.
+  const [grant] = await makeGrants(emulator, { ...DEFAULT_APP, redirectUris: [redirectUri] }, 1);
+  const daemonHome = mkdtempSync(path.join(tmpdir(), 'syncauth-bench-idle-'));
+  const daemonEnv = {
+    SYNCAUTH_CONFIG_DIR: path.join(daemonHome, 'config'), SYNCAUTH_STORE: 'env', SYNCAUTH_PROFILE: 'bench',
+    SYNCAUTH_APP_KEY: DEFAULT_APP.appKey, SYNCAUTH_APP_SECRET: DEFAULT_APP.appSecret, SYNCAUTH_REFRESH_TOKEN: grant,
+    SYNCAUTH_API_KEY: DEFAULT_EMULATOR_API_KEY, SYNCAUTH_BASE_URL: emulator.url, SYNCAUTH_REMOTE_URL: 'dropbox://data',
+    SYNCAUTH_TOKEN_URL: emulator.tokenUrl, SYNCAUTH_DROPBOX_API_URL: emulator.apiUrl, SYNCAUTH_LISTEN: '127.0.0.1:0',
+    SYNCAUTH_TOKEN_FILE: path.join(daemonHome, 'token'),
+  };
+  try {
+    const idleNode = await idleRss(['-e', 'setInterval(() => {}, 1 << 30)'], {}, async () => {});
+    const ready = (seen) =>
+      until('the daemon to be ready', async () => {
+        const listen = /"listen":"(http:[^"]+)"/.exec(seen())?.[1];
+        return listen && (await fetch(`${listen}/readyz`)).status === 200 ? true : undefined;
+      });
+    const idleDaemon = await idleRss([cli, 'daemon'], daemonEnv, ready);
+    rows.push(['idle node (baseline): rss, MiB', idleNode / MiB, 1, '']);
+    rows.push(['syncauth daemon idle, one profile: rss, MiB', idleDaemon / MiB, idleDaemon / idleNode, '≤ 1.5x']);
+    if (bundled) {
+      const idleBundled = await idleRss([bundled, 'daemon'], { ...daemonEnv, SYNCAUTH_TOKEN_FILE: path.join(daemonHome, 'token-b') }, ready);
+      rows.push(['  the same, CLI bundled (not shipped)', idleBundled / MiB, idleBundled / idleNode, '≤ 1.5x']);
+    }
+  } finally {
+    rmSync(daemonHome, { recursive: true, force: true });
+  }
+  if (startupOnly) throw new StartupOnly();
 
   // status reads one saved profile: make it with one setup, then time status alone.
   const setupEnv = {
@@ -113,9 +223,12 @@ try {
     { args: [cli, 'status'], env: { SYNCAUTH_CONFIG_DIR: configDir } },
   ]);
   rows.push(['syncauth status (one profile)', status, status / bare2, '']);
+} catch (error) {
+  if (!(error instanceof StartupOnly)) throw error;
 } finally {
   await emulator.close();
   rmSync(configDir, { recursive: true, force: true });
+  rmSync(path.join(root, '.bench-bundle'), { recursive: true, force: true });
 }
 
 const header = ['measurement', 'median ms', 'x node', 'target'];
@@ -123,6 +236,7 @@ const table = [header, ...rows.map(([name, ms, ratio, target]) => [name, ms.toFi
 const widths = header.map((_, i) => Math.max(...table.map((r) => r[i].length)));
 console.log(`syncauth bench — Node ${process.version}, ${runs} runs each, median`);
 for (const row of table) console.log(row.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  '));
+if (startupOnly) process.exit(0);
 
 // The renewal path against its floor: one process, one token endpoint, the same N and concurrency.
 const floor = await floorRows();

@@ -1,6 +1,7 @@
 // The one place where log output is shaped: pino with every secret-bearing field redacted, JSON lines for
 // machines, a short human line when stdout is a terminal. Code that logs never has to remember what to hide.
-import { pino } from 'pino';
+import { createRequire } from 'node:module';
+import type * as Pino from 'pino';
 import type { DestinationStream, Level, LevelWithSilent, Logger } from 'pino';
 import { redact, REDACTED } from './redact.js';
 
@@ -50,7 +51,11 @@ export interface LoggerOptions {
   secretHeaders?: readonly string[];
 }
 
+/** pino, loaded when the first logger is made: a command that only names the log levels never pays for it. */
+const loadPino = (): typeof Pino.pino => (createRequire(import.meta.url)('pino') as typeof Pino).pino;
+
 export function createLogger(options: LoggerOptions = {}): Logger {
+  const pino = loadPino();
   const pretty = options.pretty ?? (options.destination === undefined && process.stdout.isTTY === true);
   const destination = options.destination ?? process.stdout;
   return pino(

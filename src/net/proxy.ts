@@ -9,7 +9,12 @@
 // - a host NO_PROXY lists, matched as curl and Go match it, and more forgivingly than undici alone: a name
 //   with or without its root dot, an IPv6 literal with or without brackets, and address ranges (10.0.0.0/8).
 import { BlockList, isIP } from 'node:net';
-import { EnvHttpProxyAgent, type Dispatcher } from 'undici';
+import { createRequire } from 'node:module';
+import type * as Undici from 'undici';
+import type { Dispatcher } from 'undici';
+
+// undici is loaded only when a proxy is in use: most processes never need it, and loading it is costly.
+const requireUndici = (): typeof Undici => createRequire(import.meta.url)('undici') as typeof Undici;
 
 const PROXY_VARIABLES = ['HTTPS_PROXY', 'https_proxy', 'HTTP_PROXY', 'http_proxy'] as const;
 
@@ -43,7 +48,7 @@ export function proxyDispatcher(origin: string | URL, env: NodeJS.ProcessEnv = p
     shared = {
       key,
       // Every value given, so the agent never reads process.env itself.
-      agent: new EnvHttpProxyAgent({ httpProxy: httpProxy ?? '', httpsProxy: httpsProxy ?? '', noProxy }),
+      agent: new (requireUndici().EnvHttpProxyAgent)({ httpProxy: httpProxy ?? '', httpsProxy: httpsProxy ?? '', noProxy }),
     };
   }
   return shared.agent;

@@ -1,7 +1,9 @@
 // The first leg of the flow: the authorize URL the user opens, with a fresh CSRF state and PKCE pair, and
 // the checks on what the browser brings back.
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
-import { request, type Dispatcher } from 'undici';
+import { createRequire } from 'node:module';
+import type * as Undici from 'undici';
+import type { Dispatcher } from 'undici';
 import { proxyDispatcher } from '../net/proxy.js';
 import { ValidationError } from '../errors.js';
 import { OAuthError, REAUTHORIZE_HINT, scrub } from './errors.js';
@@ -163,10 +165,14 @@ export async function probeAuthorizePage(url: string, opts: { timeoutMs?: number
   let status: number;
   let text = '';
   try {
-    const response = await request(target, {
+    // undici's global dispatcher is loaded only for a probe: the daemon imports this module and never probes.
+    const dispatcher = opts.dispatcher ?? proxyDispatcher(target) ??
+      (createRequire(import.meta.url)('undici') as typeof Undici).getGlobalDispatcher();
+    const response = await dispatcher.request({
+      origin: target.origin,
+      path: `${target.pathname}${target.search}`,
       method: 'GET',
       headers: { accept: 'text/html' },
-      dispatcher: opts.dispatcher ?? proxyDispatcher(target),
       signal,
     });
     status = response.statusCode;

@@ -1,7 +1,8 @@
-// One HTTP exchange with Dropbox (or a stand-in): undici `request` through the caller's dispatcher, an overall
-// deadline, and failures before a complete answer turned into OAuthError. Status handling is the caller's.
-import { request } from 'undici';
+// One HTTP exchange with Dropbox (or a stand-in): through the caller's undici dispatcher or the proxy's, else a
+// keep-alive pool on Node's own http per origin (net/direct.ts), an overall deadline, and failures before a
+// complete answer turned into OAuthError. Status handling is the caller's.
 import type { Dispatcher } from 'undici';
+import { DirectPool } from '../net/direct.js';
 import { proxyDispatcher } from '../net/proxy.js';
 import { ValidationError } from '../errors.js';
 import { OAuthError } from './errors.js';
@@ -11,6 +12,20 @@ export { headerValue, parseRetryAfter } from '../net/http.js';
 
 /** Whole-exchange deadline (connect, headers and body) when the caller gives none. */
 export const DEFAULT_TIMEOUT_MS = 30_000;
+
+// The limits of undici's global dispatcher, which carried these calls before; the caller's deadline comes first.
+const DIRECT_LIMITS = { connectMs: 10_000, headersMs: 300_000, bodyMs: 300_000 };
+/** One pool per origin for the life of the process, as undici's global dispatcher was; idle sockets hold nothing open. */
+const directPools = new Map<string, DirectPool>();
+
+function directPool(origin: string): DirectPool {
+  let pool = directPools.get(origin);
+  if (!pool) {
+    pool = new DirectPool(origin, DIRECT_LIMITS);
+    directPools.set(origin, pool);
+  }
+  return pool;
+}
 
 /** Options every network call of this module takes. */
 export interface TransportOptions {
@@ -49,14 +64,20 @@ export async function post(call: HttpCall): Promise<HttpAnswer> {
   const onAbort = (): void => controller.abort();
   call.signal?.addEventListener('abort', onAbort, { once: true });
   try {
-    const response = await request(call.url, {
-      method: 'POST',
+    const exchange = {
+      method: 'POST' as const,
+      path: `${call.url.pathname}${call.url.search}`,
       headers: call.headers,
-      body: call.body,
-      // Without one of the caller's, the proxy the environment names (HTTPS_PROXY, NO_PROXY), else undici's global.
-      dispatcher: call.dispatcher ?? proxyDispatcher(call.url),
+      ...(call.body !== undefined ? { body: call.body } : {}),
       signal: controller.signal,
-    });
+    };
+    // Without one of the caller's, the proxy the environment names (HTTPS_PROXY, NO_PROXY), else a direct pool.
+    const dispatcher = call.dispatcher ?? proxyDispatcher(call.url);
+    if (!dispatcher) {
+      const answer = await directPool(call.url.origin).request(exchange);
+      return { status: answer.statusCode, headers: answer.headers, text: answer.text };
+    }
+    const response = await dispatcher.request({ ...exchange, origin: call.url.origin });
     const text = await response.body.text();
     return { status: response.statusCode, headers: response.headers, text };
   } catch (err) {

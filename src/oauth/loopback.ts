@@ -6,7 +6,6 @@ import { parseUrl } from '../net/http.js';
 import { createServer } from 'node:http';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import express from 'express';
 import type { Request, Response } from 'express';
 import { ValidationError } from '../errors.js';
 import { parseAuthorizationResponse } from './authorize.js';
@@ -94,6 +93,8 @@ export async function startLoopbackServer(opts: LoopbackOptions): Promise<Loopba
   // callers still see it through their own `await`.
   result.catch(() => undefined);
 
+  // Loaded here, not with the module: only setup opens a loopback server, and the daemon imports this module too.
+  const { default: express } = await import('express');
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);

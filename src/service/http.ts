@@ -1,9 +1,11 @@
-// The transport under the service client: one undici dispatcher, the fixed headers, timeouts, JSON in and
-// out. It sends exactly one request per call; retry policy lives in client.ts, which knows the operation.
+// The transport under the service client: one connection pool, the fixed headers, timeouts, JSON in and out.
+// It sends exactly one request per call; retry policy lives in client.ts, which knows the operation. The pool
+// is the caller's undici dispatcher or the proxy's when there is one, else a pool on Node's own http
+// (net/direct.ts), which spares every command the cost of loading undici.
 import { HTTP_SCHEMES, parseUrl } from '../net/http.js';
 import { createRequire } from 'node:module';
 import type { IncomingHttpHeaders } from 'node:http';
-import { Pool } from 'undici';
+import { DirectPool } from '../net/direct.js';
 import { proxyDispatcher } from '../net/proxy.js';
 import type { Dispatcher } from 'undici';
 import { ValidationError } from '../errors.js';
@@ -97,7 +99,7 @@ export interface HttpResponse {
 
 export class Transport {
   readonly endpoint: ServiceEndpoint;
-  readonly #dispatcher: Dispatcher;
+  readonly #dispatcher: Dispatcher | DirectPool;
   /** Only a pool this transport created is closed by it; a dispatcher passed in belongs to the caller. */
   readonly #ownsDispatcher: boolean;
   readonly #headers: Record<string, string>;
@@ -115,11 +117,7 @@ export class Transport {
     this.#dispatcher =
       options.dispatcher ??
       proxy ??
-      new Pool(options.endpoint.origin, {
-        connect: { timeout: options.timeouts.connectMs },
-        headersTimeout: options.timeouts.headersMs,
-        bodyTimeout: options.timeouts.bodyMs,
-      });
+      new DirectPool(options.endpoint.origin, options.timeouts);
     this.#headers = {
       [options.apiKeyHeader.toLowerCase()]: options.apiKey,
       accept: 'application/json',
@@ -151,21 +149,31 @@ export class Transport {
     let text: string;
     try {
       if (ended.signal.aborted) throw ended.signal.reason;
-      const response = await this.#dispatcher.request({
-        origin: this.endpoint.origin,
-        path,
+      const exchange = {
         method: request.method,
         headers,
         ...(hasBody ? { body: JSON.stringify(request.body) } : {}),
-        headersTimeout: this.#timeouts.headersMs,
-        bodyTimeout: this.#timeouts.bodyMs,
         signal: ended.signal,
-      });
-      status = response.statusCode;
-      responseHeaders = response.headers;
-      text = await response.body.text();
+      };
+      if (this.#dispatcher instanceof DirectPool) {
+        const response = await this.#dispatcher.request({ ...exchange, path });
+        status = response.statusCode;
+        responseHeaders = response.headers;
+        text = response.text;
+      } else {
+        const response = await this.#dispatcher.request({
+          ...exchange,
+          origin: this.endpoint.origin,
+          path,
+          headersTimeout: this.#timeouts.headersMs,
+          bodyTimeout: this.#timeouts.bodyMs,
+        });
+        status = response.statusCode;
+        responseHeaders = response.headers;
+        text = await response.body.text();
+      }
     } catch (err) {
-      // undici reports an abort as its own AbortError; the reason says which of ours it was.
+      // undici and node:http report an abort as their own AbortError; the reason says which of ours it was.
       throw networkError(ended.signal.aborted ? ended.signal.reason : err, request.method, path, this.endpoint.origin, this.#timeouts);
     } finally {
       clearTimeout(deadline);

@@ -209,8 +209,23 @@ interface Defined<C = Record<string, unknown>> {
   fields: readonly string[];
 }
 
+/**
+ * A type's fields and, built on first use, its schema: a command checks one type at most, and building all 21
+ * would cost every process that loads this module.
+ */
 function define<F extends Record<string, Field>>(type: SourceType, fields: F, rule?: Rule): Defined<ConfigOf<F>> {
   const known = Object.keys(fields);
+  let built: z.ZodType<ConfigOf<F>, ConfigOf<F>> | undefined;
+  return {
+    fields: known,
+    get schema() {
+      built ??= build(type, fields, known, rule) as unknown as z.ZodType<ConfigOf<F>, ConfigOf<F>>;
+      return built;
+    },
+  };
+}
+
+function build(type: SourceType, fields: Record<string, Field>, known: readonly string[], rule: Rule | undefined): z.ZodType {
   const shape: Record<string, z.ZodType> = {};
   for (const [name, field] of Object.entries(fields)) shape[name] = field({ type, secret: isSecretConfigField(name) });
   const object = z.strictObject(shape, {
@@ -219,8 +234,8 @@ function define<F extends Record<string, Field>>(type: SourceType, fields: F, ru
         ? issue.keys.map((key) => `${key}: ${unknownFieldMessage(type, key, known)}`).join('; ')
         : `expected an object with the fields of a ${type} config, got ${shown(issue.input, true)}`,
   });
-  if (!rule) return { schema: object as unknown as z.ZodType<ConfigOf<F>, ConfigOf<F>>, fields: known };
-  const schema = object.superRefine(
+  if (!rule) return object;
+  return object.superRefine(
     (config, ctx) => {
       rule(config as Record<string, unknown>, (field, message) =>
         ctx.addIssue({ code: 'custom', path: [field], message, input: undefined }),
@@ -229,7 +244,6 @@ function define<F extends Record<string, Field>>(type: SourceType, fields: F, ru
     // Run the rule even when a field is missing or mistyped, so the user sees every problem in one go.
     { when: (payload) => isPlainObject(payload.value) },
   );
-  return { schema: schema as unknown as z.ZodType<ConfigOf<F>, ConfigOf<F>>, fields: known };
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -641,8 +655,11 @@ function mapTypes<T>(pick: (d: { schema: z.ZodType; fields: readonly string[] })
   return Object.fromEntries(SOURCE_TYPES.map((t) => [t, pick(definitions[t])])) as Record<SourceType, T>;
 }
 
-/** The strict request-side config schema of each source type. */
-export const sourceConfigSchemas: Record<SourceType, z.ZodType> = mapTypes((d) => d.schema);
+/** The strict request-side config schema of each source type, each built when first read. */
+export const sourceConfigSchemas: Record<SourceType, z.ZodType> = Object.defineProperties(
+  {},
+  Object.fromEntries(SOURCE_TYPES.map((t) => [t, { enumerable: true, get: () => definitions[t].schema }])),
+) as Record<SourceType, z.ZodType>;
 
 /** The config fields each source type accepts, in the order of the service's documentation. */
 export const SOURCE_CONFIG_FIELDS: Record<SourceType, readonly string[]> = mapTypes((d) => d.fields);

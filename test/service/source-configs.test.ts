@@ -109,6 +109,15 @@ describe('the 21 types', () => {
   });
 });
 
+describe('schemas built on first use', () => {
+  it('builds each type\'s schema once: every read and every validation uses the same one', () => {
+    const first = sourceConfigSchemas.dropbox;
+    expect(validateSourceConfig('dropbox', validConfigs.dropbox).ok).toBe(true);
+    expect(sourceConfigSchemas.dropbox).toBe(first);
+    expect(sourceConfigSchemas.s3).not.toBe(first);
+  });
+});
+
 describe('unknown type', () => {
   it('gives one issue on `type`, listing the 21 types', () => {
     const issues = issuesOf('ftp', { remote_url: 'ftp://x' });
