@@ -168,8 +168,10 @@ async function besideDaemon(dir, profile) {
       let seen = '';
       const timer = setTimeout(() => reject(new Error('the daemon did not start within 600 s')), 600_000);
       daemon.stdout.on('data', (chunk) => {
-        seen = (seen + chunk).slice(-4000);
-        if (seen.includes('"event":"daemon.started"')) {
+        // The started line names every profile: with 10,000 it spans many chunks, so the tail kept is short.
+        const text = seen + chunk;
+        seen = text.slice(-100);
+        if (text.includes('"event":"daemon.started"')) {
           clearTimeout(timer);
           resolve();
         }
