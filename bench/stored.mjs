@@ -10,7 +10,9 @@
 // Per N, two `--once` runs: the first finds every profile due and renews them all; the second, right after,
 // finds none due (the tokens live longer than the renew margin), so it is start-up and loading alone. CPU per
 // renewal is the difference of the two runs' CPU over N. CPU and peak RSS are the child's own (every thread),
-// written at its exit by bench/usage.mjs. Not a test: nothing here fails on a number.
+// written at its exit by bench/usage.mjs. Then, with a `syncauth daemon` serving the N profiles, the median wall
+// of `status --profile P` and `token --profile P`, against the same beside a daemon serving one profile.
+// Not a test: nothing here fails on a number.
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
@@ -33,6 +35,8 @@ const CONCURRENCY = 16;
 const LIFETIME_S = 1_200;
 const STORE_KEY = 'bench-store-key-of-enough-length';
 const MiB = 1024 * 1024;
+/** Runs of `status` and `token` beside a running daemon, per N; the median is shown. */
+const BESIDE_RUNS = 5;
 
 /** What `setup` writes to a profile's state, minus what the stores fill in (version, name, times). */
 function stateLike(name, urls) {
@@ -136,6 +140,61 @@ function once(dir) {
   });
 }
 
+const childEnv = (dir, extra = {}) => ({ PATH: process.env.PATH, HOME: dir, SYNCAUTH_CONFIG_DIR: dir, SYNCAUTH_STORE: 'file', SYNCAUTH_STORE_KEY: STORE_KEY, ...extra });
+
+/** One CLI command over `dir`: wall ms and exit code. */
+function command(dir, args) {
+  return new Promise((resolve, reject) => {
+    const start = performance.now();
+    const proc = spawn(process.execPath, [cli, ...args], { env: childEnv(dir, { SYNCAUTH_LOG_LEVEL: 'warn' }), stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    proc.stderr.on('data', (chunk) => (stderr = (stderr + chunk).slice(-2000)));
+    proc.on('error', reject);
+    proc.on('close', (code) => resolve({ code, ms: performance.now() - start, stderr }));
+  });
+}
+
+const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
+
+/**
+ * `status --profile P` and `token --profile P` while a `syncauth daemon` serves every profile of `dir` (its
+ * tokens fresh, so `token` takes the kept one): the median wall of BESIDE_RUNS runs of each.
+ */
+async function besideDaemon(dir, profile) {
+  const daemon = spawn(process.execPath, [cli, 'daemon', '--concurrency', String(CONCURRENCY)], { env: childEnv(dir, { SYNCAUTH_LOG_LEVEL: 'info' }), stdio: ['ignore', 'pipe', 'pipe'] });
+  const exited = new Promise((resolve) => daemon.once('close', resolve));
+  try {
+    await new Promise((resolve, reject) => {
+      let seen = '';
+      const timer = setTimeout(() => reject(new Error('the daemon did not start within 600 s')), 600_000);
+      daemon.stdout.on('data', (chunk) => {
+        // The started line names every profile: with 10,000 it spans many chunks, so the tail kept is short.
+        const text = seen + chunk;
+        seen = text.slice(-100);
+        if (text.includes('"event":"daemon.started"')) {
+          clearTimeout(timer);
+          resolve();
+        }
+      });
+      daemon.once('close', (code) => reject(new Error(`the daemon exited ${code} before it started`)));
+    });
+    const result = {};
+    for (const what of ['status', 'token']) {
+      const runs = [];
+      for (let i = 0; i < BESIDE_RUNS; i++) {
+        const run = await command(dir, [what, '--profile', profile]);
+        if (run.code !== 0) throw new Error(`${what} exited ${run.code}: ${run.stderr.trim().split('\n').at(-1)}`);
+        runs.push(run.ms);
+      }
+      result[what] = median(runs);
+    }
+    return result;
+  } finally {
+    daemon.kill('SIGTERM');
+    await exited;
+  }
+}
+
 /** Profiles of `dir` renewed since `since` (ms), from their state files. */
 function renewedSince(dir, since) {
   let count = 0;
@@ -185,7 +244,7 @@ export async function storedRows() {
   const work = mkdtempSync(path.join(tmpdir(), 'syncauth-bench-stored-'));
   const rows = [];
   try {
-    const refreshTokens = await makeGrants(emulator, app, Math.max(...SIZES));
+    const refreshTokens = await makeGrants(emulator, app, Math.max(...SIZES) + 1);
     const urls = { url: emulator.url, authorizeUrl: emulator.authorizeUrl, tokenUrl: emulator.tokenUrl, apiUrl: emulator.apiUrl };
 
     // The generator against real setup: the same state fields and secret names (but the service's API key).
@@ -210,6 +269,19 @@ export async function storedRows() {
       rows.push([`generator check against real setup: FAILED (${error.message.split('\n')[0]})`, NaN, '', NaN, '']);
     }
 
+    // `status` and `token` beside a daemon serving one profile: what the rows of each N are compared with.
+    let single;
+    try {
+      const dir = path.join(work, 'single', 'config');
+      await child('generate', { dir, names: ['p00000'], refreshTokens: refreshTokens.slice(-1), app, urls }, { file: self });
+      await once(dir);
+      single = await besideDaemon(dir, 'p00000');
+      rows.push(['status --profile P beside a daemon serving 1 profile, wall (median)', single.status, 'ms', NaN, '']);
+      rows.push(['token --profile P beside a daemon serving 1 profile, wall (median)', single.token, 'ms', NaN, '']);
+    } catch (error) {
+      rows.push([`status / token beside a daemon serving 1 profile: FAILED (${error.message.split('\n')[0]})`, NaN, '', NaN, '']);
+    }
+
     for (const n of SIZES) {
       const label = `N = ${n.toLocaleString('en-US')}, concurrency ${CONCURRENCY}, tokens of ${LIFETIME_S} s`;
       const dir = path.join(work, `n${n}`, 'config');
@@ -221,6 +293,12 @@ export async function storedRows() {
       const due = await once(dir);
       const renewed = renewedSince(dir, since);
       const idle = await once(dir);
+      let beside;
+      try {
+        beside = await besideDaemon(dir, names[0]);
+      } catch (error) {
+        beside = { error: error.message.split('\n')[0] };
+      }
       const library = await child('library', { n, refreshTokens, app, tokenUrl: emulator.tokenUrl }, { file: self, timeoutMs: 1_800_000 });
       const perStored = Math.max(0, due.cpuMs - idle.cpuMs) / Math.max(1, renewed);
       const perLibrary = library.cpuMs / Math.max(1, library.renewed);
@@ -233,6 +311,11 @@ export async function storedRows() {
       rows.push(['  stored path, daemon --once, peak RSS', due.maxRss / MiB, 'MiB', due.maxRss / library.maxRss, n >= 10_000 ? '≤ 300 MiB' : '']);
       rows.push(['  library path, sweep wall / peak RSS', library.ms, 'ms', library.maxRss / MiB, '(ratio column: MiB)']);
       rows.push(['  generator, writing N profiles through the stores, wall', genMs, 'ms', NaN, '']);
+      if (beside.error) rows.push([`  status / token beside a daemon serving N profiles: FAILED (${beside.error})`, NaN, '', NaN, '']);
+      else {
+        rows.push(['  status --profile P beside a daemon serving N profiles, wall (median; ratio: against 1 profile)', beside.status, 'ms', single ? beside.status / single.status : NaN, '≤ 2x']);
+        rows.push(['  token --profile P beside a daemon serving N profiles, wall (median; ratio: against 1 profile)', beside.token, 'ms', single ? beside.token / single.token : NaN, '≤ 2x']);
+      }
       rmSync(path.dirname(dir), { recursive: true, force: true });
     }
   } finally {

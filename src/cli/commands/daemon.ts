@@ -36,7 +36,7 @@ import { defaultConnectorName } from '../../sync/reconcile.js';
 import { accessTokenKeeper, accessTokenReader } from '../../sync/token-cache.js';
 import { baseState } from '../../sync/renew.js';
 import type { CommandContext } from '../context.js';
-import { openSession, readSecrets, requireGrant, type ResolvedSecrets } from '../session.js';
+import { openSession, readSecrets, requireGrant, type ProfileSession, type ResolvedSecrets } from '../session.js';
 import { configFileLabel, withDaemonConfigFile } from '../daemon-config.js';
 
 /** A temporary file this old is no write in progress (those take milliseconds): its writer died. */
@@ -257,14 +257,25 @@ function environmentProfile(context: CommandContext, name: string, grant: Daemon
   return { name, tokenUrl: v.tokenUrl, dropboxApiUrl: v.dropboxApiUrl, grant, ...(reconcile ? { reconcile } : {}) };
 }
 
-async function storedProfile(context: CommandContext, name: string): Promise<DaemonProfile> {
+/**
+ * The stores the loaded profiles' closures write through, one of each for a whole load. Every session of one
+ * command opens the same stores (the kind, config dir and key come from the command's settings, not the
+ * profile's), and a store is some fifty closures: one kept per profile held ten thousand of each.
+ */
+interface SharedStores {
+  secrets?: ProfileSession['secrets'];
+  profiles?: ProfileSession['profiles'];
+}
+
+async function storedProfile(context: CommandContext, name: string, shared: SharedStores): Promise<DaemonProfile> {
   const session = await openSession(context, name);
   const secrets: ResolvedSecrets = await readSecrets(session);
   const grant = requireGrant(session, secrets);
   const reconcile = reconcileTarget(session.values, secrets.apiKey);
-  // What the closures below keep of the session: its two stores, not its resolved settings and state, which
-  // ten thousand profiles would otherwise hold on the heap for the daemon's life.
-  const { secrets: secretStore, profiles } = session;
+  // What the closures below keep of the session: the load's shared stores, not its resolved settings and
+  // state, which ten thousand profiles would otherwise hold on the heap for the daemon's life.
+  const secretStore = (shared.secrets ??= session.secrets);
+  const profiles = (shared.profiles ??= session.profiles);
   return {
     name,
     tokenUrl: session.values.tokenUrl,
@@ -299,11 +310,12 @@ export async function loadProfiles(context: CommandContext, store: ProfileStore,
   // A few at a time, at start, on SIGHUP and for --once alike: each load reads the profile's state and secrets,
   // and ten thousand of them at once held every read on the heap together.
   const slots = new Semaphore(PROFILES_LOADED_AT_ONCE);
+  const shared: SharedStores = {};
   return Promise.all(
     names.map((name): Promise<ProfileEntry> => slots.run(async () => {
       if (!isStored.has(name) && fromEnvironment) return environmentProfile(context, name, fromEnvironment);
       try {
-        return await storedProfile(context, name);
+        return await storedProfile(context, name, shared);
       } catch (error) {
         return { name, error: error instanceof Error ? error : new Error(String(error)) };
       }

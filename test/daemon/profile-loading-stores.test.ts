@@ -1,0 +1,88 @@
+// What the daemon keeps of each loaded profile for its life: closures that write the profile's tokens back.
+// They write through stores shared by the whole load, not through stores of their own: a store is some fifty
+// closures, and one kept per profile held ten thousand of each on the heap of a 10,000-profile daemon.
+import { PassThrough } from 'node:stream';
+import { beforeAll, describe, expect, test } from 'vitest';
+import { loadProfiles } from '../../src/cli/commands/daemon.js';
+import { createFactory } from '../../src/cli/factory.js';
+import type { CommandContext } from '../../src/cli/context.js';
+import { resolveSettings, type SettingInputs } from '../../src/config.js';
+import { openSecretStore, type SecretStore } from '../../src/credentials/index.js';
+import type { DaemonProfile } from '../../src/daemon/index.js';
+import type { TokenSet } from '../../src/oauth/index.js';
+import { openProfileStore } from '../../src/profile/index.js';
+import { newHome, type Home } from '../helpers/onboarding.js';
+
+const PROFILES = 40;
+let home: Home;
+const names = Array.from({ length: PROFILES }, (_, i) => `p${String(i).padStart(3, '0')}`);
+
+beforeAll(async () => {
+  home = newHome();
+  const secrets = openSecretStore({ kind: 'file', configDir: home.configDir, storeKey: home.storeKey, env: {} });
+  const state = openProfileStore(home.configDir);
+  for (const name of names) {
+    await secrets.set(name, { app_key: `ak-${name}`, app_secret: `as-${name}`, refresh_token: `rt-${name}` });
+    await state.update(name, () => ({ tokenUrl: 'http://127.0.0.1:9/oauth2/token' }));
+  }
+});
+
+/** A command context whose secret stores are numbered as they are opened; `writers` records which one wrote each profile. */
+function context(writers: Map<string, Set<number>>): CommandContext {
+  const inputs: SettingInputs = {
+    flags: {},
+    env: { SYNCAUTH_CONFIG_DIR: home.configDir, SYNCAUTH_STORE: 'file', SYNCAUTH_STORE_KEY: home.storeKey },
+    dotenv: {},
+  };
+  const io = { stdout: new PassThrough(), stderr: new PassThrough() };
+  const factory = createFactory({ env: () => ({ ...inputs.env }), io });
+  let opened = 0;
+  factory.secretStore = async (options) => {
+    const store = openSecretStore(options);
+    const id = ++opened;
+    const numbered: SecretStore = {
+      kind: store.kind,
+      writable: store.writable,
+      get: (profile) => store.get(profile),
+      set: (profile, secrets) => {
+        writers.set(profile, (writers.get(profile) ?? new Set()).add(id));
+        return store.set(profile, secrets);
+      },
+      delete: (profile) => store.delete(profile),
+      listProfiles: () => store.listProfiles(),
+    };
+    return numbered;
+  };
+  return { settings: resolveSettings(inputs), inputs, json: false, io, stdin: new PassThrough(), factory };
+}
+
+function tokens(name: string): TokenSet {
+  return { accessToken: `sl.at-${name}`, refreshToken: `rt-${name}`, expiresAt: Date.now() + 3_600_000, expiresIn: 3600, scopes: [], tokenType: 'bearer', warnings: [] };
+}
+
+describe('the stores a loaded profile keeps', () => {
+  test('every profile of a load writes through one secret store, and each write lands in its own profile', async () => {
+    const writers = new Map<string, Set<number>>();
+    const loaded = await loadProfiles(context(writers), openProfileStore(home.configDir), undefined);
+    const profiles = loaded.filter((entry): entry is DaemonProfile => !('error' in entry));
+    expect(profiles.map((p) => p.name)).toEqual(names);
+
+    for (const profile of profiles) await profile.storeAccessToken?.(tokens(profile.name), profile.grant);
+    for (const profile of profiles) await profile.storeRefreshToken?.(`rt2-${profile.name}`);
+
+    // One store wrote for all of them, not one store per profile kept alive by its closures.
+    expect(writers.size).toBe(PROFILES);
+    const stores = new Set([...writers.values()].flatMap((ids) => [...ids]));
+    expect(stores.size).toBe(1);
+
+    // Each profile's token and grant went to that profile, and its state was told of the new grant.
+    const check = openSecretStore({ kind: 'file', configDir: home.configDir, storeKey: home.storeKey, env: {} });
+    const state = openProfileStore(home.configDir);
+    for (const profile of profiles) {
+      const stored = await check.get(profile.name);
+      expect(stored.refresh_token).toBe(`rt2-${profile.name}`);
+      expect(stored.access_token).toContain(`sl.at-${profile.name}`);
+      expect((await state.read(profile.name))?.secretsVersion).toEqual(expect.any(String));
+    }
+  });
+});
