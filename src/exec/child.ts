@@ -163,9 +163,12 @@ export class ChildSupervisor {
    * SIGINT); the first call also sets the deadline for SIGKILL.
    */
   private endTree(running: Running, signal: NodeJS.Signals): void {
-    // The descendants first: the snapshot is taken while the child still links to them.
-    running.tree.signal('SIGTERM');
+    // The descendants are looked up while the child still links to them, but the child is signalled first: a
+    // shell waiting on its jobs would otherwise see them end, return from `wait` and exit 0 before its own
+    // signal arrived, and exec would report a clean exit for a stop.
+    const members = running.tree.snapshot();
     if (!running.exit) running.process.kill(signal);
+    running.tree.signal('SIGTERM', members);
     if (running.ending) return;
     const { killTimeoutMs } = this.options;
     const ending: Ending = {

@@ -158,10 +158,10 @@ export class ProcessTree {
    * Sends `signal` to every member after a fresh snapshot, each one's start time read again just before.
    * Returns the pids signalled and those that could not be (another user's process: EPERM).
    */
-  signal(signal: NodeJS.Signals): { sent: number[]; refused: number[] } {
+  signal(signal: NodeJS.Signals, members: readonly Member[] = this.snapshot()): { sent: number[]; refused: number[] } {
     const sent: number[] = [];
     const refused: number[] = [];
-    for (const member of this.snapshot()) {
+    for (const member of members) {
       const stat = procStat(member.pid);
       if (isEnded(stat) || stat?.start !== member.start) continue;
       try {
