@@ -220,6 +220,17 @@ function makeCore(configDir: string) {
     return { data, version };
   }
 
+  /** Decrypted JSON, the plaintext buffer wiped whether or not it parses. */
+  function parsePlaintext(where: string, plaintext: Buffer): unknown {
+    try {
+      return JSON.parse(plaintext.toString('utf8'));
+    } catch {
+      throw corrupt(where, 'its content is not JSON');
+    } finally {
+      plaintext.fill(0);
+    }
+  }
+
   async function readStoreFile(): Promise<StoreFile> {
     const text = readSmallFile(file);
     if (text === undefined) return { kind: 'none' };
@@ -269,15 +280,7 @@ function makeCore(configDir: string) {
   async function openLegacy(envelope: LegacyEnvelope, pass: string): Promise<Profiles> {
     const key = await deriveKey(pass, envelope.kdf);
     const plaintext = decrypt(key, envelope.cipher, Buffer.from(envelope.data, 'base64'), legacyAad(envelope.version, envelope.kdf), file);
-    let data: unknown;
-    try {
-      data = JSON.parse(plaintext.toString('utf8'));
-    } catch {
-      throw corrupt(file, 'its content is not JSON');
-    } finally {
-      plaintext.fill(0);
-    }
-    const parsed = LegacyPlaintextSchema.safeParse(data);
+    const parsed = LegacyPlaintextSchema.safeParse(parsePlaintext(file, plaintext));
     // Neither zod's issues nor the data go into the message: the data are the secrets.
     if (!parsed.success) throw corrupt(file, 'its content is not a set of profile secrets');
     return parsed.data.profiles;
@@ -338,15 +341,7 @@ function makeCore(configDir: string) {
     const parsed = RecordSchema.safeParse(data);
     if (!parsed.success) throw corrupt(where, 'its header is not valid');
     const plaintext = decrypt(dataKey, parsed.data.cipher, Buffer.from(parsed.data.data, 'base64'), recordAad(profile, part), where);
-    let secrets: unknown;
-    try {
-      secrets = JSON.parse(plaintext.toString('utf8'));
-    } catch {
-      throw corrupt(where, 'its content is not JSON');
-    } finally {
-      plaintext.fill(0);
-    }
-    const checked = SecretsSchema.safeParse(secrets);
+    const checked = SecretsSchema.safeParse(parsePlaintext(where, plaintext));
     const names = checked.success ? Object.keys(stripUndefined(checked.data)) : [];
     if (!checked.success || names.some((name) => (name === 'access_token') !== (part === 'token'))) {
       throw corrupt(where, 'its content is not a set of profile secrets');
