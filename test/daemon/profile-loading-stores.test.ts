@@ -1,59 +1,45 @@
 // What the daemon keeps of each loaded profile for its life: closures that write the profile's tokens back.
 // They write through stores shared by the whole load, not through stores of their own: a store is some fifty
 // closures, and one kept per profile held ten thousand of each on the heap of a 10,000-profile daemon.
-import { PassThrough } from 'node:stream';
 import { beforeAll, describe, expect, test } from 'vitest';
 import { loadProfiles } from '../../src/cli/commands/daemon.js';
-import { createFactory } from '../../src/cli/factory.js';
 import type { CommandContext } from '../../src/cli/context.js';
-import { resolveSettings, type SettingInputs } from '../../src/config.js';
 import { openSecretStore, type SecretStore } from '../../src/credentials/index.js';
 import type { DaemonProfile } from '../../src/daemon/index.js';
 import type { TokenSet } from '../../src/oauth/index.js';
 import { openProfileStore } from '../../src/profile/index.js';
-import { newHome, type Home } from '../helpers/onboarding.js';
+import type { Home } from '../helpers/onboarding.js';
+import { fileStoreContext, storedProfilesHome } from './stored-profiles-home.js';
 
 const PROFILES = 40;
 let home: Home;
-const names = Array.from({ length: PROFILES }, (_, i) => `p${String(i).padStart(3, '0')}`);
+let names: string[];
 
 beforeAll(async () => {
-  home = newHome();
-  const secrets = openSecretStore({ kind: 'file', configDir: home.configDir, storeKey: home.storeKey, env: {} });
-  const state = openProfileStore(home.configDir);
-  for (const name of names) {
-    await secrets.set(name, { app_key: `ak-${name}`, app_secret: `as-${name}`, refresh_token: `rt-${name}` });
-    await state.update(name, () => ({ tokenUrl: 'http://127.0.0.1:9/oauth2/token' }));
-  }
+  ({ home, names } = await storedProfilesHome(PROFILES));
 });
 
 /** A command context whose secret stores are numbered as they are opened; `writers` records which one wrote each profile. */
 function context(writers: Map<string, Set<number>>): CommandContext {
-  const inputs: SettingInputs = {
-    flags: {},
-    env: { SYNCAUTH_CONFIG_DIR: home.configDir, SYNCAUTH_STORE: 'file', SYNCAUTH_STORE_KEY: home.storeKey },
-    dotenv: {},
-  };
-  const io = { stdout: new PassThrough(), stderr: new PassThrough() };
-  const factory = createFactory({ env: () => ({ ...inputs.env }), io });
   let opened = 0;
-  factory.secretStore = async (options) => {
-    const store = openSecretStore(options);
-    const id = ++opened;
-    const numbered: SecretStore = {
-      kind: store.kind,
-      writable: store.writable,
-      get: (profile) => store.get(profile),
-      set: (profile, secrets) => {
-        writers.set(profile, (writers.get(profile) ?? new Set()).add(id));
-        return store.set(profile, secrets);
-      },
-      delete: (profile) => store.delete(profile),
-      listProfiles: () => store.listProfiles(),
+  return fileStoreContext(home, (factory) => {
+    factory.secretStore = async (options) => {
+      const store = openSecretStore(options);
+      const id = ++opened;
+      const numbered: SecretStore = {
+        kind: store.kind,
+        writable: store.writable,
+        get: (profile) => store.get(profile),
+        set: (profile, secrets) => {
+          writers.set(profile, (writers.get(profile) ?? new Set()).add(id));
+          return store.set(profile, secrets);
+        },
+        delete: (profile) => store.delete(profile),
+        listProfiles: () => store.listProfiles(),
+      };
+      return numbered;
     };
-    return numbered;
-  };
-  return { settings: resolveSettings(inputs), inputs, json: false, io, stdin: new PassThrough(), factory };
+  });
 }
 
 function tokens(name: string): TokenSet {

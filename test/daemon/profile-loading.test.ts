@@ -1,14 +1,10 @@
 // The daemon reads every profile's state and secrets at start, on SIGHUP and for --once: a few at a time, each
 // once. Ten thousand read at once held every read on the heap together and crashed the daemon at start.
-import { PassThrough } from 'node:stream';
 import type * as Session from '../../src/cli/session.js';
 import { beforeAll, describe, expect, test, vi } from 'vitest';
-import { createFactory } from '../../src/cli/factory.js';
-import type { CommandContext } from '../../src/cli/context.js';
-import { resolveSettings, type SettingInputs } from '../../src/config.js';
-import { openSecretStore } from '../../src/credentials/index.js';
 import { openProfileStore } from '../../src/profile/index.js';
-import { newHome, type Home } from '../helpers/onboarding.js';
+import type { Home } from '../helpers/onboarding.js';
+import { fileStoreContext, storedProfilesHome } from './stored-profiles-home.js';
 
 const reads = vi.hoisted(() => ({ inFlight: 0, most: 0, names: [] as string[], gate: Promise.resolve() }));
 
@@ -35,27 +31,11 @@ const { loadProfiles } = await import('../../src/cli/commands/daemon.js');
 
 const PROFILES = 60;
 let home: Home;
-const names = Array.from({ length: PROFILES }, (_, i) => `p${String(i).padStart(3, '0')}`);
+let names: string[];
 
 beforeAll(async () => {
-  home = newHome();
-  const secrets = openSecretStore({ kind: 'file', configDir: home.configDir, storeKey: home.storeKey, env: {} });
-  const state = openProfileStore(home.configDir);
-  for (const name of names) {
-    await secrets.set(name, { app_key: `ak-${name}`, app_secret: `as-${name}`, refresh_token: `rt-${name}` });
-    await state.update(name, () => ({ tokenUrl: 'http://127.0.0.1:9/oauth2/token' }));
-  }
+  ({ home, names } = await storedProfilesHome(PROFILES));
 });
-
-function context(): CommandContext {
-  const inputs: SettingInputs = {
-    flags: {},
-    env: { SYNCAUTH_CONFIG_DIR: home.configDir, SYNCAUTH_STORE: 'file', SYNCAUTH_STORE_KEY: home.storeKey },
-    dotenv: {},
-  };
-  const io = { stdout: new PassThrough(), stderr: new PassThrough() };
-  return { settings: resolveSettings(inputs), inputs, json: false, io, stdin: new PassThrough(), factory: createFactory({ env: () => ({ ...inputs.env }), io }) };
-}
 
 describe('loading the stored profiles', () => {
   test('reads at most 16 profiles at once, each once, and loads every one', async () => {
@@ -63,7 +43,7 @@ describe('loading the stored profiles', () => {
     reads.gate = new Promise<void>((resolve) => (open = resolve));
     reads.most = 0;
     reads.names = [];
-    const loading = loadProfiles(context(), openProfileStore(home.configDir), undefined);
+    const loading = loadProfiles(fileStoreContext(home), openProfileStore(home.configDir), undefined);
     // Long enough for every load the loader started to reach its read of the secrets.
     await new Promise((resolve) => setTimeout(resolve, 500));
     const heldAtOnce = reads.inFlight;
