@@ -4,10 +4,11 @@
 import { beforeAll, describe, expect, test } from 'vitest';
 import { loadProfiles } from '../../src/cli/commands/daemon.js';
 import type { CommandContext } from '../../src/cli/context.js';
-import { openSecretStore, type SecretStore } from '../../src/credentials/index.js';
+import { openSecretStore, type SecretStore, type StoredSecrets } from '../../src/credentials/index.js';
 import type { DaemonProfile } from '../../src/daemon/index.js';
 import type { TokenSet } from '../../src/oauth/index.js';
 import { openProfileStore } from '../../src/profile/index.js';
+import { recordProfileChoices } from '../../src/profile/config-file.js';
 import type { Home } from '../helpers/onboarding.js';
 import { fileStoreContext, storedProfilesHome } from './stored-profiles-home.js';
 
@@ -70,5 +71,45 @@ describe('the stores a loaded profile keeps', () => {
       expect(stored.access_token).toContain(`sl.at-${profile.name}`);
       expect((await state.read(profile.name))?.secretsVersion).toEqual(expect.any(String));
     }
+  });
+});
+
+describe('profiles of one load kept in different stores (config.json names each one)', () => {
+  test('each profile writes through the store of its own kind, one store per kind', async () => {
+    const mixed = await storedProfilesHome(6);
+    const inKeychain = mixed.names.filter((_, i) => i % 2 === 1);
+    for (const name of mixed.names) await recordProfileChoices(mixed.home.configDir, name, { store: inKeychain.includes(name) ? 'keychain' : 'file' });
+    // The keychain stands in memory here; the file store is the real one.
+    const keychain = new Map<string, StoredSecrets>();
+    for (const name of inKeychain) keychain.set(name, { app_key: `ak-${name}`, app_secret: `as-${name}`, refresh_token: `rt-${name}` });
+    const opened: string[] = [];
+    const ctx = fileStoreContext(mixed.home, (factory) => {
+      const real = factory.secretStore;
+      factory.secretStore = async (options) => {
+        opened.push(options.kind);
+        if (options.kind !== 'keychain') return real(options);
+        return {
+          kind: 'keychain',
+          writable: true,
+          get: async (profile) => ({ ...keychain.get(profile) }),
+          set: async (profile, secrets) => void keychain.set(profile, { ...keychain.get(profile), ...secrets }),
+          delete: async (profile) => void keychain.delete(profile),
+          listProfiles: async () => [...keychain.keys()].sort(),
+        };
+      };
+    }, { storeFromConfig: true });
+    const loaded = await loadProfiles(ctx, openProfileStore(mixed.home.configDir), undefined);
+    const profiles = loaded.filter((entry): entry is DaemonProfile => !('error' in entry));
+    expect(profiles.map((p) => p.name)).toEqual(mixed.names);
+    for (const profile of profiles) await profile.storeRefreshToken?.(`rt2-${profile.name}`);
+
+    const file = openSecretStore({ kind: 'file', configDir: mixed.home.configDir, storeKey: mixed.home.storeKey, env: {} });
+    for (const name of mixed.names) {
+      const own = inKeychain.includes(name) ? keychain.get(name) : await file.get(name);
+      expect({ name, refresh: own?.refresh_token }).toEqual({ name, refresh: `rt2-${name}` });
+    }
+    // The file store's copy of a keychain profile (written by the fixture) was not touched.
+    for (const name of inKeychain) expect((await file.get(name)).refresh_token).toBe(`rt-${name}`);
+    expect(new Set(opened)).toEqual(new Set(['file', 'keychain']));
   });
 });

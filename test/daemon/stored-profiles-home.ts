@@ -27,11 +27,17 @@ export async function storedProfilesHome(count: number): Promise<StoredProfilesH
   return { home, names };
 }
 
-/** The context of a command run over `home` with the file store; `adapt` may replace parts of its factory. */
-export function fileStoreContext(home: Home, adapt: (factory: Factory) => void = () => {}): CommandContext {
+/** The context of a command run over `home` with the file store (or each profile's recorded one); `adapt` may replace parts of its factory. */
+export function fileStoreContext(
+  home: Home,
+  adapt: (factory: Factory) => void = () => {},
+  options: { storeFromConfig?: boolean } = {},
+): CommandContext {
+  // With storeFromConfig, SYNCAUTH_STORE is left unset: each profile's store is the one config.json names.
+  const store = options.storeFromConfig ? {} : { SYNCAUTH_STORE: 'file' };
   const inputs: SettingInputs = {
     flags: {},
-    env: { SYNCAUTH_CONFIG_DIR: home.configDir, SYNCAUTH_STORE: 'file', SYNCAUTH_STORE_KEY: home.storeKey },
+    env: { SYNCAUTH_CONFIG_DIR: home.configDir, ...store, SYNCAUTH_STORE_KEY: home.storeKey },
     dotenv: {},
   };
   const io = { stdout: new PassThrough(), stderr: new PassThrough() };

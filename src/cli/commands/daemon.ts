@@ -258,12 +258,13 @@ function environmentProfile(context: CommandContext, name: string, grant: Daemon
 }
 
 /**
- * The stores the loaded profiles' closures write through, one of each for a whole load. Every session of one
- * command opens the same stores (the kind, config dir and key come from the command's settings, not the
- * profile's), and a store is some fifty closures: one kept per profile held ten thousand of each.
+ * The stores the loaded profiles' closures write through, one per kind for a whole load. Sessions of one
+ * command that use the same kind of secret store open the same store (config dir and key come from the
+ * command's settings; the kind may differ per profile, as config.json records it), and a store is some fifty
+ * closures: one kept per profile held ten thousand of each.
  */
 interface SharedStores {
-  secrets?: ProfileSession['secrets'];
+  secrets: Map<ProfileSession['secrets']['kind'], ProfileSession['secrets']>;
   profiles?: ProfileSession['profiles'];
 }
 
@@ -274,7 +275,8 @@ async function storedProfile(context: CommandContext, name: string, shared: Shar
   const reconcile = reconcileTarget(session.values, secrets.apiKey);
   // What the closures below keep of the session: the load's shared stores, not its resolved settings and
   // state, which ten thousand profiles would otherwise hold on the heap for the daemon's life.
-  const secretStore = (shared.secrets ??= session.secrets);
+  const secretStore = shared.secrets.get(session.secrets.kind) ?? session.secrets;
+  shared.secrets.set(secretStore.kind, secretStore);
   const profiles = (shared.profiles ??= session.profiles);
   return {
     name,
@@ -310,7 +312,7 @@ export async function loadProfiles(context: CommandContext, store: ProfileStore,
   // A few at a time, at start, on SIGHUP and for --once alike: each load reads the profile's state and secrets,
   // and ten thousand of them at once held every read on the heap together.
   const slots = new Semaphore(PROFILES_LOADED_AT_ONCE);
-  const shared: SharedStores = {};
+  const shared: SharedStores = { secrets: new Map() };
   return Promise.all(
     names.map((name): Promise<ProfileEntry> => slots.run(async () => {
       if (!isStored.has(name) && fromEnvironment) return environmentProfile(context, name, fromEnvironment);
