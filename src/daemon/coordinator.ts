@@ -35,6 +35,16 @@ export interface Coordinator {
   lastReconcile(profile: string): Promise<SharedReconcile | undefined>;
   /** Records a reconcile; never replaces a record of a token that expires later. */
   recordReconcile(profile: string, record: SharedReconcile): Promise<void>;
+  /**
+   * The sealed grant record of the profile (see grant-record.ts), as stored; undefined when there is none.
+   * Optional: a coordinator without it shares no grant, and a re-authorization reaches only its own replica.
+   */
+  readGrantRecord?(profile: string): Promise<string | undefined>;
+  /**
+   * Stores a sealed grant record issued at `issuedAt`; never replaces one issued later (false then). A record
+   * is kept until replaced: it is what a replica restarted after the re-authorization adopts.
+   */
+  writeGrantRecord?(profile: string, record: string, issuedAt: number): Promise<boolean>;
   /** Whether the backend answered recently; false means reconciles wait (renewals go on). */
   isAvailable(): boolean;
   /**

@@ -43,6 +43,14 @@ if current then
 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
 return 1`;
+// The same rule for sealed grant records: an older grant never replaces a newer one, whoever writes last.
+const GRANT = `local current = redis.call('GET', KEYS[1])
+if current then
+  local ok, decoded = pcall(cjson.decode, current)
+  if ok and type(decoded) == 'table' and tonumber(decoded.issuedAt) and tonumber(decoded.issuedAt) >= tonumber(ARGV[2]) then return 0 end
+end
+redis.call('SET', KEYS[1], ARGV[1])
+return 1`;
 // Long enough to outlive any token it describes; short enough that records of removed profiles go away.
 const RECORD_TTL_MS = 7 * 24 * 3600 * 1000;
 
@@ -124,7 +132,7 @@ export async function createRedisCoordinator(options: RedisCoordinatorOptions): 
   });
   const connecting = client.connect().catch(() => undefined);
 
-  const key = (kind: 'lease' | 'reconciled', profile: string): string => `${prefix}:${kind}:${profile}`;
+  const key = (kind: 'lease' | 'reconciled' | 'grant', profile: string): string => `${prefix}:${kind}:${profile}`;
   const now = options.now ?? Date.now;
 
   /** How far Redis's clock is ahead of this process's: records are kept on Redis's clock. */
@@ -217,6 +225,16 @@ export async function createRedisCoordinator(options: RedisCoordinatorOptions): 
       const expiresAt = record.expiresAt + skew;
       const stored = JSON.stringify({ v: RECORD_VERSION, ...record, expiresAt, reconciledAt: record.reconciledAt + skew });
       await command('record the reconcile', () => client.eval(RECORD, 1, key('reconciled', profile), stored, String(expiresAt), String(RECORD_TTL_MS)));
+    },
+
+    async readGrantRecord(profile) {
+      const raw = await command('read the shared grant', () => client.get(key('grant', profile)));
+      return raw ?? undefined;
+    },
+
+    async writeGrantRecord(profile, record, issuedAt) {
+      const written = await command('share the new grant', () => client.eval(GRANT, 1, key('grant', profile), record, String(issuedAt)));
+      return Number(written) === 1;
     },
 
     isAvailable() {
