@@ -135,11 +135,8 @@ export interface ChildEnvOptions {
 }
 
 /**
- * `base` without any variable that could hand the child a secret, then the token variables. A variable goes
- * when its name is a SYNCAUTH_* one not known to be harmless, when its value is one of `secrets` (whatever its
- * name), or when its value holds a secret this process has read (holdsSecret: every form redaction knows,
- * also inside layers of encoding): `AUTH=Basic …` or a config blob with the refresh token inside leaks it as
- * surely as SYNCAUTH_REFRESH_TOKEN does. With `clean`, only the names it keeps are looked at.
+ * `base` without any variable that could hand the child a secret, then the token variables (see
+ * `withoutSecrets`).
  */
 export function childEnvironment(
   base: NodeJS.ProcessEnv,
@@ -148,6 +145,20 @@ export function childEnvironment(
   token: ChildToken,
   options: ChildEnvOptions = {},
 ): Record<string, string> {
+  const env = withoutSecrets(base, secrets, options);
+  env[envName] = token.accessToken;
+  env[`${envName}${EXPIRY_ENV_SUFFIX}`] = rfc3339(token.expiresAt);
+  return env;
+}
+
+/**
+ * `base` without any variable that could hand a child a secret. A variable goes when its name is a SYNCAUTH_*
+ * one not known to be harmless, when its value is one of `secrets` (whatever its name), or when its value holds
+ * a secret this process has read (holdsSecret: every form redaction knows, also inside layers of encoding):
+ * `AUTH=Basic …` or a config blob with the refresh token inside leaks it as surely as SYNCAUTH_REFRESH_TOKEN
+ * does. With `clean`, only the names it keeps are looked at.
+ */
+export function withoutSecrets(base: NodeJS.ProcessEnv, secrets: Iterable<string | undefined>, options: ChildEnvOptions = {}): Record<string, string> {
   const exact = new Set<string>();
   for (const secret of secrets) {
     const value = secret?.trim();
@@ -167,7 +178,5 @@ export function childEnvironment(
     }
     env[name] = value;
   }
-  env[envName] = token.accessToken;
-  env[`${envName}${EXPIRY_ENV_SUFFIX}`] = rfc3339(token.expiresAt);
   return env;
 }
