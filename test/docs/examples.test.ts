@@ -16,7 +16,7 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { DEFAULT_EMULATOR_API_KEY } from '../../src/emulator/index.js';
 import { ServiceClient } from '../../src/service/client.js';
-import { tempDir, type CliResult } from '../helpers/cli.js';
+import { nodeWarnings, tempDir, type CliResult } from '../helpers/cli.js';
 import { docFiles, quickStartCommands, shellBlocks, syncauthOnPath, type DocBlock, type DocCommand } from '../helpers/docs.js';
 import { runInProcess } from '../helpers/in-process.js';
 import {
@@ -302,6 +302,7 @@ describe('the examples of the README and docs/', () => {
         const how = HOW[command.key] ?? {};
         const result = await runCommand(command, how, world);
         expect(result.code, `${block.file}:${command.line}: ${command.text}\nstdout:\n${result.stdout}\nstderr:\n${result.stderr}`).toBe(how.code ?? 0);
+        expect(nodeWarnings(result.stderr), `${command.text}: Node's own warnings`).toEqual([]);
         await how.check?.({ result, world });
       }
     }, 120_000);
