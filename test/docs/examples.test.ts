@@ -11,7 +11,7 @@
 // write under /run run in a private mount namespace with its own /run (tmpfs), so nothing on this machine
 // is touched. The commands of a block run in order, each as `sh -c LINE`.
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { DEFAULT_EMULATOR_API_KEY } from '../../src/emulator/index.js';
@@ -76,7 +76,10 @@ interface How {
 
 const sourcesOf = (w: World) => [...(w.ob.emulator.state.workspaces.get('default')?.sources.values() ?? [])];
 const workflowOf = (w: World) => w.ob.emulator.state.workspaces.get('default')?.workflows.get(IDS.workflow);
-const profiles = (w: World) => (existsSync(path.join(w.home.configDir, 'profiles')) ? spawnSync('ls', [path.join(w.home.configDir, 'profiles')], { encoding: 'utf8' }).stdout : '');
+const profiles = (w: World) => {
+  const dir = path.join(w.home.configDir, 'profiles');
+  return existsSync(dir) ? readdirSync(dir).sort().join('\n') : '';
+};
 const logged = (event: string) => (output: string) => output.includes(`"event":"${event}"`);
 
 const HOW: Record<string, How> = {
