@@ -180,7 +180,7 @@ Examples:
     .option('--max-renewals-per-second <n>', 'cap on token requests per second across profiles (default: no cap)')
     .option('--shutdown-timeout <seconds>', 'how long SIGTERM and SIGINT wait for in-flight work (default 10)')
     .option('--once', 'one pass: renew what is due, reconcile, publish, then exit: 0 when every profile is fresh, 4 when one needs re-authorization, 1 otherwise')
-    .option('--template <SRC:DEST[:MODE]>', 'render DEST from the template SRC after each renewal (repeatable; MODE default 0600; fields in the README)',
+    .option('--template <SRC:DEST[:MODE]>', 'render DEST from the template SRC after each renewal (repeatable; MODE default 0600; fields in docs/daemon.md)',
       (value: string, previous: string[] | undefined) => [...(previous ?? []), value])
     .option('--socket-mode <mode>', 'mode of the --socket file (default 0600; 0660 with --socket-group lets that group ask)')
     .option('--socket-group <group>', "the --socket file's group (name or id)")

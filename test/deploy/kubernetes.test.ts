@@ -1,7 +1,7 @@
 // deploy/kubernetes: every manifest is valid against the Kubernetes schemas (kubernetes-models, generated from
 // the API's OpenAPI definitions: types, enums and required fields at run time; unknown fields through the
 // TypeScript types, as `kubectl apply`'s strict field validation would refuse them), holds the fields the
-// README relies on, and its syncauth containers' arguments and environment run the real CLI: the sidecar's
+// guide (docs/production.md) relies on, and its syncauth containers' arguments and environment run the real CLI: the sidecar's
 // replicas become ready on the paths their probes name and publish the token as the pod's group can read it,
 // and the Job's one-shot run exits 0 with the connector reconciled.
 import { spawn } from 'node:child_process';

@@ -1,5 +1,5 @@
 // deploy/systemd: the units pass `systemd-analyze verify` (PID 1 here is not systemd, so ExecStart points at a
-// stand-in that exists), carry the hardening the README promises, and the service's own command line and
+// stand-in that exists), carry the hardening docs/production.md promises, and the service's own command line and
 // environment run the real daemon, which tells a notify socket READY=1 only once its token is published and
 // STOPPING=1 when it stops.
 import { spawn } from 'node:child_process';

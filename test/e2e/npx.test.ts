@@ -5,7 +5,7 @@
 // installs); `setup --no-browser` runs from the tarball against the in-process emulator, the code to paste
 // read off the emulator's code page.
 import { randomBytes } from 'node:crypto';
-import { existsSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
 import { readdir, readFile, writeFile } from 'node:fs/promises';
 import { builtinModules } from 'node:module';
 import path from 'node:path';
@@ -99,16 +99,18 @@ function ok(result: RunResult): RunResult {
 }
 
 describe('the packed tarball', () => {
-  it('holds the built CLI, package.json, npm-shrinkwrap.json, README, .env.example and licence, and no sources, tests or secrets', () => {
+  it('holds the built CLI, package.json, npm-shrinkwrap.json, README and the guides in docs/, .env.example and licence, and no sources, tests or secrets', () => {
     const files = [...packed.entries.keys()];
     expect(packed.filename).toBe(`syncauth-${version}.tgz`);
-    for (const required of ['dist/cli/main.js', 'package.json', 'npm-shrinkwrap.json', 'README.md', '.env.example', 'LICENSE', 'dist/index.js', 'dist/index.d.ts']) {
+    const guides = readdirSync(path.join(ROOT, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`);
+    expect(guides).toContain('docs/README.md');
+    for (const required of ['dist/cli/main.js', 'package.json', 'npm-shrinkwrap.json', 'README.md', ...guides, '.env.example', 'LICENSE', 'dist/index.js', 'dist/index.d.ts']) {
       expect(files, `${required} is missing from the tarball`).toContain(required);
     }
     const outside = files.filter(
-      (f) => !f.startsWith('dist/') && !['package.json', 'npm-shrinkwrap.json', 'README.md', '.env.example'].includes(f) && !/^(LICEN[CS]E|CHANGELOG)/i.test(f),
+      (f) => !f.startsWith('dist/') && !/^docs\/[^/]+\.md$/.test(f) && !['package.json', 'npm-shrinkwrap.json', 'README.md', '.env.example'].includes(f) && !/^(LICEN[CS]E|CHANGELOG)/i.test(f),
     );
-    expect(outside, 'only dist/, package.json, npm-shrinkwrap.json, README, .env.example and a licence belong in the tarball').toEqual([]);
+    expect(outside, 'only dist/, package.json, npm-shrinkwrap.json, README, docs/*.md, .env.example and a licence belong in the tarball').toEqual([]);
     expect(files.filter((f) => /^(src|test|bench|node_modules|\.cache)\//.test(f))).toEqual([]);
     // The copy that was packed has a canary .env; no environment file but the example may ship.
     expect(files.filter((f) => /(^|\/)\.env($|\.(?!example$))/.test(f))).toEqual([]);
