@@ -173,7 +173,7 @@ export const SETTINGS = {
   notifyUrl: { env: 'SYNCAUTH_NOTIFY_URL', dotenv: false, parse: nonEmpty, describe: 'send notices to these URLs (comma-separated)' },
   notifySecret: { env: 'SYNCAUTH_NOTIFY_SECRET', dotenv: true, secret: true, parse: nonEmpty, describe: 'signing secret of the notices (whsec_...)' },
   notifyFormat: {
-    env: 'SYNCAUTH_NOTIFY_FORMAT', dotenv: false, flag: 'notify-format', parse: oneOf(['standard', 'slack'] as const), default: () => 'standard' as const,
+    env: 'SYNCAUTH_NOTIFY_FORMAT', dotenv: true, flag: 'notify-format', parse: oneOf(['standard', 'slack'] as const), default: () => 'standard' as const,
     describe: 'body of the notices: standard (Standard Webhooks JSON) or slack',
   },
   notifyConnectorFailingAfter: {

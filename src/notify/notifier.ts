@@ -37,6 +37,12 @@ export interface NotifierOptions extends NotifySettings {
   log: Logger;
   /** Mints a fresh re-authorization link for a profile, when the re-authorization page is on. */
   linkFor?: (profile: string) => Promise<ReauthorizationLink | undefined>;
+  /**
+   * Whether the profile is known to be fine now (this daemon holds a live token for it). A reminder found for
+   * such a profile (it was set up again while no daemon ran, so no profile.reauthorized was told) ends instead
+   * of asking again. Absent, or false when not known: the reminder goes.
+   */
+  isResolved?: (profile: string) => boolean;
   now?: () => number;
   random?: () => number;
   /** How often the loop looks for due deliveries and reminders; `false`: only when tick() is called. Default 1 s. */
@@ -216,6 +222,11 @@ export class Notifier implements NoticeSink {
       const ask = reminder.asks + 1;
       const dueAt = ASK_AFTER_MS[reminder.asks];
       if (dueAt === undefined || now < reminder.since + dueAt) continue;
+      if (ask > 1 && this.#options.isResolved?.(reminder.profile) === true) {
+        await this.#store.endReminder(reminder.profile);
+        this.#log.info({ event: 'notify.reminder_ended', op: 'notify', profile: reminder.profile }, `profile "${reminder.profile}" renews again: no more re-authorization reminders`);
+        continue;
+      }
       const link = await this.#link(reminder.profile);
       const payload = payloadOf({ ...reminder.notice, at: ask === 1 ? reminder.notice.at : now }, { ask, ...link });
       await this.#queue(reminder.notice.type, reminder.profile, `${reminder.transition}#ask${ask}`, payload);

@@ -247,3 +247,23 @@ describe('the outbox file', () => {
     await notifier.close();
   });
 });
+
+describe('reminders of a profile fixed while no daemon ran', () => {
+  it('end instead of asking again once the daemon says the profile renews', async () => {
+    const receiver = await startReceiver();
+    let resolved = false;
+    const { notifier, clock, log } = await notifierFor([receiver.url], { isResolved: () => resolved });
+    notifier.notice(reauthNeeded(clock.now()));
+    await notifier.tick();
+    expect(receiver.received).toHaveLength(1);
+    // Set up again behind the daemon's back (a restart lost the parked state): no profile.reauthorized came.
+    resolved = true;
+    for (let hour = 0; hour < 80; hour++) {
+      clock.advance(HOUR);
+      await notifier.tick();
+    }
+    expect(receiver.received).toHaveLength(1);
+    expect(log.records().filter((r) => r.event === 'notify.reminder_ended')).toHaveLength(1);
+    await notifier.close();
+  });
+});

@@ -21,7 +21,7 @@ describe('notices across a restart of the daemon', () => {
     const home = tempDir('syncauth-notify-restart-');
     const receiver = await startReceiver();
     await receiver.stop();
-    const env = {
+    const env: Record<string, string> = {
       ...containerEnv(emu, grant, home, { profile: 'docs' }),
       SYNCAUTH_TOKEN_FILE: path.join(home, 'token'),
       SYNCAUTH_RENEW_MARGIN: '4',

@@ -381,7 +381,12 @@ export async function daemon(given: CommandContext, givenOptions: DaemonCommandO
   const coordinator = v.redisUrl ? await createRedisCoordinator({ url: v.redisUrl, logger: log }) : undefined;
   // A replica that starts while Redis is away still starts: it renews nothing, says so, and reports not ready.
   await coordinator?.ready().catch(() => undefined);
-  const notifier = notify ? await startNotifier(notify, { configDir: v.configDir, redisUrl: v.redisUrl, ...(v.redisUrl ? { redisWhere: redisTarget(v.redisUrl) } : {}), log }) : undefined;
+  // A reminder of a profile this daemon renews again (set up anew while no daemon ran) ends instead of asking.
+  const served: { daemon?: RunningDaemon } = {};
+  const isResolved = (profile: string): boolean => served.daemon?.status().profiles.find((p) => p.name === profile)?.ready === true;
+  const notifier = notify
+    ? await startNotifier(notify, { configDir: v.configDir, redisUrl: v.redisUrl, ...(v.redisUrl ? { redisWhere: redisTarget(v.redisUrl) } : {}), log, isResolved })
+    : undefined;
 
   const once = options.once === true;
   if (once && (v.listen || v.socket)) log.info({ event: 'daemon.once', op: 'start' }, '--once serves nothing: the health listener and the socket are not started');
@@ -413,6 +418,7 @@ export async function daemon(given: CommandContext, givenOptions: DaemonCommandO
     await coordinator?.close();
     throw relabel(context, error);
   }
+  served.daemon = running;
   if (once) {
     try {
       await onePass(context, running, log);

@@ -32,11 +32,14 @@ export function notifySettingsOf(context: CommandContext, flags: NotifyFlags, fo
 }
 
 /** The daemon's notifier: its outbox in Redis with replicas, else in the config dir; delivering from now on. */
-export async function startNotifier(settings: NotifySettings, options: { configDir: string; redisUrl?: string | undefined; redisWhere?: string; log: Logger }): Promise<Notifier> {
+export async function startNotifier(
+  settings: NotifySettings,
+  options: { configDir: string; redisUrl?: string | undefined; redisWhere?: string; log: Logger; isResolved?: (profile: string) => boolean },
+): Promise<Notifier> {
   const store: OutboxStore = options.redisUrl
     ? await RedisOutbox.open({ url: options.redisUrl, logger: options.log }, options.redisWhere ?? 'Redis')
     : await FileOutbox.open(options.configDir, options.log);
-  const notifier = new Notifier({ ...settings, store, log: options.log });
+  const notifier = new Notifier({ ...settings, store, log: options.log, ...(options.isResolved ? { isResolved: options.isResolved } : {}) });
   return notifier.start();
 }
 
