@@ -44,6 +44,7 @@ describe('syncauth notify test', () => {
     expect(result.stdout).toContain(`FAIL ${new URL(bad.url).origin}: HTTP 401`);
     expect(result.stdout).toMatch(new RegExp(`FAIL ${new URL(down.url).origin.replace(/\./g, '\\.')}: no answer: could not reach`));
     expect(result.stderr).toContain('2 of 3 notice URLs did not accept the test notice');
+    expect(result.stderr).toContain('another secret than SYNCAUTH_NOTIFY_SECRET');
   });
 
   it('sends the Slack body, unsigned when there is no secret', async () => {

@@ -62,11 +62,14 @@ export async function notifyTest(context: CommandContext, flags: NotifyFlags = {
   } else {
     for (const line of lines) context.io.stdout.write(`${line.ok ? 'ok  ' : 'FAIL'} ${line.origin}: ${line.answer}\n`);
   }
-  const failed = lines.filter((line) => !line.ok).length;
-  if (failed > 0) {
-    throw new SyncauthError('SYNCAUTH_NOTIFY_FAILED', `${failed} of ${lines.length} notice URL${lines.length === 1 ? '' : 's'} did not accept the test notice`, {
+  const failed = results.filter(({ result }) => result.outcome !== 'delivered');
+  if (failed.length > 0) {
+    const refused = failed.some(({ result }) => result.status === 401 || result.status === 403);
+    throw new SyncauthError('SYNCAUTH_NOTIFY_FAILED', `${failed.length} of ${lines.length} notice URL${lines.length === 1 ? '' : 's'} did not accept the test notice`, {
       exitCode: ExitCode.error,
-      hint: 'a 401 or 403 usually means the receiver checks the signature with another secret than SYNCAUTH_NOTIFY_SECRET',
+      hint: refused
+        ? 'a 401 or 403 usually means the receiver checks the signature with another secret than SYNCAUTH_NOTIFY_SECRET'
+        : 'check that each receiver runs and is reachable from here (a proxy is used when HTTPS_PROXY is set)',
     });
   }
 }
