@@ -60,7 +60,7 @@ export interface AttemptResult {
 }
 
 /** One signed POST of `body` to `target`; never throws. */
-export async function sendOnce(target: NotifyTarget, key: Buffer | undefined, id: string, body: string, now: number, timeoutMs = ATTEMPT_TIMEOUT_MS): Promise<AttemptResult> {
+export async function sendOnce(target: NotifyTarget, key: Buffer | undefined, id: string, body: string, now: number, timeoutMs = ATTEMPT_TIMEOUT_MS, signal?: AbortSignal): Promise<AttemptResult> {
   try {
     const answer = await post({
       url: target.url,
@@ -68,6 +68,7 @@ export async function sendOnce(target: NotifyTarget, key: Buffer | undefined, id
       body,
       peer: 'the notice receiver',
       timeoutMs,
+      ...(signal ? { signal } : {}),
     });
     const status = answer.status;
     if (status >= 200 && status < 300) return { outcome: 'delivered', status };
@@ -115,6 +116,8 @@ export class Notifier implements NoticeSink {
   #ticking: Promise<void> | undefined;
   #timer: NodeJS.Timeout | undefined;
   #closed = false;
+  /** Cancels an attempt under way at close: it counts as failed and stays in the outbox for the next run. */
+  readonly #stop = new AbortController();
   /** Keys whose permanent failure or drop was logged, so a replica that finds it again says nothing more. */
   readonly #told = new Set<string>();
 
@@ -283,7 +286,7 @@ export class Notifier implements NoticeSink {
         return;
       }
       const body = renderBody(delivery.payload, this.#options.format);
-      const result = await sendOnce(target, this.#options.key, delivery.id, body, now, this.#options.attemptTimeoutMs);
+      const result = await sendOnce(target, this.#options.key, delivery.id, body, now, this.#options.attemptTimeoutMs, this.#stop.signal);
       const attempts = delivery.attempts + 1;
       const where = { ...fields, target: target.url.origin, attempt: attempts, ...(result.status !== undefined ? { status: result.status } : {}) };
       if (result.outcome === 'delivered') {
@@ -334,6 +337,7 @@ export class Notifier implements NoticeSink {
   async close(): Promise<void> {
     this.#closed = true;
     clearInterval(this.#timer);
+    this.#stop.abort();
     await this.#accepting.catch(() => undefined);
     await this.#ticking?.catch(() => undefined);
     await this.#store.close();

@@ -267,3 +267,20 @@ describe('reminders of a profile fixed while no daemon ran', () => {
     await notifier.close();
   });
 });
+
+describe('closing', () => {
+  it('does not wait for a receiver that hangs: the attempt is cancelled and the notice stays in the outbox', async () => {
+    const { misbehavingServer, hang } = await import('../helpers/servers.js');
+    const hung = await misbehavingServer(hang);
+    const { notifier, clock, configDir } = await notifierFor([`${hung.url}/hook`], { attemptTimeoutMs: 60_000 });
+    notifier.notice({ ...reauthNeeded(clock.now()), type: 'connector.failing' });
+    await notifier.accepted();
+    void notifier.tick();
+    await hung.arrived('/hook');
+    const started = performance.now();
+    await notifier.close();
+    expect(performance.now() - started).toBeLessThan(5_000);
+    const content = JSON.parse(readFileSync(path.join(configDir, OUTBOX_FILE), 'utf8')) as { deliveries: { attempts: number }[] };
+    expect(content.deliveries).toHaveLength(1);
+  });
+});
