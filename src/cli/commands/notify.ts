@@ -4,7 +4,7 @@
 // signed test event to each URL, and what each answered.
 import { ExitCode, SyncauthError } from '../../errors.js';
 import type { Logger } from '../../log.js';
-import { FileOutbox, Notifier, RedisOutbox, resolveNotifySettings, sendTestNotices, type NotifySettings, type OutboxStore } from '../../notify/index.js';
+import { FileOutbox, Notifier, RedisOutbox, resolveNotifySettings, sendTestNotices, type NotifierOptions, type NotifySettings, type OutboxStore } from '../../notify/index.js';
 import type { CommandContext } from '../context.js';
 
 export interface NotifyFlags {
@@ -34,12 +34,19 @@ export function notifySettingsOf(context: CommandContext, flags: NotifyFlags, fo
 /** The daemon's notifier: its outbox in Redis with replicas, else in the config dir; delivering from now on. */
 export async function startNotifier(
   settings: NotifySettings,
-  options: { configDir: string; redisUrl?: string | undefined; redisWhere?: string; log: Logger; isResolved?: (profile: string) => boolean },
+  options: { configDir: string; redisUrl?: string | undefined; redisWhere?: string; log: Logger } & Pick<NotifierOptions, 'isResolved' | 'linkFor'>,
 ): Promise<Notifier> {
   const store: OutboxStore = options.redisUrl
     ? await RedisOutbox.open({ url: options.redisUrl, logger: options.log }, options.redisWhere ?? 'Redis')
     : await FileOutbox.open(options.configDir, options.log);
-  const notifier = new Notifier({ ...settings, store, log: options.log, ...(options.isResolved ? { isResolved: options.isResolved } : {}) });
+  const notifier = new Notifier({
+    ...settings,
+    store,
+    log: options.log,
+    ...(options.isResolved ? { isResolved: options.isResolved } : {}),
+    // The re-authorization page mints the link each ask carries, when it is on.
+    ...(options.linkFor ? { linkFor: options.linkFor } : {}),
+  });
   return notifier.start();
 }
 
