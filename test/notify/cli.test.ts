@@ -100,3 +100,29 @@ describe('syncauth daemon --notify-url', () => {
     expect(missing.stderr).toContain('SYNCAUTH_NOTIFY_SECRET');
   });
 });
+
+describe('syncauth daemon --once --notify-url', () => {
+  it('tells a revoked grant before it exits 4', async () => {
+    const { emulator, obtainGrant } = await import('../daemon/helpers.js');
+    const { containerEnv } = await import('../daemon/process.js');
+    const { tempDir } = await import('../helpers/cli.js');
+    const emu = await emulator({ tokenLifetimeSeconds: 3600 });
+    const grant = await obtainGrant(emu);
+    emu.revokeGrant(grant.refreshToken);
+    const receiver = await startReceiver();
+    const home = tempDir();
+    const env = { ...containerEnv(emu, grant, home, { profile: 'docs' }), SYNCAUTH_NOTIFY_SECRET: SECRET };
+    const result = await runCli(['daemon', '--once', '--notify-url', receiver.url], { env, cwd: home });
+    expect(result.code).toBe(4);
+    expect(receiver.received).toHaveLength(1);
+    expect(verify(receiver.received[0] as never)).toMatchObject({ type: 'profile.reauthorization_needed', data: { profile: 'docs', errorCode: 'OAUTH_INVALID_GRANT' } });
+  });
+
+  it('refuses a bad --notify-connector-failing-after with exit 2 naming it', async () => {
+    const result = await runCli(['daemon', '--once', '--notify-connector-failing-after', '0'], {
+      env: { SYNCAUTH_STORE: 'env', SYNCAUTH_APP_KEY: 'k', SYNCAUTH_APP_SECRET: 's', SYNCAUTH_REFRESH_TOKEN: 'r', SYNCAUTH_TOKEN_FILE: '/tmp/x' },
+    });
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain('--notify-connector-failing-after');
+  });
+});
