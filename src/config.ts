@@ -169,6 +169,17 @@ export const SETTINGS = {
   socket: { env: 'SYNCAUTH_SOCKET', dotenv: false, flag: 'socket', parse: (raw: string) => path.resolve(nonEmpty(raw)), describe: 'serve the token on request on this Unix socket (0600)' },
   listen: { env: 'SYNCAUTH_LISTEN', dotenv: true, flag: 'listen', parse: listenAddress, describe: 'health/metrics address' },
   redisUrl: { env: 'SYNCAUTH_REDIS_URL', dotenv: false, flag: 'redis-url', parse: nonEmpty, describe: 'coordinate replicas' },
+  // Who is told when a person is needed: never from a `.env`. The flag (--notify-url, repeatable) is the daemon's own.
+  notifyUrl: { env: 'SYNCAUTH_NOTIFY_URL', dotenv: false, parse: nonEmpty, describe: 'send notices to these URLs (comma-separated)' },
+  notifySecret: { env: 'SYNCAUTH_NOTIFY_SECRET', dotenv: true, secret: true, parse: nonEmpty, describe: 'signing secret of the notices (whsec_...)' },
+  notifyFormat: {
+    env: 'SYNCAUTH_NOTIFY_FORMAT', dotenv: true, flag: 'notify-format', parse: oneOf(['standard', 'slack'] as const), default: () => 'standard' as const,
+    describe: 'body of the notices: standard (Standard Webhooks JSON) or slack',
+  },
+  notifyConnectorFailingAfter: {
+    env: 'SYNCAUTH_NOTIFY_CONNECTOR_FAILING_AFTER', dotenv: true, flag: 'notify-connector-failing-after', parse: integer(1, 7 * 24 * 3600), default: () => 900,
+    describe: 'seconds of failing reconciles before connector.failing is sent',
+  },
   config: {
     env: 'SYNCAUTH_DAEMON_CONFIG', dotenv: false, flag: 'config', parse: (raw: string) => path.resolve(nonEmpty(raw)),
     describe: "the daemon's configuration file, YAML or JSON (flags and variables win over it)",
@@ -196,6 +207,8 @@ export type Settings = { [K in SettingName]: ValueOf<K> | undefined } & {
   renewMargin: number;
   sweep: string;
   logLevel: string;
+  notifyFormat: 'standard' | 'slack';
+  notifyConnectorFailingAfter: number;
 };
 
 export interface ResolvedSettings {

@@ -19,6 +19,7 @@ const SECRET_FLAGS: Record<string, string> = {
   '--app-secret': 'SYNCAUTH_APP_SECRET',
   '--refresh-token': 'SYNCAUTH_REFRESH_TOKEN',
   '--store-key': 'SYNCAUTH_STORE_KEY',
+  '--notify-secret': 'SYNCAUTH_NOTIFY_SECRET',
   '--token': 'a prompt or stdin',
 };
 
@@ -171,7 +172,7 @@ Examples:
   syncauth exec --watch --signal HUP --template rclone.conf.tpl:/run/app/rclone.conf:0600 -- ./app --config /run/app/rclone.conf`)
     .action(lazy(() => import('./commands/exec.js'), 'exec', 'own'));
 
-  addSettingOptions(program.command('daemon'), ['configDir', 'store', 'renewMargin', 'sweep', 'tokenFile', 'tokenFileMode', 'tokenFileGroup', 'socket', 'listen', 'redisUrl', 'logLevel', 'config'])
+  addSettingOptions(program.command('daemon'), ['configDir', 'store', 'renewMargin', 'sweep', 'tokenFile', 'tokenFileMode', 'tokenFileGroup', 'socket', 'listen', 'redisUrl', 'logLevel', 'config', 'notifyFormat', 'notifyConnectorFailingAfter'])
     .description("the sidecar: keep every profile's access token fresh and its connector reconciled, report health")
     // Repeatable, so not registered through addSettingOptions (one value per setting there).
     .option('--profile <name>', 'serve this profile (repeatable; default: every stored profile, or one made of SYNCAUTH_* variables)',
@@ -184,6 +185,8 @@ Examples:
       (value: string, previous: string[] | undefined) => [...(previous ?? []), value])
     .option('--socket-mode <mode>', 'mode of the --socket file (default 0600; 0660 with --socket-group lets that group ask)')
     .option('--socket-group <group>', "the --socket file's group (name or id)")
+    .option('--notify-url <url>', 'send a signed notice here when a person is needed (repeatable; env SYNCAUTH_NOTIFY_URL, comma-separated; https, or http to this machine)',
+      (value: string, previous: string[] | undefined) => [...(previous ?? []), value])
     .addHelpText('after', `
 Renews each token when its remaining life falls inside the margin (15 min by default, with jitter), updates
 the connector with it, backs off on failures and parks a profile whose grant was revoked until it is set up
@@ -194,12 +197,37 @@ in one file; a flag or variable wins over the file's key (logged at start). SIGH
 with any problem is rejected and logged, the daemon keeps running as it was; a good one changes the profiles
 served at once, while changed sinks and daemon settings are logged as needing a restart.
 
+Notices (--notify-url): profile.reauthorization_needed (reminded after 24 h and 72 h while it lasts),
+profile.reauthorized, connector.failing (reconciles failing past --notify-connector-failing-after, 900 s by
+default) and token.unavailable (no live token for longer than the margin), each signed as Standard Webhooks
+with SYNCAUTH_NOTIFY_SECRET (whsec_..., from the environment or .env; optional for --notify-format slack).
+They never hold a token; undelivered ones wait in an outbox (the config dir, or Redis with --redis-url) and are
+retried for 24 h. Try the URLs with \`syncauth notify test\`. See docs/notices.md.
+
 Examples:
   syncauth daemon --listen 127.0.0.1:9464                    # every stored profile; /healthz /readyz /metrics
   syncauth daemon --profile docs --token-file /run/syncauth/token
   syncauth daemon --token-file '/run/syncauth/{profile}.token' --redis-url redis://127.0.0.1:6379
-  syncauth daemon --config /etc/syncauth/syncauth.yaml`)
+  syncauth daemon --config /etc/syncauth/syncauth.yaml
+  SYNCAUTH_NOTIFY_SECRET=whsec_... syncauth daemon --notify-url https://hooks.example.com/syncauth`)
     .action(lazy(() => import('./commands/daemon.js'), 'daemon', 'own'));
+
+  const notify = program.command('notify').description('the notices the daemon sends when a person is needed (webhooks)');
+  jsonOption(addSettingOptions(notify.command('test'), ['notifyFormat']))
+    .description('send a signed test notice to each notice URL and say what each answered')
+    .option('--notify-url <url>', 'send it here (repeatable; default: SYNCAUTH_NOTIFY_URL, comma-separated)',
+      (value: string, previous: string[] | undefined) => [...(previous ?? []), value])
+    .addHelpText('after', `
+Sends one event of type syncauth.test, signed with SYNCAUTH_NOTIFY_SECRET exactly as the daemon signs its
+notices (webhook-id, webhook-timestamp, webhook-signature), to each URL, and prints each URL's origin with the
+HTTP status it answered or why there was no answer. Exit 0 when every URL answered 2xx, 1 otherwise, 2 when a
+URL, the format or the secret is not valid (nothing is sent then). A 401 or 403 usually means the receiver
+checks the signature with another secret. Nothing is queued: a failed test is not retried.
+
+Examples:
+  SYNCAUTH_NOTIFY_SECRET=whsec_... syncauth notify test --notify-url https://hooks.example.com/syncauth
+  SYNCAUTH_NOTIFY_URL=https://hooks.slack.com/services/... syncauth notify test --notify-format slack`)
+    .action(lazy(() => import('./commands/notify.js'), 'notifyTest'));
 
   const loadSource = () => import('./commands/source.js');
   const source = program.command('source').description('create, inspect, update and delete source connectors of any of the 21 types');

@@ -8,6 +8,7 @@ import type { DaemonOptions } from './types.js';
 
 export const DEFAULT_SCHEDULE = '* * * * *';
 export const DEFAULT_CONCURRENCY = 4;
+export const DEFAULT_CONNECTOR_FAILING_AFTER_MS = 15 * 60_000;
 
 const DEFAULT_SERVICE_RETRY = { retries: 2, baseDelayMs: 250, maxDelayMs: 2_000 };
 /** One service exchange, whole; a reconcile makes a few, and has a deadline of its own. */
@@ -43,6 +44,8 @@ export interface DaemonConfig {
   readonly needsOwnToken: boolean;
   /** Whether a token is written to files (the token file or templates): readiness waits for the write. */
   readonly publishes: boolean;
+  /** How long a connector's reconciles fail before the notice says so. */
+  readonly connectorFailingAfterMs: number;
 }
 
 export function resolveDaemonConfig(options: DaemonOptions): DaemonConfig {
@@ -50,6 +53,10 @@ export function resolveDaemonConfig(options: DaemonOptions): DaemonConfig {
   if (!(Number.isFinite(marginMs) && marginMs > 0)) throw new ValidationError([{ field: 'renewMarginMs', message: 'must be a positive number' }]);
   const concurrency = options.concurrency ?? DEFAULT_CONCURRENCY;
   if (!(Number.isInteger(concurrency) && concurrency >= 1)) throw new ValidationError([{ field: 'concurrency', message: 'must be a whole number of at least 1' }]);
+  const failingAfter = options.connectorFailingAfterMs;
+  if (failingAfter !== undefined && !(Number.isFinite(failingAfter) && failingAfter > 0)) {
+    throw new ValidationError([{ field: 'connectorFailingAfterMs', message: 'must be a positive number' }]);
+  }
   const rate = options.maxRenewalsPerSecond;
   if (rate !== undefined && !(Number.isFinite(rate) && rate > 0)) {
     throw new ValidationError([{ field: 'maxRenewalsPerSecond', message: 'must be a positive number' }]);
@@ -78,5 +85,6 @@ export function resolveDaemonConfig(options: DaemonOptions): DaemonConfig {
     serviceRetry: Object.freeze({ ...(options.serviceRetry ?? DEFAULT_SERVICE_RETRY) }),
     needsOwnToken: publishes || options.socket !== undefined || options.coordinator !== undefined,
     publishes,
+    connectorFailingAfterMs: options.connectorFailingAfterMs ?? DEFAULT_CONNECTOR_FAILING_AFTER_MS,
   });
 }

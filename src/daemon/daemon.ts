@@ -102,6 +102,7 @@ export class Daemon implements RunningDaemon {
       loadProfile: options.loadProfile,
       templates,
       serviceClient: options.serviceClient,
+      notices: options.notices,
       coordinatorHealth: { down: (error: unknown) => this.#coordinatorDown(error), up: () => this.#coordinatorUp() },
     });
   }

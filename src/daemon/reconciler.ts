@@ -199,6 +199,7 @@ export class ProfileReconciler {
       });
       rt.connectorId = result.connector.id;
       rt.reconcile = { pending: false, backoff: Backoff.none, lastOutcome: result.action };
+      rt.notices?.reconcileSucceeded();
       metrics.reconcile(rt.name, result.action, this.#now());
       const detail = { profile: rt.name, event: `reconcile.${result.action}`, op: 'reconcile', connectorId: result.connector.id, action: result.action, removed: result.removed, removedConnectors: result.removedConnectors, keptShared: result.keptShared, workflow: result.workflowAction };
       // A routine in-place update is debug; removing duplicates or leaving shared ones is worth an operator's eye.
@@ -213,6 +214,7 @@ export class ProfileReconciler {
       const failure = classifyFailure(error);
       metrics.reconcile(rt.name, 'failed', this.#now());
       rt.reconcile.lastOutcome = 'failed';
+      rt.notices?.reconcileFailed(this.#now(), { code: failure.code, message: failure.message });
       if (failure.kind === 'configuration' || failure.kind === 'terminal') {
         // Retrying a request the service refuses is noise; the next renewal tries again with fresh values.
         rt.reconcile.pending = false;

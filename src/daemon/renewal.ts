@@ -228,6 +228,7 @@ export class ProfileRenewer {
       this.#worker.park(reason, failure, isProfileStoreError(error, 'PROFILE_CORRUPT') ? 'readable' : 'secrets', secretsVersion);
       return this.#settle(reason);
     }
+    rt.notices?.renewalFailed({ code: failure.code, message: failure.message });
     const wait = this.#boundedByExpiry(rt.backoff.nextDelay(config.backoff, random, failure.retryAfterMs), failure.retryAfterMs);
     rt.backoff = rt.backoff.failed(this.#ctx.clock.mono(), wait);
     log.warn(

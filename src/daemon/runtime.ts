@@ -2,6 +2,7 @@
 // reported, when it may try again, and why it stopped trying.
 import { Backoff } from '../backoff.js';
 import type { ServiceClient } from '../service/index.js';
+import type { ProfileNotices } from './notices.js';
 import type { DaemonGrant, DaemonProfile, ParkReason, ReconcileOutcome, RenewalOutcome } from './types.js';
 
 export interface Parked {
@@ -83,6 +84,8 @@ export class ProfileRuntime {
   fileFailed = false;
   client: { key: string; client: ServiceClient } | undefined;
   removed = false;
+  /** What a person is told about this profile, when someone listens. */
+  notices: ProfileNotices | undefined;
 
   constructor(name: string, clock: DaemonClock) {
     this.name = name;

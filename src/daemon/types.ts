@@ -8,6 +8,7 @@ import type { Schedule } from '../service/models.js';
 import type { FileAccess } from '../publish/file.js';
 import type { TemplateSpec } from '../publish/template.js';
 import type { Coordinator } from './coordinator.js';
+import type { NoticeSink } from './events.js';
 
 /** The Dropbox grant of one profile. */
 export interface DaemonGrant {
@@ -133,6 +134,13 @@ export interface DaemonOptions {
   shutdownTimeoutMs?: number;
   /** The service client's own retries within one reconcile. Default 2 retries from 250 ms, at most 2 s apart. */
   serviceRetry?: ServiceClientOptions['retry'];
+  /**
+   * Told when a person is needed (a profile parked for re-authorization, the loop closed, a connector failing
+   * too long, no live token too long); it only queues, delivery is its own (see src/notify/).
+   */
+  notices?: NoticeSink;
+  /** How long reconciles of a connector fail before `connector.failing` is told. Default 15 min. */
+  connectorFailingAfterMs?: number;
   /** Extra options for every service client (a test's dispatcher, timeouts; each call's overall deadline is 20 s by default). */
   serviceClient?: Pick<ServiceClientOptions, 'dispatcher' | 'timeouts' | 'userAgent'>;
 }

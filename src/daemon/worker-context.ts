@@ -9,6 +9,7 @@ import type { Exclusion, SingleFlight } from './exclusion.js';
 import type { RateGate, Semaphore } from './limiter.js';
 import type { DaemonMetrics } from './metrics.js';
 import type { DaemonClock } from './runtime.js';
+import type { NoticeSink } from './events.js';
 import type { DaemonOptions } from './types.js';
 
 /** What a worker may use of the daemon: its settings and shared parts, nothing of other profiles. */
@@ -33,6 +34,8 @@ export interface WorkerContext {
   readonly loadProfile: DaemonOptions['loadProfile'];
   readonly templates: readonly TemplateSpec[];
   readonly serviceClient: DaemonOptions['serviceClient'];
+  /** Where notices for a person go, when someone listens. */
+  readonly notices: NoticeSink | undefined;
   /** The coordinator's reachability is the daemon's, told once however many workers notice. */
   readonly coordinatorHealth: { down(error: unknown): void; up(): void };
 }

@@ -14,6 +14,7 @@ import { readTokenFile, removeLeftovers } from '../publish/token-file.js';
 import { Backoff } from '../backoff.js';
 import { classifyFailure, type Failure } from './classify.js';
 import { HELD_ELSEWHERE } from './exclusion.js';
+import { ProfileNotices } from './notices.js';
 import type { ProfileHealth } from './metrics.js';
 import { ProfileReconciler } from './reconciler.js';
 import { ProfileRenewer } from './renewal.js';
@@ -46,6 +47,7 @@ export class ProfileWorker {
       park: (reason, failure, until, secretsVersion) => this.#park(reason, failure, until, secretsVersion),
     });
     this.#reconciler = new ProfileReconciler(this.#rt, ctx);
+    if (ctx.notices) this.#rt.notices = new ProfileNotices(ctx.notices, name, ctx.log, ctx.clock.wall());
   }
 
   /** A worker for `entry`: its recorded state read, a token file left by an earlier run adopted or removed. */
@@ -80,6 +82,7 @@ export class ProfileWorker {
    */
   async visit(): Promise<SweepEntry> {
     const name = this.#rt.name;
+    this.#checkNotices();
     const visited = await this.#ctx.locks.flight.run(name, () =>
       this.#work().catch((error: unknown): Visited => {
         this.#ctx.log.error({ profile: name, event: 'sweep.failed', op: 'sweep', err: error }, 'unexpected failure in the sweep');
@@ -255,13 +258,33 @@ export class ProfileWorker {
     log.info({ profile: rt.name, event: 'token.adopted', op: 'publish', expiresAt: new Date(left.expiresAt).toISOString() }, `kept the published access token of profile "${rt.name}"; it is still valid`);
   }
 
+  // ---- notices ----
+
+  #noticeWhere(): { connectorId?: string | undefined; folder?: string | undefined } {
+    return { connectorId: this.#rt.connectorId, folder: this.#rt.config?.reconcile?.remoteUrl };
+  }
+
+  /** At each visit, before anything waits: has a spell without a token, or of a failing connector, lasted too long? */
+  #checkNotices(): void {
+    const rt = this.#rt;
+    if (!rt.notices) return;
+    const at = this.#now();
+    const { config } = this.#ctx;
+    // A process that hands no token on may hold none while another process keeps a live one.
+    const live = rt.holdsToken(at) || (!config.needsOwnToken && (rt.expiry(at) ?? 0) > at);
+    rt.notices.check(at, { live, parked: rt.parked, ...this.#noticeWhere() }, { marginMs: config.marginMs, failingAfterMs: config.connectorFailingAfterMs });
+  }
+
   // ---- parking ----
 
   #park(reason: ParkReason, failure: Failure, until: 'secrets' | 'readable' | 'reload', secretsVersion: string | undefined): void {
     const rt = this.#rt;
     const already = rt.parked?.reason === reason && rt.parked.code === failure.code;
     rt.parked = { reason, code: failure.code, message: failure.message, until, secretsVersion };
-    if (reason === 'reauthorization_needed') void this.#dropToken();
+    if (reason === 'reauthorization_needed') {
+      void this.#dropToken();
+      rt.notices?.parked(this.#now(), failure, secretsVersion, rt.grant, this.#noticeWhere());
+    }
     if (already) return;
     if (reason === 'reauthorization_needed') {
       this.#ctx.log.error(
@@ -283,6 +306,7 @@ export class ProfileWorker {
     if (!rt.parked) return;
     rt.parked = undefined;
     rt.backoff = Backoff.none;
+    rt.notices?.resumed(this.#now(), why, this.#noticeWhere());
     this.#ctx.log.info({ profile: rt.name, event: 'profile.resumed', op: 'load' }, `profile "${rt.name}": ${why}; renewing it again`);
   }
 

@@ -38,6 +38,7 @@ import { baseState } from '../../sync/renew.js';
 import type { CommandContext } from '../context.js';
 import { openSession, readSecrets, requireGrant, type ProfileSession, type ResolvedSecrets } from '../session.js';
 import { configFileLabel, withDaemonConfigFile } from '../daemon-config.js';
+import { notifySettingsOf, startNotifier } from './notify.js';
 
 /** A temporary file this old is no write in progress (those take milliseconds): its writer died. */
 const LEFTOVER_AGE_MS = 10_000;
@@ -54,6 +55,8 @@ export interface DaemonCommandOptions {
   template?: string[];
   socketMode?: string;
   socketGroup?: string;
+  /** Repeated --notify-url: where notices go when a person is needed. */
+  notifyUrl?: string[];
 }
 
 /** How the token is handed to consumers besides the token file's path: checked before anything starts. */
@@ -348,6 +351,8 @@ export async function daemon(given: CommandContext, givenOptions: DaemonCommandO
   const { context, options } = configured;
   const v = context.settings.values;
   const settings = checkSettings(context, options);
+  // Checked before anything starts: a bad URL or secret is exit 2, with nothing sent or written.
+  const notify = notifySettingsOf(context, options);
   const log = createLogger({ level: v.logLevel as LogLevel, secretHeaders: [v.apiKeyHeader] });
   configured.report(log);
   const store = openProfileStore(v.configDir);
@@ -376,6 +381,12 @@ export async function daemon(given: CommandContext, givenOptions: DaemonCommandO
   const coordinator = v.redisUrl ? await createRedisCoordinator({ url: v.redisUrl, logger: log }) : undefined;
   // A replica that starts while Redis is away still starts: it renews nothing, says so, and reports not ready.
   await coordinator?.ready().catch(() => undefined);
+  // A reminder of a profile this daemon renews again (set up anew while no daemon ran) ends instead of asking.
+  const served: { daemon?: RunningDaemon } = {};
+  const isResolved = (profile: string): boolean => served.daemon?.status().profiles.find((p) => p.name === profile)?.ready === true;
+  const notifier = notify
+    ? await startNotifier(notify, { configDir: v.configDir, redisUrl: v.redisUrl, ...(v.redisUrl ? { redisWhere: redisTarget(v.redisUrl) } : {}), log, isResolved })
+    : undefined;
 
   const once = options.once === true;
   if (once && (v.listen || v.socket)) log.info({ event: 'daemon.once', op: 'start' }, '--once serves nothing: the health listener and the socket are not started');
@@ -397,15 +408,25 @@ export async function daemon(given: CommandContext, givenOptions: DaemonCommandO
       ...(handover.socket && !once ? { socket: handover.socket } : {}),
       ...(v.listen && !once ? { listen: v.listen } : {}),
       ...(coordinator ? { coordinator } : {}),
+      ...(notifier ? { notices: notifier } : {}),
+      connectorFailingAfterMs: v.notifyConnectorFailingAfter * 1000,
       shutdownTimeoutMs: settings.shutdownTimeoutMs,
       logger: log,
     });
   } catch (error) {
+    await notifier?.close();
     await coordinator?.close();
     throw relabel(context, error);
   }
+  served.daemon = running;
   if (once) {
-    await onePass(context, running, log);
+    try {
+      await onePass(context, running, log);
+    } finally {
+      // What the pass noticed is tried once now; what is not delivered waits in the outbox for the next run.
+      await notifier?.tick();
+      await notifier?.close();
+    }
     return;
   }
   log.info(
@@ -422,6 +443,7 @@ export async function daemon(given: CommandContext, givenOptions: DaemonCommandO
       ...(handover.socket ? { socket: handover.socket.path } : {}),
       ...(running.url ? { listen: running.url } : {}),
       ...(v.redisUrl ? { redis: redisTarget(v.redisUrl) } : {}),
+      ...(notify ? { notify: notify.targets.map((target) => target.url.origin), notifyFormat: notify.format } : {}),
     },
     `syncauth daemon started for ${names.length === 1 ? `profile ${names[0]}` : `${names.length} profiles`}`,
   );
@@ -433,6 +455,7 @@ export async function daemon(given: CommandContext, givenOptions: DaemonCommandO
     return next !== false;
   };
   await untilStopped(running, log, readiness, reconfigure);
+  await notifier?.close();
   // Everything was closed; should a stray handle keep the event loop alive, do not hang the container's stop.
   setTimeout(() => process.exit(process.exitCode ?? ExitCode.ok), 2_000).unref();
 }
