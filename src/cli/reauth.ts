@@ -52,3 +52,15 @@ async function describeProfile(context: CommandContext, running: RunningDaemon, 
     writable: session.secrets.writable,
   };
 }
+
+/**
+ * What the daemon's notices call to put a link in a `profile.reauthorization_needed` notice: a fresh link per
+ * ask, its digest stored in the config dir so it survives a restart. Undefined while the page is off.
+ */
+export async function reauthLinkFor(context: CommandContext): Promise<((profile: string) => Promise<{ url: string; expiresAt: number }>) | undefined> {
+  const v = context.settings.values;
+  if (!v.reauthListen || !v.publicUrl) return undefined;
+  const { fileLinkStore, linkMinter } = await import('../reauth/links.js');
+  const minter = linkMinter(fileLinkStore(v.configDir), { publicUrl: v.publicUrl, ttlMs: v.reauthLinkTtl * 1000 });
+  return (profile) => minter.linkFor(profile);
+}
