@@ -198,6 +198,24 @@ describe('the re-authorization page', () => {
     expectCleanAnswers(world);
   });
 
+  it('a healthy profile moved to another account renews with the new grant at once, though its token is not due for minutes', async () => {
+    const world = await startPageWorld({ renewMarginMs: 60_000 });
+    expect((await world.daemon.sweep()).profiles[0]).toMatchObject({ renewal: 'renewed' });
+    // Not due for minutes: only the new grant makes the daemon renew now.
+    expect((await world.daemon.sweep()).profiles[0]?.action).toBe('idle');
+    const before = world.stored().refreshToken;
+    const other = world.emu.state.accounts[1];
+    if (!other) throw new Error('the emulator has no second account');
+    const callback = await toDropboxAndBack(world, await world.mint({ allowAccountChange: true }), other.accountId);
+    const done = await world.http(callback);
+    expect(done.body).toContain('syncauth is authorized again');
+    const fresh = world.stored().refreshToken;
+    expect(fresh).not.toBe(before);
+    const connector = [...(world.emu.state.workspaces.get('default')?.sources.values() ?? [])].find((s) => s.name === 'conn-docs');
+    expect(connector?.config.refresh_token).toBe(fresh);
+    expectCleanAnswers(world);
+  });
+
   it('a tampered state is refused and changes nothing; the genuine one still completes', async () => {
     const world = await startPageWorld();
     const revoked = await revokeAndPark(world);
@@ -234,8 +252,28 @@ describe('the re-authorization page', () => {
     if (!code) throw new Error('no code displayed');
     const state = fieldOf(page.body, 'state');
     const form = new URLSearchParams({ state, code }).toString();
+
+    // The state is bound to the link whose page handed it out, and to the paste path: posted to another link,
+    // or the redirect's state posted here, it is refused (and spent).
+    const otherLink = await world.mint();
+    const elsewhere = await world.http(pathOf(otherLink), {
+      method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', origin: world.publicUrl }, body: form,
+    });
+    expect(elsewhere.status).toBe(404);
+    const redirectState = new URL(hrefOf(page.body, 'authorize')).searchParams.get('state') as string;
+    const wrongKind = await world.http(pathOf(link), {
+      method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', origin: world.publicUrl }, body: new URLSearchParams({ state: redirectState, code }).toString(),
+    });
+    expect(wrongKind.status).toBe(404);
+    expect(world.emu.state.codes.get(code)?.used).toBe(false);
+
+    const second = await world.http(pathOf(link));
+    const state2 = fieldOf(second.body, 'state');
+    const shown2 = await approveAt(new URL(hrefOf(second.body, 'code-display')).toString());
+    const code2 = /<code id="code">([^<]+)<\/code>/.exec(shown2.html)?.[1] as string;
+    const form2 = new URLSearchParams({ state: state2, code: code2 }).toString();
     const post = (headers: Record<string, string>) =>
-      world.http(pathOf(link), { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers }, body: form });
+      world.http(pathOf(link), { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers }, body: form2 });
 
     expect((await post({})).status).toBe(403);
     expect((await post({ origin: 'https://attacker.example' })).status).toBe(403);

@@ -61,7 +61,7 @@ export async function approveAt(authorizeUrl: string, accountId?: string): Promi
   return { location: answer.headers.get('location') ?? undefined, html: await answer.text() };
 }
 
-export async function startPageWorld(options: { recordAccount?: boolean; reconcile?: boolean } = {}): Promise<PageWorld> {
+export async function startPageWorld(options: { recordAccount?: boolean; reconcile?: boolean; renewMarginMs?: number } = {}): Promise<PageWorld> {
   const port = await freePort();
   const publicUrl = `http://127.0.0.1:${port}`;
   const app: EmulatorApp = { ...DEFAULT_APP, redirectUris: [...DEFAULT_APP.redirectUris, `${publicUrl}/reauthorize/callback`] };
@@ -108,7 +108,7 @@ export async function startPageWorld(options: { recordAccount?: boolean; reconci
     profiles: [profile],
     profileStore: store,
     // Every sweep renews (the margin is the whole lifetime), so a revoked grant is found at the next one.
-    renewMarginMs: 600_000,
+    renewMarginMs: options.renewMarginMs ?? 600_000,
     jitterMs: 0,
     schedule: false,
     logger: log.logger,
