@@ -116,13 +116,20 @@ class RefusalLimiter {
     return bucket;
   }
 
-  limited(address: string): boolean {
-    return this.#bucket(address).tokens < 1;
+  /**
+   * Takes a token before a request is looked at (so that a burst of concurrent requests cannot all pass before
+   * the first is counted); false when there is none left. A request that is not refused gives it back.
+   */
+  take(address: string): boolean {
+    const bucket = this.#bucket(address);
+    if (bucket.tokens < 1) return false;
+    bucket.tokens -= 1;
+    return true;
   }
 
-  charge(address: string): void {
+  refund(address: string): void {
     const bucket = this.#bucket(address);
-    bucket.tokens = Math.max(0, bucket.tokens - 1);
+    bucket.tokens = Math.min(this.#perMinute, bucket.tokens + 1);
   }
 }
 
@@ -143,6 +150,8 @@ export async function startReauthServer(options: ReauthServerOptions): Promise<R
   /** Profiles whose new grant is being stored: one completion at a time each. */
   const busy = new Set<string>();
   let limitedLogged = 0;
+  /** Answers that refused their request: the token their request took is not given back. */
+  const refused = new WeakSet<ServerResponse>();
 
   const csp = (extraOrigin?: string): string => {
     const targets = new Set([origin, 'https://www.dropbox.com', ...(extraOrigin ? [extraOrigin] : [])]);
@@ -165,13 +174,14 @@ export async function startReauthServer(options: ReauthServerOptions): Promise<R
   const addressOf = (req: IncomingMessage): string => req.socket.remoteAddress ?? 'unknown';
 
   const refuse = (req: IncomingMessage, res: ServerResponse, event: string, fields: Record<string, unknown> = {}): void => {
-    limiter.charge(addressOf(req));
+    refused.add(res);
     log.warn({ event, op: 'reauth', client: addressOf(req), ...fields }, 'refused a re-authorization request');
     send(res, 404, NOT_FOUND_PAGE);
   };
 
   const rateLimited = (req: IncomingMessage, res: ServerResponse): boolean => {
-    if (!limiter.limited(addressOf(req))) return false;
+    if (limiter.take(addressOf(req))) return false;
+    refused.add(res);
     // Once a minute at most: a flood must not flood the log either.
     if (now() - limitedLogged > 60_000) {
       limitedLogged = now();
@@ -258,7 +268,7 @@ export async function startReauthServer(options: ReauthServerOptions): Promise<R
   async function paste(req: IncomingMessage, res: ServerResponse, token: string): Promise<void> {
     // A form posted from any other page (a cross-site request carrying a stolen state) is refused.
     if (req.headers.origin !== origin) {
-      limiter.charge(addressOf(req));
+      refused.add(res);
       log.warn({ event: 'reauth.form_refused', op: 'reauth', client: addressOf(req) }, 'refused a pasted code: the form was not sent from the page');
       send(res, 403, FORBIDDEN_PAGE);
       return;
@@ -381,9 +391,9 @@ export async function startReauthServer(options: ReauthServerOptions): Promise<R
 
   const server: Server = createServer((req, res) => {
     void (async () => {
+      if (rateLimited(req, res)) return;
       const host = req.headers.host ?? '';
       if (host.toLowerCase() !== publicUrl.host.toLowerCase()) {
-        if (rateLimited(req, res)) return;
         refuse(req, res, 'reauth.host_refused');
         return;
       }
@@ -391,12 +401,13 @@ export async function startReauthServer(options: ReauthServerOptions): Promise<R
       const method = req.method ?? 'GET';
       const match = /^\/reauthorize\/([^/]+)$/.exec(url.pathname);
       const isPage = match !== null && TOKEN_PATTERN.test(match[1] as string);
-      if (rateLimited(req, res)) return;
       if (url.pathname === '/reauthorize/callback' && method === 'GET') await callback(req, res, url.searchParams);
       else if (isPage && method === 'GET') await openPage(req, res, (match as RegExpExecArray)[1] as string);
       else if (isPage && method === 'POST') await paste(req, res, (match as RegExpExecArray)[1] as string);
       else refuse(req, res, 'reauth.not_found');
-    })().catch((error: unknown) => {
+    })().then(() => {
+      if (!refused.has(res)) limiter.refund(addressOf(req));
+    }).catch((error: unknown) => {
       log.error({ event: 'reauth.error', op: 'reauth', error: messageOf(error) }, 'the re-authorization page failed');
       send(res, 500, resultPage({ ok: false, title: 'Something went wrong', paragraphs: ['Nothing was changed by this request. Try the link again in a minute.'] }));
     });

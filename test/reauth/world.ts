@@ -61,10 +61,14 @@ export async function approveAt(authorizeUrl: string, accountId?: string): Promi
   return { location: answer.headers.get('location') ?? undefined, html: await answer.text() };
 }
 
-export async function startPageWorld(options: { recordAccount?: boolean; reconcile?: boolean; renewMarginMs?: number } = {}): Promise<PageWorld> {
+export async function startPageWorld(options: { recordAccount?: boolean; reconcile?: boolean; renewMarginMs?: number; folders?: EmulatorApp['folders'] } = {}): Promise<PageWorld> {
   const port = await freePort();
   const publicUrl = `http://127.0.0.1:${port}`;
-  const app: EmulatorApp = { ...DEFAULT_APP, redirectUris: [...DEFAULT_APP.redirectUris, `${publicUrl}/reauthorize/callback`] };
+  const app: EmulatorApp = {
+    ...DEFAULT_APP,
+    redirectUris: [...DEFAULT_APP.redirectUris, `${publicUrl}/reauthorize/callback`],
+    ...(options.folders ? { folders: options.folders } : {}),
+  };
   const emu = await startEmulator({ apps: [app], autoApprove: false, tokenLifetimeSeconds: 600 });
   cleanups.push(() => emu.close());
   // The profile's first grant, approved by the default account.
