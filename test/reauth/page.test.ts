@@ -231,6 +231,22 @@ describe('the re-authorization page', () => {
     expectCleanAnswers(world);
   });
 
+  it('a profile whose secrets are read-only (the env store): the page says so, and the daemon stores nothing', async () => {
+    const world = await startPageWorld({ readOnly: true });
+    const revoked = await revokeAndPark(world);
+    const link = await world.mint();
+    const page = await world.http(pathOf(link));
+    expect(page.body).toContain('come from the environment');
+    expect(page.body).not.toContain('id="authorize"');
+    // Handed a grant all the same, the daemon refuses to pretend it stored it.
+    const result = await world.daemon.reauthorized(PROFILE, { ...world.stored(), refreshToken: 'not-stored', accountId: world.emu.state.account.accountId });
+    expect(result).toMatchObject({ stored: false });
+    expect(result.error).toContain('read-only');
+    expect(world.stored().refreshToken).toBe(revoked);
+    expect(await world.links.outstanding(PROFILE, Date.now())).toHaveLength(1);
+    expectCleanAnswers(world);
+  });
+
   it('a tampered state is refused and changes nothing; the genuine one still completes', async () => {
     const world = await startPageWorld();
     const revoked = await revokeAndPark(world);

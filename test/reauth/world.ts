@@ -61,7 +61,7 @@ export async function approveAt(authorizeUrl: string, accountId?: string): Promi
   return { location: answer.headers.get('location') ?? undefined, html: await answer.text() };
 }
 
-export async function startPageWorld(options: { recordAccount?: boolean; reconcile?: boolean; renewMarginMs?: number; folders?: EmulatorApp['folders'] } = {}): Promise<PageWorld> {
+export async function startPageWorld(options: { recordAccount?: boolean; reconcile?: boolean; renewMarginMs?: number; folders?: EmulatorApp['folders']; readOnly?: boolean } = {}): Promise<PageWorld> {
   const port = await freePort();
   const publicUrl = `http://127.0.0.1:${port}`;
   const app: EmulatorApp = {
@@ -93,7 +93,7 @@ export async function startPageWorld(options: { recordAccount?: boolean; reconci
     dropboxApiUrl: emu.apiUrl,
     grant,
     readGrant: async () => grant,
-    storeGrant: async (fresh, accountId) => {
+    ...(options.readOnly ? {} : { storeGrant: async (fresh: DaemonGrant, accountId: string | undefined) => {
       grant = fresh;
       await store.update(PROFILE, (current) => ({
         ...baseState(current),
@@ -103,7 +103,7 @@ export async function startPageWorld(options: { recordAccount?: boolean; reconci
         accessTokenExpiresAt: undefined,
         ...(accountId ? { accountId } : {}),
       }));
-    },
+    } }),
     ...(options.reconcile === false
       ? {}
       : { reconcile: { baseUrl: emu.url, apiKey: DEFAULT_EMULATOR_API_KEY, connectorName: 'conn-docs', remoteUrl: 'dropbox://data', recursive: false } }),
@@ -137,7 +137,7 @@ export async function startPageWorld(options: { recordAccount?: boolean; reconci
         folder: 'dropbox://data',
         ...(state?.accountId ? { accountId: state.accountId } : {}),
         access: 'read',
-        writable: true,
+        writable: options.readOnly !== true,
       };
     },
     reauthorized: (name, fresh) => daemon.reauthorized(name, fresh),
