@@ -107,6 +107,30 @@ function loopbackRedirect(raw: string): string {
   return value;
 }
 
+/**
+ * The re-authorization page's public URL, the origin links and the Dropbox redirect use: https, or http on
+ * loopback only (a link on plain http elsewhere would cross the network readable). No path, query or credentials.
+ */
+function publicUrl(raw: string): string {
+  const value = raw.trim();
+  const url = parseUrl(value, HTTP_SCHEMES);
+  if (url === 'not_a_url' || url === 'wrong_scheme') throw new Error('must be an absolute https URL, like https://syncauth.example.com');
+  if (url === 'has_credentials') throw new Error('must not carry credentials in the URL');
+  const loopback = ['127.0.0.1', 'localhost', '[::1]'].includes(url.hostname);
+  if (url.protocol === 'http:' && !loopback) throw new Error('must be https (http only on loopback, like http://127.0.0.1:8443)');
+  if ((url.pathname !== '/' && url.pathname !== '') || url.search || url.hash) throw new Error('must be an origin alone, without a path, query or fragment, like https://syncauth.example.com');
+  return url.origin;
+}
+
+/** A duration: a whole number of seconds, or with a unit (`90m`, `72h`, `3d`); from a minute to 30 days. */
+function duration(raw: string): number {
+  const match = /^(\d+)\s*(s|m|h|d)?$/.exec(raw.trim());
+  const unit = { s: 1, m: 60, h: 3_600, d: 86_400 }[(match?.[2] ?? 's') as 's' | 'm' | 'h' | 'd'];
+  const seconds = match ? Number(match[1]) * unit : NaN;
+  if (!(seconds >= 60 && seconds <= 30 * 86_400)) throw new Error('must be a duration from 1m to 30d, like 72h, 90m or 3d');
+  return seconds;
+}
+
 export const ACCESS_MODES = ['read', 'write', 'read-write'] as const;
 export type AccessMode = (typeof ACCESS_MODES)[number];
 export const STORES = ['keychain', 'file', 'env'] as const;
@@ -168,6 +192,15 @@ export const SETTINGS = {
   tokenFileGroup: { env: 'SYNCAUTH_TOKEN_FILE_GROUP', dotenv: false, flag: 'token-file-group', parse: nonEmpty, describe: "the token file's group (name or id), for a consumer running as another user" },
   socket: { env: 'SYNCAUTH_SOCKET', dotenv: false, flag: 'socket', parse: (raw: string) => path.resolve(nonEmpty(raw)), describe: 'serve the token on request on this Unix socket (0600)' },
   listen: { env: 'SYNCAUTH_LISTEN', dotenv: true, flag: 'listen', parse: listenAddress, describe: 'health/metrics address' },
+  reauthListen: {
+    env: 'SYNCAUTH_REAUTH_LISTEN', dotenv: false, flag: 'reauth-listen', parse: listenAddress,
+    describe: 'serve the re-authorization page here (needs --public-url)',
+  },
+  publicUrl: { env: 'SYNCAUTH_PUBLIC_URL', dotenv: false, flag: 'public-url', parse: publicUrl, describe: "the re-authorization page's public origin (https)" },
+  reauthLinkTtl: {
+    env: 'SYNCAUTH_REAUTH_LINK_TTL', dotenv: false, flag: 'reauth-link-ttl', parse: duration, default: () => 72 * 3_600,
+    describe: 'how long a re-authorization link lives, e.g. 72h',
+  },
   redisUrl: { env: 'SYNCAUTH_REDIS_URL', dotenv: false, flag: 'redis-url', parse: nonEmpty, describe: 'coordinate replicas' },
   // Who is told when a person is needed: never from a `.env`. The flag (--notify-url, repeatable) is the daemon's own.
   notifyUrl: { env: 'SYNCAUTH_NOTIFY_URL', dotenv: false, parse: nonEmpty, describe: 'send notices to these URLs (comma-separated)' },
@@ -209,6 +242,7 @@ export type Settings = { [K in SettingName]: ValueOf<K> | undefined } & {
   logLevel: string;
   notifyFormat: 'standard' | 'slack';
   notifyConnectorFailingAfter: number;
+  reauthLinkTtl: number;
 };
 
 export interface ResolvedSettings {

@@ -91,7 +91,7 @@ the secret store, a .env file or stdin, never from flags; SYNCAUTH_STORE_KEY fro
     .option('--no-open', 'loopback mode without starting a browser; open the printed URL yourself')
     .option('--timeout <seconds>', 'how long to wait for the browser to come back', '300');
 
-  flowOptions(jsonOption(addSettingOptions(program.command('setup'), [...ONBOARDING])))
+  flowOptions(jsonOption(addSettingOptions(program.command('setup'), [...ONBOARDING, 'publicUrl'])))
     .description('onboard a Dropbox app folder: authorize, store the secrets, create the connector, wire the workflow')
     .option('-y, --yes', 'never prompt: take everything from flags, the environment and .env, and fail naming what is missing')
     .option('--no-check', "skip the service's connection check of the connector (run `syncauth source check ID` later)")
@@ -121,6 +121,16 @@ Examples:
     .option('--force', 'renew even when the stored access token still has more than the margin to live')
     .addHelpText('after', '\nExample:\n  curl -H "Authorization: Bearer $(syncauth token)" -X POST https://api.dropboxapi.com/2/users/get_current_account')
     .action(lazy(() => import('./commands/token.js'), 'token'));
+  addSettingOptions(program.command('reauth-link'), ['profile', 'configDir', 'publicUrl', 'reauthLinkTtl'])
+    .description("mint a link to the daemon's re-authorization page for a profile and print it on stdout (a credential)")
+    .option('--allow-account-change', 'the link may move the profile to another Dropbox account')
+    .addHelpText('after', `
+The link is PUBLIC_URL/reauthorize/<token>, valid for --reauth-link-ttl (default 72h); only a digest of it is kept.
+Whoever opens it can give the profile a new grant of its own Dropbox account: send it only to that account's owner.
+
+Example:
+  syncauth reauth-link --profile docs --public-url https://syncauth.example.com`)
+    .action(lazy(() => import('./commands/reauth-link.js'), 'reauthLink'));
   jsonOption(addSettingOptions(program.command('status'), ['profile', 'configDir']))
     .description('every profile: token expiry, connector, workflow, last renewal and error; exit 4 if one needs re-authorization')
     .action(lazy(() => import('./commands/status.js'), 'status'));
@@ -172,7 +182,7 @@ Examples:
   syncauth exec --watch --signal HUP --template rclone.conf.tpl:/run/app/rclone.conf:0600 -- ./app --config /run/app/rclone.conf`)
     .action(lazy(() => import('./commands/exec.js'), 'exec', 'own'));
 
-  addSettingOptions(program.command('daemon'), ['configDir', 'store', 'renewMargin', 'sweep', 'tokenFile', 'tokenFileMode', 'tokenFileGroup', 'socket', 'listen', 'redisUrl', 'logLevel', 'config', 'notifyFormat', 'notifyConnectorFailingAfter'])
+  addSettingOptions(program.command('daemon'), ['configDir', 'store', 'renewMargin', 'sweep', 'tokenFile', 'tokenFileMode', 'tokenFileGroup', 'socket', 'listen', 'reauthListen', 'publicUrl', 'reauthLinkTtl', 'redisUrl', 'logLevel', 'config', 'notifyFormat', 'notifyConnectorFailingAfter'])
     .description("the sidecar: keep every profile's access token fresh and its connector reconciled, report health")
     // Repeatable, so not registered through addSettingOptions (one value per setting there).
     .option('--profile <name>', 'serve this profile (repeatable; default: every stored profile, or one made of SYNCAUTH_* variables)',

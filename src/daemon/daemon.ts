@@ -14,6 +14,7 @@ import { renewalLock, replicaLease, SingleFlight } from './exclusion.js';
 import { DaemonMetrics } from './metrics.js';
 import type { DaemonClock } from './runtime.js';
 import { startHealthServer } from './server.js';
+import type { ReauthorizationResult, ReauthorizedGrant } from './events.js';
 import type { DaemonOptions, DaemonStatus, ProfileEntry, RunningDaemon, SweepReport } from './types.js';
 import { ProfileWorker } from './worker.js';
 import type { WorkerContext } from './worker-context.js';
@@ -23,6 +24,8 @@ import type { WorkerContext } from './worker-context.js';
  * that does not answer, a file on a mount that hangs) is left behind and logged, so a stop always ends.
  */
 const CLOSE_GRACE_MS = 2_000;
+/** How long the service's connection check after a re-authorization may take before the page says so. */
+const REAUTH_CHECK_TIMEOUT_MS = 60_000;
 /** However late, each part gets this long to close. */
 const CLOSE_MIN_MS = 250;
 
@@ -197,6 +200,17 @@ export class Daemon implements RunningDaemon {
       ...(coordinator ? { coordinator: { available: coordinator.isAvailable() } } : {}),
       profiles,
     };
+  }
+
+  async reauthorized(profile: string, grant: ReauthorizedGrant): Promise<ReauthorizationResult> {
+    const worker = this.#workers.get(profile);
+    if (this.#closing) return { stored: false, error: 'the daemon is stopping' };
+    if (!worker) return { stored: false, error: `the daemon does not serve profile "${profile}"` };
+    try {
+      return await worker.reauthorized(grant, REAUTH_CHECK_TIMEOUT_MS);
+    } catch (error) {
+      return { stored: false, error: classifyFailure(error).message };
+    }
   }
 
   async reload(): Promise<void> {

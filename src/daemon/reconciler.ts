@@ -112,6 +112,25 @@ export class ProfileReconciler {
   }
 
 
+  /**
+   * The service's connection check of the profile's connector, within `timeoutMs` (after a re-authorization:
+   * proof the connector can read the folder with the new grant). Undefined when there is no connector.
+   */
+  async checkConnection(timeoutMs: number): Promise<{ ok: boolean; message?: string } | undefined> {
+    const rt = this.#rt;
+    const profile = rt.config;
+    const id = rt.connectorId;
+    if (!profile?.reconcile || !id) return undefined;
+    const client = this.#clientFor(profile) as ServiceClient;
+    try {
+      const check = await client.runSourceConnectionCheck(id, { timeoutMs });
+      if (check.status === 'SUCCESS') return { ok: true };
+      return { ok: false, message: check.reason?.trim() || `the check ended ${check.status}` };
+    } catch (error) {
+      return { ok: false, message: classifyFailure(error).message };
+    }
+  }
+
   // ---- the connector ----
 
   #clientFor(profile: DaemonProfile): ServiceClient | undefined {

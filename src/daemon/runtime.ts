@@ -58,6 +58,10 @@ export class ProfileRuntime {
   /** The stored secretsVersion the grant in memory was read under. */
   secretsVersion: string | undefined;
   connectorId: string | undefined;
+  /** Renew at the next visit whatever the expiry says: a new grant replaced the one the token came from. */
+  forceRenewal = false;
+  /** The profile's state records its Dropbox account (or this process recorded it): nothing more to learn. */
+  accountRecorded = false;
   /** The Dropbox account of the grant, once a template asked for it. */
   accountId: string | undefined;
   /** No new attempt to learn it before this (monotonic) time, after a failure. */
@@ -140,6 +144,7 @@ export class ProfileRuntime {
    * then takes the other's token from the secret store when it can, see ProfileRenewer in renewal.ts).
    */
   renewalDue(at: number, marginMs: number, needsOwnToken: boolean): boolean {
+    if (this.forceRenewal) return true;
     const expiry = needsOwnToken ? this.tokenExpiry(at) : this.expiry(at);
     if (expiry === undefined) return true;
     return at >= expiry - marginMs - this.jitterMs;

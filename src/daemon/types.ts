@@ -9,6 +9,7 @@ import type { FileAccess } from '../publish/file.js';
 import type { TemplateSpec } from '../publish/template.js';
 import type { Coordinator } from './coordinator.js';
 import type { NoticeSink } from './events.js';
+import type { ReauthorizationResult, ReauthorizedGrant } from './events.js';
 
 /** The Dropbox grant of one profile. */
 export interface DaemonGrant {
@@ -42,6 +43,14 @@ export interface DaemonProfile {
    * token). Absent for a grant that cannot change while the process runs (the environment).
    */
   readGrant?: () => Promise<DaemonGrant>;
+  /**
+   * Stores a whole new grant (re-authorization) where the profile's secrets live, with the account that gave
+   * it, and bumps the stored `secretsVersion`; the expiry of the old grant's token is forgotten. Absent when the
+   * grant's source is read-only.
+   */
+  storeGrant?: (grant: DaemonGrant, accountId: string | undefined) => Promise<void>;
+  /** Records the Dropbox account of the grant in the profile's state, when none is recorded yet. */
+  recordAccount?: (accountId: string) => Promise<void>;
   /** Stores a refresh token Dropbox rotated, before it is used. Absent when the grant's source is read-only. */
   storeRefreshToken?: (refreshToken: string) => Promise<void>;
   /**
@@ -215,6 +224,12 @@ export interface RunningDaemon {
   /** Calls the profile loader again: adds, updates and removes profiles, keeping what is known about the rest. */
   reload(): Promise<void>;
   status(): DaemonStatus;
+  /**
+   * A new grant for `profile` from re-authorization: stored where the profile's secrets live (when writable),
+   * the profile un-parked and renewed with it, the connector reconciled and the service's connection check run.
+   * Resolves with what happened; never throws.
+   */
+  reauthorized(profile: string, grant: ReauthorizedGrant): Promise<ReauthorizationResult>;
   /** `http://127.0.0.1:PORT` of the health server, when listening. */
   readonly url: string | undefined;
   readonly registry: Registry;

@@ -20,6 +20,7 @@ import { ProfileReconciler } from './reconciler.js';
 import { ProfileRenewer } from './renewal.js';
 import { ProfileRuntime, type HeldToken } from './runtime.js';
 import { healthOf, profileStatus } from './status.js';
+import type { ReauthorizationResult, ReauthorizedGrant } from './events.js';
 import type { ParkReason, ProfileEntry, ProfileLoadFailure, ProfileStatus, ReconcileOutcome, SweepEntry } from './types.js';
 import type { WorkerContext } from './worker-context.js';
 
@@ -153,6 +154,77 @@ export class ProfileWorker {
       this.#ctx.log.warn({ profile: rt.name, event: 'account.unknown', op: 'publish', error: classifyFailure(error).message }, `could not learn the Dropbox account id of profile "${rt.name}" for its templates`);
     }
     return rt.accountId;
+  }
+
+  /**
+   * A new grant from re-authorization: stored, then the profile renewed with it at once (un-parked by the new
+   * secrets version), the connector reconciled, and the service's connection check run. Never throws.
+   */
+  async reauthorized(grant: ReauthorizedGrant, checkTimeoutMs: number): Promise<ReauthorizationResult> {
+    const rt = this.#rt;
+    const log = this.#ctx.log;
+    const profile = rt.config;
+    if (!profile) return { stored: false, error: `profile "${rt.name}" is not loaded: ${rt.loadError?.message ?? 'unknown reason'}` };
+    if (!profile.storeGrant) return { stored: false, error: `the secrets of profile "${rt.name}" are read-only here (the env store): a new grant cannot be stored` };
+    try {
+      await profile.storeGrant({ appKey: grant.appKey, appSecret: grant.appSecret, refreshToken: grant.refreshToken }, grant.accountId || undefined);
+    } catch (error) {
+      const failure = classifyFailure(error);
+      log.error({ profile: rt.name, event: 'reauth.store_failed', op: 'reauth', errorCode: failure.code }, `could not store the new grant of profile "${rt.name}": ${failure.message}`);
+      return { stored: false, error: `storing the new grant failed: ${failure.message}` };
+    }
+    rt.accountRecorded = Boolean(grant.accountId);
+    rt.accountId = grant.accountId || undefined;
+    log.info({ profile: rt.name, event: 'reauth.grant_stored', op: 'reauth' }, `stored the new grant of profile "${rt.name}"; renewing with it`);
+    rt.forceRenewal = true;
+    let entry: SweepEntry | undefined;
+    try {
+      // A visit under way (a sweep) is waited out: the profile's visits are single flight.
+      for (let tries = 0; tries < 100; tries += 1) {
+        entry = await this.visit();
+        if (entry.action !== 'in_flight') break;
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+    } finally {
+      rt.forceRenewal = false;
+    }
+    if (entry?.action !== 'renewal' || (entry.renewal !== 'renewed' && entry.renewal !== 'fresh')) {
+      const why = rt.parked?.message ?? (entry?.renewal ? `the renewal ended ${entry.renewal}` : 'the profile could not be renewed');
+      return { stored: true, error: `renewing with the new grant failed: ${why}` };
+    }
+    if (!profile.reconcile) return { stored: true };
+    const reconciled = entry.reconcile !== undefined && entry.reconcile !== 'failed' && entry.reconcile !== 'deferred';
+    if (!reconciled) return { stored: true, reconciled: false, error: 'updating the connector with the new token failed; the daemon keeps trying' };
+    const check = await this.#reconciler.checkConnection(checkTimeoutMs);
+    return { stored: true, reconciled: true, ...(check ? { check } : {}) };
+  }
+
+  /**
+   * The Dropbox account of the grant, recorded in the profile's state once, while the grant works (profiles made
+   * without setup, or before it recorded one): re-authorization later accepts only a grant of the same account.
+   * Off the renewal path; a failure is tried again after the next renewal, a minute later at the soonest.
+   */
+  async recordAccount(): Promise<void> {
+    const rt = this.#rt;
+    const { clock, log } = this.#ctx;
+    const apiUrl = rt.config?.dropboxApiUrl;
+    const token = rt.token;
+    if (rt.accountRecorded || !rt.config?.recordAccount || !apiUrl || !token || clock.mono() < rt.accountRetryAt) return;
+    try {
+      const state = await this.#readState();
+      if (state?.accountId) {
+        rt.accountRecorded = true;
+        return;
+      }
+      const accountId = rt.accountId ?? (await getCurrentAccount({ apiUrl, accessToken: token.value, timeoutMs: ACCOUNT_ID_TIMEOUT_MS, signal: this.#ctx.shutdown })).accountId;
+      rt.accountId = accountId;
+      await rt.config.recordAccount(accountId);
+      rt.accountRecorded = true;
+      log.info({ profile: rt.name, event: 'account.recorded', op: 'renew', accountId }, `recorded the Dropbox account of profile "${rt.name}"`);
+    } catch (error) {
+      rt.accountRetryAt = clock.mono() + 60_000;
+      log.warn({ profile: rt.name, event: 'account.unknown', op: 'renew', error: classifyFailure(error).message }, `could not learn the Dropbox account of profile "${rt.name}"; re-authorization will need a link that allows choosing the account`);
+    }
   }
 
   /** Gives up on the profile's service calls in flight; the next reconcile opens a new client. */
@@ -426,6 +498,7 @@ export class ProfileWorker {
     if (!rt.inBackoff() && rt.renewalDue(at, this.#ctx.config.marginMs, this.#ctx.config.needsOwnToken)) {
       const { adopted, renewal } = await this.#ctx.limiter.run(() => this.#renewer.renewUnderLock(profile));
       const entry: SweepEntry = { profile: rt.name, action: 'renewal', renewal };
+      if (renewal === 'renewed' && !rt.accountRecorded) void this.recordAccount();
       if ((renewal !== 'renewed' && !adopted) || !profile.reconcile || rt.removed) return { entry };
       rt.oweReconcile();
       // A token taken from another process: that process may not have given it to the connector (`token` never

@@ -32,7 +32,8 @@ export function dropboxApiRouter(ctx: EmulatorContext): Router {
   router.post('/2/users/get_current_account', (req, res) => {
     const auth = authenticate(ctx, req, res, 'users/get_current_account');
     if (!auth || !requireScope(auth, res, 'account_info.read') || !voidArgument(req, res, 'users/get_current_account')) return;
-    const account = ctx.state.account;
+    // The account of the grant the token belongs to: each approval names its own.
+    const account = ctx.state.accounts.find((a) => a.accountId === auth.grant.accountId) ?? ctx.state.account;
     const [given = '', surname = ''] = account.displayName.split(' ');
     const namespace = account.uid.slice(0, 10);
     res.json({

@@ -38,7 +38,7 @@ export function dropboxOAuthRouter(ctx: EmulatorContext): Router {
       return;
     }
     if (ctx.options.autoApprove) {
-      decide(ctx, parsed, true, res);
+      decide(ctx, parsed, true, res, ctx.state.account.accountId);
       return;
     }
     const now = ctx.options.now();
@@ -52,6 +52,7 @@ export function dropboxOAuthRouter(ctx: EmulatorContext): Router {
       scopes: parsed.scopes,
       nonce,
       email: ctx.state.account.email,
+      accounts: ctx.state.accounts,
     });
     sendHtml(res, 200, page);
   });
@@ -72,8 +73,14 @@ export function dropboxOAuthRouter(ctx: EmulatorContext): Router {
       sendHtml(res, 400, badRequestPage('Missing decision: choose Allow or Deny.'));
       return;
     }
+    const chosen = form.get('account');
+    const account = chosen === null ? ctx.state.account : ctx.state.accounts.find((a) => a.accountId === chosen);
+    if (!account) {
+      sendHtml(res, 400, badRequestPage('Unknown account.'));
+      return;
+    }
     pending.delete(nonce);
-    decide(ctx, request, decision === 'allow', res);
+    decide(ctx, request, decision === 'allow', res, account.accountId);
   });
 
   router.post('/oauth2/token', (req, res) => {
@@ -133,7 +140,7 @@ function parseAuthorizeRequest(q: URLSearchParams, apps: readonly EmulatorApp[])
   return { app, redirectUri, state, scopes, tokenAccessType, codeChallenge: challenge };
 }
 
-function decide(ctx: EmulatorContext, request: AuthorizeRequest, allow: boolean, res: Response): void {
+function decide(ctx: EmulatorContext, request: AuthorizeRequest, allow: boolean, res: Response, accountId: string): void {
   res.setHeader('Cache-Control', 'no-store');
   if (!allow) {
     if (request.redirectUri === null) {
@@ -155,6 +162,7 @@ function decide(ctx: EmulatorContext, request: AuthorizeRequest, allow: boolean,
     scopes: request.scopes,
     tokenAccessType: request.tokenAccessType,
     codeChallenge: request.codeChallenge,
+    accountId,
     issuedAt: now,
     expiresAt: now + ctx.options.codeLifetimeSeconds * 1000,
     used: false,
@@ -283,7 +291,7 @@ function exchangeCode(
   const grant: Grant = {
     id: ctx.gen.uuid(),
     appKey: app.appKey,
-    accountId: ctx.state.account.accountId,
+    accountId: issued.accountId,
     scopes: issued.scopes,
     refreshToken: issued.tokenAccessType === 'offline' ? ctx.gen.refreshToken() : null,
     publicClient: !confidential,
@@ -302,8 +310,9 @@ function exchangeCode(
     scope: grant.scopes.join(' '),
   };
   if (grant.refreshToken !== null) body.refresh_token = grant.refreshToken;
-  body.account_id = ctx.state.account.accountId;
-  body.uid = ctx.state.account.uid;
+  const account = ctx.state.accounts.find((a) => a.accountId === grant.accountId) ?? ctx.state.account;
+  body.account_id = account.accountId;
+  body.uid = account.uid;
   res.json(body);
 }
 

@@ -70,7 +70,20 @@ const SCOPE_TEXT: Record<string, string> = {
   'files.content.write': 'Edit content of files and folders in its app folder',
 };
 
-export function authorizePage(input: { appName: string; folderName: string; scopes: readonly string[]; nonce: string; email: string }): string {
+export function authorizePage(input: {
+  appName: string;
+  folderName: string;
+  scopes: readonly string[];
+  nonce: string;
+  email: string;
+  /** The accounts the user may approve as; the first is signed in. */
+  accounts?: readonly { accountId: string; email: string }[];
+}): string {
+  const accounts = (input.accounts ?? []).length > 1
+    ? `<fieldset id="accounts"><legend>Approve as</legend>
+${(input.accounts ?? []).map((a, i) => `<label><input type="radio" name="account" id="account-${i}" value="${escapeHtml(a.accountId)}"${i === 0 ? ' checked' : ''}> ${escapeHtml(a.email)}</label>`).join('\n')}
+</fieldset>`
+    : '';
   const scopes = input.scopes
     .map((s) => `<li data-scope="${escapeHtml(s)}">${escapeHtml(SCOPE_TEXT[s] ?? s)} <code>${escapeHtml(s)}</code></li>`)
     .join('\n');
@@ -84,6 +97,7 @@ ${scopes}
 </ul>
 <form method="post" action="/oauth2/authorize">
 <input type="hidden" name="nonce" value="${escapeHtml(input.nonce)}">
+${accounts}
 <div class="actions">
 <button id="deny" type="submit" name="decision" value="deny">Deny</button>
 <button id="allow" type="submit" name="decision" value="allow">Allow</button>

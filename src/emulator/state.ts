@@ -131,11 +131,18 @@ export function createState(options: ResolvedEmulatorOptions, gen: Generator): M
     email: 'emulated.user@example.com',
     displayName: 'Emulated User',
   };
+  const other: DropboxAccount = {
+    accountId: `dbid:AA${gen.text(33)}`,
+    uid: gen.digits(10),
+    email: 'other.user@example.com',
+    displayName: 'Other User',
+  };
   return {
     workspaces,
     seeded,
     apiKeys,
     account,
+    accounts: [account, other],
     codes: new Map(),
     grants: new Map(),
     grantsByRefreshToken: new Map(),

@@ -192,6 +192,8 @@ export interface IssuedCode {
   readonly scopes: readonly string[];
   readonly tokenAccessType: 'offline' | 'online';
   readonly codeChallenge: string | null;
+  /** The account the user approved as. */
+  readonly accountId: string;
   readonly issuedAt: number;
   readonly expiresAt: number;
   used: boolean;
@@ -240,7 +242,13 @@ export interface EmulatorState {
   readonly workspaces: ReadonlyMap<string, WorkspaceState>;
   /** Seeded ids per workspace name (empty with `seed: false`). */
   readonly seeded: ReadonlyMap<string, SeededIds>;
+  /** The account signed in on the authorize page by default (the first of `accounts`). */
   readonly account: DropboxAccount;
+  /**
+   * Every account the authorize page can approve as: the default one, and a second one, as a person signed in
+   * to two Dropbox accounts would switch between them (the page's account choice).
+   */
+  readonly accounts: readonly DropboxAccount[];
   readonly codes: ReadonlyMap<string, IssuedCode>;
   /** Grants by id. */
   readonly grants: ReadonlyMap<string, Grant>;

@@ -19,8 +19,12 @@ export const LastErrorSchema = z.strictObject({
 //
 // No field holds any part of the app key: it is treated as a secret like the others, and a hint such as its
 // last characters would help nobody who does not already have the keychain entry.
+//
+// Version 2 adds `accountId`. A file is written as version 2 only when it holds one (see `stateVersionOf`), so
+// a profile that never recorded an account stays readable by the previous release, and one that did is refused
+// there as a newer format rather than half read. Both versions are read here.
 export const ProfileStateSchema = z.strictObject({
-  version: z.literal(1),
+  version: z.union([z.literal(1), z.literal(2)]),
   profile: z.string().regex(PROFILE_NAME_PATTERN),
   baseUrl: z.string().min(1).optional(),
   apiKeyHeader: z.string().min(1).optional(),
@@ -35,6 +39,11 @@ export const ProfileStateSchema = z.strictObject({
   tokenUrl: z.string().min(1).optional(),
   dropboxApiUrl: z.string().min(1).optional(),
   redirectUri: z.string().min(1).optional(),
+  /**
+   * The Dropbox account that granted access (`account_id`, e.g. `dbid:AA…`): setup records it, the daemon learns
+   * it while the grant works, and re-authorization accepts only a grant of the same account. An id, not a secret.
+   */
+  accountId: z.string().min(1).max(200).optional(),
   /** When the access token last issued expires; the token itself is a secret and is not kept here. */
   accessTokenExpiresAt: isoTime.optional(),
   lastRenewalAt: isoTime.optional(),
@@ -59,3 +68,8 @@ export type ProfileLastError = z.infer<typeof LastErrorSchema>;
  */
 export type ProfileStateDraft = Omit<ProfileState, 'version' | 'profile' | 'createdAt' | 'updatedAt'> &
   Partial<Pick<ProfileState, 'version' | 'profile' | 'createdAt' | 'updatedAt'>>;
+
+/** The version a state is written as: 2 when it holds a field version 1 does not know, else 1. */
+export function stateVersionOf(state: { accountId?: string | undefined }): 1 | 2 {
+  return state.accountId !== undefined ? 2 : 1;
+}

@@ -12,7 +12,7 @@ import { ProfileStoreError } from './errors.js';
 import { ensurePrivateDir, writePrivateFile, type FileIdentity } from './files.js';
 import { withFileLock } from './lock.js';
 import { assertProfileName, isProfileName } from './name.js';
-import { ProfileStateSchema } from './state.js';
+import { ProfileStateSchema, stateVersionOf } from './state.js';
 import type { ProfileState, ProfileStateDraft } from './state.js';
 import { reauthorizeCommand } from './name.js';
 
@@ -247,7 +247,7 @@ export function openProfileStore(configDir: string, options: ProfileStoreOptions
         // The file is plaintext: no field may carry a secret, not even inside an error message it records.
         const parsed = ProfileStateSchema.safeParse({
           ...redactDeep(draft),
-          version: 1,
+          version: stateVersionOf(draft),
           profile: name,
           createdAt: current?.createdAt ?? draft.createdAt ?? now,
           updatedAt: now,

@@ -85,3 +85,20 @@ describe('a config dir written by the previous release', () => {
     expect(await openFileSecretStore({ configDir, storeKey: () => STORE_KEY }).get('docs')).toMatchObject({ refresh_token: REFRESH_TOKEN });
   });
 });
+
+describe('the state format after the previous release', () => {
+  test("recording the Dropbox account makes the previous release's state version 2; a state without one stays version 1", async () => {
+    const configDir = copyOfFixture();
+    const store = openProfileStore(configDir);
+    const before = await store.read('docs');
+    expect(before).toMatchObject({ version: 1 });
+    expect(before).not.toHaveProperty('accountId');
+    // A write that adds nothing new keeps the format the previous release reads.
+    await store.update('docs', (current) => (current ? { ...current, recursive: true } : current));
+    expect(JSON.parse(readFileSync(path.join(configDir, 'profiles/docs.json'), 'utf8'))).toMatchObject({ version: 1, recursive: true });
+    await store.update('docs', (current) => (current ? { ...current, accountId: 'dbid:AAfixtureaccount' } : current));
+    const written = JSON.parse(readFileSync(path.join(configDir, 'profiles/docs.json'), 'utf8')) as Record<string, unknown>;
+    expect(written).toMatchObject({ version: 2, accountId: 'dbid:AAfixtureaccount', connectorId: '0a4100b9-3819-45c7-a907-b360889584d7' });
+    expect(await openProfileStore(configDir).read('docs')).toMatchObject({ version: 2, accountId: 'dbid:AAfixtureaccount' });
+  });
+});

@@ -7,13 +7,6 @@ import { describe, expect, it } from 'vitest';
 import { ROOT } from '../helpers/cli.js';
 import { docFiles } from '../helpers/docs.js';
 
-/**
- * Pages being written elsewhere that the README and docs/README.md already link to. Once a page exists its
- * entry must go (the first test says so): delete the line, nothing else.
- */
-const PENDING = new Set([
-  'docs/reauthorization.md',
-]);
 
 interface Link {
   file: string;
@@ -49,12 +42,10 @@ describe('the README and the guides in docs/', () => {
   const files = docFiles();
 
   it('link only to files that exist, and to headings that exist there; pending pages are listed until they exist', () => {
-    for (const pending of PENDING) expect(existsSync(path.join(ROOT, pending)), `${pending} exists now: delete its line from PENDING in test/docs/links.test.ts`).toBe(false);
     const broken: string[] = [];
     for (const link of files.flatMap(links).filter(local)) {
       const target = resolved(link);
       const anchor = link.target.split('#')[1];
-      if (PENDING.has(target)) continue;
       if (!existsSync(path.join(ROOT, target))) broken.push(`${link.file}:${link.line}: ${link.target} (no such file)`);
       else if (anchor && target.endsWith('.md') && !anchors(target).has(anchor)) broken.push(`${link.file}:${link.line}: ${link.target} (no such heading)`);
     }
@@ -62,7 +53,7 @@ describe('the README and the guides in docs/', () => {
   });
 
   it('the README and the index link to every guide, the pending ones by their titles', () => {
-    const guides = [...new Set([...files.filter((f) => f.startsWith('docs/') && f !== 'docs/README.md'), ...PENDING])].sort();
+    const guides = [...new Set([...files.filter((f) => f.startsWith('docs/') && f !== 'docs/README.md')])].sort();
     expect(guides.length).toBeGreaterThanOrEqual(10);
     for (const page of ['README.md', 'docs/README.md']) {
       const linked = new Set(links(page).filter(local).map(resolved));

@@ -161,7 +161,7 @@ describe('a state file that does not validate', () => {
   const cases: [string, (profile: string) => string, RegExp][] = [
     ['is not JSON', () => '{"version": 1, "prof', /not JSON/],
     ['has an unknown field', (p) => JSON.stringify({ version: 1, profile: p, createdAt: now(), updatedAt: now(), token: 'x' }), /token/],
-    ['has a newer version', (p) => JSON.stringify({ version: 2, profile: p, createdAt: now(), updatedAt: now() }), /version/],
+    ['has a newer version', (p) => JSON.stringify({ version: 3, profile: p, createdAt: now(), updatedAt: now() }), /version/],
     ['names another profile', () => JSON.stringify({ version: 1, profile: 'other', createdAt: now(), updatedAt: now() }), /other/],
   ];
 

@@ -39,6 +39,7 @@ import type { CommandContext } from '../context.js';
 import { openSession, readSecrets, requireGrant, type ProfileSession, type ResolvedSecrets } from '../session.js';
 import { configFileLabel, withDaemonConfigFile } from '../daemon-config.js';
 import { notifySettingsOf, startNotifier } from './notify.js';
+import { reauthLinkFor, reauthSettingIssues, startReauthPage } from '../reauth.js';
 
 /** A temporary file this old is no write in progress (those take milliseconds): its writer died. */
 const LEFTOVER_AGE_MS = 10_000;
@@ -187,6 +188,7 @@ function checkSettings(context: CommandContext, options: DaemonCommandOptions): 
       maxRenewalsPerSecond = value;
     }
   }
+  issues.push(...reauthSettingIssues(context, (name) => label(context, name)));
   const requested = options.profile && options.profile.length > 0 ? [...new Set(options.profile)] : undefined;
   for (const name of requested ?? []) {
     if (!isProfileName(name)) {
@@ -229,7 +231,7 @@ function checkWorkToDo(context: CommandContext, options: DaemonCommandOptions, p
 /** The library names its options; the user knows the flag or variable they set. */
 function relabel(context: CommandContext, error: unknown): unknown {
   if (!(error instanceof ValidationError)) return error;
-  const names: Record<string, SettingName> = { listen: 'listen', tokenFile: 'tokenFile', schedule: 'sweep', renewMarginMs: 'renewMargin' };
+  const names: Record<string, SettingName> = { listen: 'listen', reauthListen: 'reauthListen', tokenFile: 'tokenFile', schedule: 'sweep', renewMarginMs: 'renewMargin' };
   return new ValidationError(error.issues.map((issue) => {
     const name = names[issue.field];
     return name ? { ...issue, field: label(context, name) } : issue;
@@ -254,10 +256,10 @@ function environmentGrant(v: Settings): DaemonGrant | undefined {
 }
 
 /** A container's profile: everything from the environment (and .env), nothing from any store. */
-function environmentProfile(context: CommandContext, name: string, grant: DaemonGrant): DaemonProfile {
+function environmentProfile(context: CommandContext, name: string, grant: DaemonGrant, store: ProfileStore): DaemonProfile {
   const v = context.settings.values;
   const reconcile = reconcileTarget(v, v.apiKey);
-  return { name, tokenUrl: v.tokenUrl, dropboxApiUrl: v.dropboxApiUrl, grant, ...(reconcile ? { reconcile } : {}) };
+  return { name, tokenUrl: v.tokenUrl, dropboxApiUrl: v.dropboxApiUrl, grant, recordAccount: accountRecorder(store, name), ...(reconcile ? { reconcile } : {}) };
 }
 
 /**
@@ -297,11 +299,33 @@ async function storedProfile(context: CommandContext, name: string, shared: Shar
             // Tells other processes serving this profile that the grant they hold is stale.
             await profiles.update(name, (current) => (current ? { ...baseState(current), secretsVersion: newSecretsVersion() } : current));
           },
+          // Re-authorization: the whole grant at once, the old grant's cached token cleared with it.
+          storeGrant: async (fresh: DaemonGrant, accountId: string | undefined) => {
+            await secretStore.set(name, { app_key: fresh.appKey, app_secret: fresh.appSecret, refresh_token: fresh.refreshToken, access_token: '' });
+            await profiles.update(name, (current) => (current
+              ? {
+                ...baseState(current),
+                secretsVersion: newSecretsVersion(),
+                needsReauthorization: false,
+                lastError: undefined,
+                accessTokenExpiresAt: undefined,
+                ...(accountId ? { accountId } : {}),
+              }
+              : current));
+          },
           storeAccessToken: (tokens: TokenSet, held: DaemonGrant) => accessTokenKeeper(secretStore, name, held.appKey)?.(tokens) ?? Promise.resolve(),
           readAccessToken: (held: DaemonGrant) => accessTokenReader(secretStore, name)?.(held) ?? Promise.resolve(undefined),
         }
       : {}),
+    recordAccount: accountRecorder(profiles, name),
     ...(reconcile ? { reconcile } : {}),
+  };
+}
+
+/** Records the Dropbox account in the profile's state when none is recorded (see ProfileWorker.recordAccount). */
+function accountRecorder(store: ProfileStore, name: string): (accountId: string) => Promise<void> {
+  return async (accountId) => {
+    await store.update(name, (current) => (current && !current.accountId ? { ...baseState(current), accountId } : current));
   };
 }
 
@@ -310,7 +334,7 @@ export async function loadProfiles(context: CommandContext, store: ProfileStore,
   const stored = await store.names();
   const fromEnvironment = environmentGrant(v);
   const names = requested ?? stored;
-  if (names.length === 0) return fromEnvironment ? [environmentProfile(context, v.profile, fromEnvironment)] : [];
+  if (names.length === 0) return fromEnvironment ? [environmentProfile(context, v.profile, fromEnvironment, store)] : [];
   const isStored = new Set(stored);
   // A few at a time, at start, on SIGHUP and for --once alike: each load reads the profile's state and secrets,
   // and ten thousand of them at once held every read on the heap together.
@@ -318,7 +342,7 @@ export async function loadProfiles(context: CommandContext, store: ProfileStore,
   const shared: SharedStores = { secrets: new Map() };
   return Promise.all(
     names.map((name): Promise<ProfileEntry> => slots.run(async () => {
-      if (!isStored.has(name) && fromEnvironment) return environmentProfile(context, name, fromEnvironment);
+      if (!isStored.has(name) && fromEnvironment) return environmentProfile(context, name, fromEnvironment, store);
       try {
         return await storedProfile(context, name, shared);
       } catch (error) {
@@ -384,11 +408,13 @@ export async function daemon(given: CommandContext, givenOptions: DaemonCommandO
   // A reminder of a profile this daemon renews again (set up anew while no daemon ran) ends instead of asking.
   const served: { daemon?: RunningDaemon } = {};
   const isResolved = (profile: string): boolean => served.daemon?.status().profiles.find((p) => p.name === profile)?.ready === true;
+  const once = options.once === true;
+  // With the re-authorization page on, each ask carries a fresh link to it (a one-shot run serves no page).
+  const linkFor = notify && !once ? await reauthLinkFor(context) : undefined;
   const notifier = notify
-    ? await startNotifier(notify, { configDir: v.configDir, redisUrl: v.redisUrl, ...(v.redisUrl ? { redisWhere: redisTarget(v.redisUrl) } : {}), log, isResolved })
+    ? await startNotifier(notify, { configDir: v.configDir, redisUrl: v.redisUrl, ...(v.redisUrl ? { redisWhere: redisTarget(v.redisUrl) } : {}), log, isResolved, ...(linkFor ? { linkFor } : {}) })
     : undefined;
 
-  const once = options.once === true;
   if (once && (v.listen || v.socket)) log.info({ event: 'daemon.once', op: 'start' }, '--once serves nothing: the health listener and the socket are not started');
   let running: RunningDaemon;
   try {
@@ -447,6 +473,13 @@ export async function daemon(given: CommandContext, givenOptions: DaemonCommandO
     },
     `syncauth daemon started for ${names.length === 1 ? `profile ${names[0]}` : `${names.length} profiles`}`,
   );
+  let closeReauth: (() => Promise<void>) | undefined;
+  try {
+    closeReauth = await startReauthPage(context, running, log);
+  } catch (error) {
+    await running.close();
+    throw relabel(context, error);
+  }
   const readiness = reportReadiness(running, log);
   // SIGHUP reads the configuration file again first: rejected, nothing changes; accepted, its profiles are served.
   const reconfigure = async (): Promise<boolean> => {
@@ -456,6 +489,7 @@ export async function daemon(given: CommandContext, givenOptions: DaemonCommandO
   };
   await untilStopped(running, log, readiness, reconfigure);
   await notifier?.close();
+  await closeReauth?.().catch(() => undefined);
   // Everything was closed; should a stray handle keep the event loop alive, do not hang the container's stop.
   setTimeout(() => process.exit(process.exitCode ?? ExitCode.ok), 2_000).unref();
 }

@@ -586,6 +586,10 @@ export async function setup(context: CommandContext, options: SetupOptions): Pro
   if (switchedStore.has(session.name)) {
     lines.push(`! the secrets are in the encrypted file store, recorded in ${configFileOf(session.values.configDir)}: later commands ask for its key at a terminal; elsewhere (the daemon's service) set SYNCAUTH_STORE_KEY`);
   }
+  const publicUrl = context.settings.values.publicUrl;
+  if (publicUrl) {
+    lines.push(`→ for the daemon's re-authorization page, add ${publicUrl}/reauthorize/callback to the app's redirect URIs in the Dropbox App Console (Settings tab, OAuth 2)`);
+  }
   lines.push(
     '',
     `Next: ${result.workflow ? `run the workflow now with \`${nextCommand}\`` : `check the profile with \`${nextCommand}\``}; keep the token fresh with \`${syncauthCommand(`daemon --profile ${session.name}`)}\`.`,

@@ -55,7 +55,7 @@ function troubleOf(state: ProfileState): Trouble | undefined {
   };
 }
 
-function summary(state: ProfileState, trouble: Trouble | undefined, now: number) {
+function summary(state: ProfileState, trouble: Trouble | undefined, now: number, link: { expiresAt: number } | undefined) {
   const expired = state.accessTokenExpiresAt ? Date.parse(state.accessTokenExpiresAt) <= now : undefined;
   return {
     profile: state.profile,
@@ -72,7 +72,22 @@ function summary(state: ProfileState, trouble: Trouble | undefined, now: number)
     accessTokenExpired: expired ?? null,
     lastRenewalAt: state.lastRenewalAt ?? null,
     lastError: state.lastError ?? null,
+    /** A re-authorization link is outstanding (never the link itself). */
+    reauthorizationLink: link ? { expiresAt: new Date(link.expiresAt).toISOString() } : null,
   };
+}
+
+/** The latest-expiring outstanding re-authorization link of each profile; none when the links file cannot be read. */
+async function outstandingLinks(configDir: string, names: string[], now: number): Promise<Map<string, { expiresAt: number }>> {
+  const found = new Map<string, { expiresAt: number }>();
+  const { fileLinkStore } = await import('../../reauth/links.js');
+  const links = fileLinkStore(configDir);
+  for (const name of names) {
+    const open = await links.outstanding(name, now).catch(() => []);
+    const latest = open.reduce<{ expiresAt: number } | undefined>((best, link) => (!best || link.expiresAt > best.expiresAt ? link : best), undefined);
+    if (latest) found.set(name, latest);
+  }
+  return found;
 }
 
 /**
@@ -105,7 +120,8 @@ export async function status(context: CommandContext): Promise<void> {
     throw new SyncauthError('SYNCAUTH_NO_PROFILE', `profile "${only}" has not been set up`, { exitCode: ExitCode.authRequired, hint: `run \`${reauthorizeCommand(only)}\`` });
   }
   const troubles = states.map(troubleOf);
-  const rows = states.map((s, i) => summary(s, troubles[i], now));
+  const links = await outstandingLinks(configDir, states.map((s) => s.profile), now);
+  const rows = states.map((s, i) => summary(s, troubles[i], now, links.get(s.profile)));
   if (context.json) {
     printJson(context.io, { profiles: rows });
   } else if (rows.length === 0) {
@@ -124,6 +140,7 @@ export async function status(context: CommandContext): Promise<void> {
         'token expires': relative(s.accessTokenExpiresAt, now),
         'last renewal': s.lastRenewalAt ?? null,
         'last error': s.lastError ? `${s.lastError.code}: ${s.lastError.message} (${s.lastError.at})` : null,
+        ...(row.reauthorizationLink ? { 'reauthorization link': `outstanding, expires ${relative(row.reauthorizationLink.expiresAt, now)}` } : {}),
       });
       const advice = troubles[i]?.advice;
       if (advice) context.io.stdout.write(`  → ${advice}\n`);

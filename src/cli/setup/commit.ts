@@ -44,6 +44,8 @@ export async function commit(session: ProfileSession, gathered: Gathered, tokens
     tokenUrl: v.tokenUrl,
     dropboxApiUrl: v.dropboxApiUrl,
     redirectUri: v.redirectUri,
+    // The account that granted access: re-authorization later accepts only a grant of the same one.
+    ...(tokens.accountId ? { accountId: tokens.accountId } : {}),
     accessTokenExpiresAt: new Date(tokens.expiresAt).toISOString(),
     lastRenewalAt: new Date().toISOString(),
     needsReauthorization: false,
@@ -55,6 +57,9 @@ export async function commit(session: ProfileSession, gathered: Gathered, tokens
     (gathered.adoptConnectorId
       ? { connectorId: gathered.adoptConnectorId }
       : current?.connectorId && current.connectorName === gathered.connectorName ? { connectorId: current.connectorId } : {});
+  // A settings-only re-run renews with the stored grant, and a renewal names no account: the recorded one stays.
+  const keptAccount = (current: ProfileState | undefined) =>
+    (!tokens.accountId && current?.accountId ? { accountId: current.accountId } : {});
   const failure = (code: string, message: string) => ({ code, message, at: new Date().toISOString(), terminal: false });
   const finishHint = `the grant is stored; run \`${syncauthCommand(`refresh --profile ${session.name}`)}\` to finish`;
 
@@ -66,6 +71,7 @@ export async function commit(session: ProfileSession, gathered: Gathered, tokens
   const { profiles, name } = session;
   const unfinished = (current: ProfileState | undefined) => ({
     ...profileFields,
+    ...keptAccount(current),
     ...knownConnector(current),
     lastError: failure('SYNCAUTH_SETUP_UNFINISHED', `setup stopped before the source connector was created or updated; \`syncauth refresh --profile ${name}\` finishes it`),
   });
@@ -123,7 +129,7 @@ export async function commit(session: ProfileSession, gathered: Gathered, tokens
       ...(gathered.workflowId ? { workflow: { id: gathered.workflowId, ...(gathered.schedule ? { schedule: gathered.schedule } : {}) } } : {}),
       profiles: session.profiles,
       profile: session.name,
-      fields: () => profileFields,
+      fields: (current) => ({ ...profileFields, ...keptAccount(current) }),
       update: { resetCorrupt: true },
       writing: writeSection,
     });
@@ -134,6 +140,7 @@ export async function commit(session: ProfileSession, gathered: Gathered, tokens
     const code = error instanceof SyncauthError ? error.code : 'UNKNOWN';
     await writeSection(() => session.profiles.update(session.name, (current) => ({
       ...profileFields,
+      ...keptAccount(current),
       ...knownConnector(current),
       lastError: failure(code, message),
     }), { resetCorrupt: true }));

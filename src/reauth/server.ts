@@ -1,0 +1,495 @@
+// The re-authorization page, on a listener of its own (never the health server's): a link opens a page that
+// names the profile, its folder and the account that granted access, and sends the person to Dropbox's
+// authorize page (state + PKCE S256, offline access). On the way back the code is exchanged, the account must be
+// the profile's own (or the link allows a change), the scopes are checked as setup checks them, and the grant is
+// handed to the daemon, which stores it, renews, reconciles and runs the service's connection check; only then
+// does the page say it worked, and the link is spent. Where no redirect can be registered, the page offers
+// Dropbox's code display and a paste form instead.
+//
+// The listener serves nothing else: no token, no status, no metrics. Every response carries a strict CSP,
+// no-store, no-referrer, nosniff and DENY framing; a Host other than the public URL's, a wrong, used or
+// expired link, an unknown state all get the same 404 body, and refusals are rate-limited per client address
+// (refused requests only, so a person's own clicks never count against them). Every step is logged with a
+// stable `event`; no token, code, state or link is ever logged.
+import { createHash } from 'node:crypto';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { ReauthorizationResult, ReauthorizedGrant } from '../daemon/events.js';
+import { ValidationError } from '../errors.js';
+import type { Logger } from '../log.js';
+import {
+  checkGrantedScopes,
+  createAuthorizationRequest,
+  exchangeCode,
+  getCurrentAccount,
+  parseAuthorizationResponse,
+  revokeToken,
+  type DropboxAccount,
+  type FolderAccess,
+  type TokenSet,
+} from '../oauth/index.js';
+import { hashToken, TOKEN_PATTERN, type LinkRecord, type LinkStore } from './links.js';
+import { FORBIDDEN_PAGE, NOT_FOUND_PAGE, RATE_LIMITED_PAGE, resultPage, startPage } from './page.js';
+
+/** What the page needs to know of a profile; the app credentials never leave the process but in Dropbox calls. */
+export interface ReauthProfile {
+  name: string;
+  appKey: string;
+  appSecret: string;
+  authorizeUrl: string;
+  tokenUrl: string;
+  /** Dropbox's v2 API base. */
+  apiUrl: string;
+  /** The folder the connector reads (the remote URL). */
+  folder?: string;
+  /** The Dropbox account recorded for the profile. */
+  accountId?: string;
+  access: FolderAccess;
+  /** Whether a new grant can be stored where the profile's secrets live (not the read-only env store). */
+  writable: boolean;
+}
+
+export interface ReauthServerOptions {
+  listen: { host: string; port: number };
+  /** The public origin, e.g. https://syncauth.example.com: links, the redirect URI and the Host check use it. */
+  publicUrl: string;
+  links: LinkStore;
+  /** The profile a link is bound to, as the daemon serves it; undefined when it is not served. */
+  profile(name: string): Promise<ReauthProfile | undefined>;
+  /** Hands the new grant to the daemon (RunningDaemon.reauthorized). */
+  reauthorized(profile: string, grant: ReauthorizedGrant): Promise<ReauthorizationResult>;
+  log: Logger;
+  now?: () => number;
+  /** Deadline of each Dropbox call. Default 15 s. */
+  timeoutMs?: number;
+  /** Refused requests allowed per client address: a burst, refilled evenly over a minute. Default 20 a minute. */
+  refusalsPerMinute?: number;
+}
+
+export interface ReauthServer {
+  /** `http://HOST:PORT` the listener is bound to (not the public URL). */
+  url: string;
+  close(): Promise<void>;
+}
+
+/** How long the authorize round trip may take once the page is shown. */
+const PENDING_TTL_MS = 15 * 60_000;
+/** Authorization attempts remembered per link (each page view makes two: redirect and paste). */
+const PENDING_PER_LINK = 6;
+const PENDING_MAX = 2_000;
+/** Client addresses whose refusals are counted at once; the least recent go first. */
+const BUCKETS_MAX = 10_000;
+const FORM_LIMIT_BYTES = 4_096;
+
+interface Pending {
+  profile: string;
+  linkHash: string;
+  codeVerifier: string;
+  /** Absent for the paste form (Dropbox's code display). */
+  redirectUri?: string;
+  expiresAt: number;
+}
+
+/** A token bucket per client address, charged only by refused requests. */
+class RefusalLimiter {
+  readonly #perMinute: number;
+  readonly #now: () => number;
+  readonly #buckets = new Map<string, { tokens: number; at: number }>();
+
+  constructor(perMinute: number, now: () => number) {
+    this.#perMinute = perMinute;
+    this.#now = now;
+  }
+
+  #bucket(address: string): { tokens: number; at: number } {
+    const now = this.#now();
+    let bucket = this.#buckets.get(address);
+    if (bucket) {
+      bucket.tokens = Math.min(this.#perMinute, bucket.tokens + ((now - bucket.at) * this.#perMinute) / 60_000);
+      bucket.at = now;
+      this.#buckets.delete(address);
+    } else {
+      bucket = { tokens: this.#perMinute, at: now };
+      if (this.#buckets.size >= BUCKETS_MAX) this.#buckets.delete(this.#buckets.keys().next().value as string);
+    }
+    this.#buckets.set(address, bucket);
+    return bucket;
+  }
+
+  /**
+   * Takes a token before a request is looked at (so that a burst of concurrent requests cannot all pass before
+   * the first is counted); false when there is none left. A request that is not refused gives it back.
+   */
+  take(address: string): boolean {
+    const bucket = this.#bucket(address);
+    if (bucket.tokens < 1) return false;
+    bucket.tokens -= 1;
+    return true;
+  }
+
+  refund(address: string): void {
+    const bucket = this.#bucket(address);
+    bucket.tokens = Math.min(this.#perMinute, bucket.tokens + 1);
+  }
+}
+
+function digest(text: string): string {
+  return createHash('sha256').update(text, 'utf8').digest('base64url');
+}
+
+export async function startReauthServer(options: ReauthServerOptions): Promise<ReauthServer> {
+  const publicUrl = new URL(options.publicUrl);
+  const origin = publicUrl.origin;
+  const redirectUri = `${origin}/reauthorize/callback`;
+  const now = options.now ?? Date.now;
+  const timeoutMs = options.timeoutMs ?? 15_000;
+  const log = options.log;
+  const limiter = new RefusalLimiter(options.refusalsPerMinute ?? 20, now);
+  /** Authorization attempts by the digest of their state: one-time, bound to the link that started them. */
+  const pending = new Map<string, Pending>();
+  /** Profiles whose new grant is being stored: one completion at a time each. */
+  const busy = new Set<string>();
+  let limitedLogged = 0;
+  /** Answers that refused their request: the token their request took is not given back. */
+  const refused = new WeakSet<ServerResponse>();
+
+  const csp = (extraOrigin?: string): string => {
+    const targets = new Set([origin, 'https://www.dropbox.com', ...(extraOrigin ? [extraOrigin] : [])]);
+    return `default-src 'none'; style-src 'unsafe-inline'; form-action ${[...targets].join(' ')}; frame-ancestors 'none'; base-uri 'none'`;
+  };
+
+  const send = (res: ServerResponse, status: number, html: string, extraOrigin?: string): void => {
+    if (res.headersSent) return;
+    res.writeHead(status, {
+      'content-type': 'text/html; charset=utf-8',
+      'content-security-policy': csp(extraOrigin),
+      'cache-control': 'no-store',
+      'referrer-policy': 'no-referrer',
+      'x-content-type-options': 'nosniff',
+      'x-frame-options': 'DENY',
+    });
+    res.end(html);
+  };
+
+  const addressOf = (req: IncomingMessage): string => req.socket.remoteAddress ?? 'unknown';
+
+  const refuse = (req: IncomingMessage, res: ServerResponse, event: string, fields: Record<string, unknown> = {}): void => {
+    refused.add(res);
+    log.warn({ event, op: 'reauth', client: addressOf(req), ...fields }, 'refused a re-authorization request');
+    send(res, 404, NOT_FOUND_PAGE);
+  };
+
+  const rateLimited = (req: IncomingMessage, res: ServerResponse): boolean => {
+    if (limiter.take(addressOf(req))) return false;
+    refused.add(res);
+    // Once a minute at most: a flood must not flood the log either.
+    if (now() - limitedLogged > 60_000) {
+      limitedLogged = now();
+      log.warn({ event: 'reauth.rate_limited', op: 'reauth', client: addressOf(req) }, 'too many refused re-authorization requests; answering 429 for a while');
+    }
+    res.setHeader('retry-after', '60');
+    send(res, 429, RATE_LIMITED_PAGE);
+    return true;
+  };
+
+  const remember = (state: string, entry: Pending): void => {
+    const at = now();
+    for (const [key, p] of pending) if (p.expiresAt <= at) pending.delete(key);
+    const same = [...pending].filter(([, p]) => p.linkHash === entry.linkHash);
+    for (const [key] of same.slice(0, Math.max(0, same.length - (PENDING_PER_LINK - 1)))) pending.delete(key);
+    if (pending.size >= PENDING_MAX) pending.delete(pending.keys().next().value as string);
+    pending.set(digest(state), entry);
+  };
+
+  /** The attempt a state names, removed (one-time), when it is unexpired. */
+  const take = (state: string | null): Pending | undefined => {
+    if (!state || state.length > 200) return undefined;
+    const key = digest(state);
+    const entry = pending.get(key);
+    pending.delete(key);
+    return entry && entry.expiresAt > now() ? entry : undefined;
+  };
+
+  async function openPage(req: IncomingMessage, res: ServerResponse, token: string): Promise<void> {
+    const linkHash = hashToken(token);
+    const link = await options.links.find(linkHash, now());
+    if (!link) {
+      refuse(req, res, 'reauth.link_refused');
+      return;
+    }
+    const profile = await options.profile(link.profile);
+    const problem = profileProblem(profile, link);
+    if (problem || !profile) {
+      log.warn({ event: 'reauth.page_refused', op: 'reauth', profile: link.profile }, `re-authorization page of profile "${link.profile}": ${problem ?? 'not served'}`);
+      send(res, 200, resultPage({ ok: false, title: 'This profile cannot be re-authorized here', paragraphs: [problem ?? 'The daemon does not serve this profile.'] }));
+      return;
+    }
+    const withRedirect = createAuthorizationRequest({ authorizeUrl: profile.authorizeUrl, appKey: profile.appKey, redirectUri });
+    const forPaste = createAuthorizationRequest({ authorizeUrl: profile.authorizeUrl, appKey: profile.appKey });
+    const expiresAt = Math.min(now() + PENDING_TTL_MS, link.expiresAt);
+    remember(withRedirect.state, { profile: profile.name, linkHash, codeVerifier: withRedirect.codeVerifier, redirectUri, expiresAt });
+    remember(forPaste.state, { profile: profile.name, linkHash, codeVerifier: forPaste.codeVerifier, expiresAt });
+    log.info({ event: 'reauth.page_opened', op: 'reauth', profile: profile.name }, `the re-authorization page of profile "${profile.name}" was opened`);
+    send(
+      res,
+      200,
+      startPage({
+        profile: profile.name,
+        ...(profile.folder ? { folder: profile.folder } : {}),
+        ...(profile.accountId ? { accountId: profile.accountId } : {}),
+        authorizeUrl: withRedirect.url,
+        codeDisplayUrl: forPaste.url,
+        pasteState: forPaste.state,
+        action: `/reauthorize/${token}`,
+        allowAccountChange: link.allowAccountChange,
+      }),
+      new URL(profile.authorizeUrl).origin,
+    );
+  }
+
+  async function callback(req: IncomingMessage, res: ServerResponse, params: URLSearchParams): Promise<void> {
+    const state = params.get('state');
+    const attempt = take(state);
+    if (!attempt || attempt.redirectUri === undefined) {
+      refuse(req, res, 'reauth.state_refused');
+      return;
+    }
+    let code: string;
+    try {
+      code = parseAuthorizationResponse(params, state as string).code;
+    } catch (error) {
+      log.warn({ event: 'reauth.denied', op: 'reauth', profile: attempt.profile, errorCode: (error as { code?: string }).code }, `re-authorization of profile "${attempt.profile}" ended at Dropbox without a code`);
+      send(res, 200, resultPage({ ok: false, title: 'Dropbox did not authorize syncauth', paragraphs: [(error as Error).message, 'Nothing changed. Open the link again to try once more.'] }));
+      return;
+    }
+    await complete(req, res, attempt, code);
+  }
+
+  async function paste(req: IncomingMessage, res: ServerResponse, token: string): Promise<void> {
+    // A form posted from any other page (a cross-site request carrying a stolen state) is refused.
+    if (req.headers.origin !== origin) {
+      refused.add(res);
+      log.warn({ event: 'reauth.form_refused', op: 'reauth', client: addressOf(req) }, 'refused a pasted code: the form was not sent from the page');
+      send(res, 403, FORBIDDEN_PAGE);
+      return;
+    }
+    const form = await readForm(req);
+    const attempt = take(form?.get('state') ?? null);
+    const code = form?.get('code')?.trim() ?? '';
+    if (!attempt || attempt.redirectUri !== undefined || attempt.linkHash !== hashToken(token) || code === '') {
+      refuse(req, res, 'reauth.state_refused');
+      return;
+    }
+    await complete(req, res, attempt, code);
+  }
+
+  async function complete(req: IncomingMessage, res: ServerResponse, attempt: Pending, code: string): Promise<void> {
+    const link = await options.links.find(attempt.linkHash, now());
+    if (!link || link.profile !== attempt.profile) {
+      refuse(req, res, 'reauth.link_refused');
+      return;
+    }
+    const profile = await options.profile(link.profile);
+    const problem = profileProblem(profile, link);
+    if (problem || !profile) {
+      send(res, 200, resultPage({ ok: false, title: 'This profile cannot be re-authorized here', paragraphs: [problem ?? 'The daemon does not serve this profile.'] }));
+      return;
+    }
+    const name = profile.name;
+    if (busy.has(name)) {
+      send(res, 409, resultPage({ ok: false, title: 'Already under way', paragraphs: ['Another re-authorization of this profile is being completed. Open the link again in a minute to see where it stands.'] }));
+      return;
+    }
+    busy.add(name);
+    try {
+      const fail = (title: string, paragraphs: string[]): void => send(res, 200, resultPage({ ok: false, title, paragraphs }));
+      let tokens: TokenSet;
+      try {
+        tokens = await exchangeCode({
+          tokenUrl: profile.tokenUrl,
+          app: { appKey: profile.appKey, appSecret: profile.appSecret },
+          code,
+          ...(attempt.redirectUri !== undefined ? { redirectUri: attempt.redirectUri } : {}),
+          codeVerifier: attempt.codeVerifier,
+          timeoutMs,
+        });
+      } catch (error) {
+        log.warn({ event: 'reauth.exchange_failed', op: 'reauth', profile: name, errorCode: (error as { code?: string }).code }, `re-authorization of profile "${name}": the code exchange failed`);
+        fail('Dropbox refused the code', [messageOf(error), 'Nothing changed. Open the link again to try once more.']);
+        return;
+      }
+      let account: DropboxAccount | undefined;
+      try {
+        account = await getCurrentAccount({ apiUrl: profile.apiUrl, accessToken: tokens.accessToken, timeoutMs });
+      } catch (error) {
+        log.warn({ event: 'reauth.account_unknown', op: 'reauth', profile: name, errorCode: (error as { code?: string }).code }, `re-authorization of profile "${name}": could not ask Dropbox which account granted access; using the account the code exchange named`);
+      }
+      const accountId = account?.accountId ?? tokens.accountId;
+      const revoke = async (why: string): Promise<string> => {
+        try {
+          await revokeToken({ apiUrl: profile.apiUrl, accessToken: tokens.accessToken, timeoutMs });
+          log.info({ event: 'reauth.grant_revoked', op: 'reauth', profile: name, why }, `re-authorization of profile "${name}": the new grant was revoked at Dropbox`);
+          return 'The grant just given was revoked at Dropbox again.';
+        } catch (error) {
+          log.error({ event: 'reauth.revoke_failed', op: 'reauth', profile: name, why, errorCode: (error as { code?: string }).code }, `re-authorization of profile "${name}": revoking the refused grant failed`);
+          return 'Revoking the grant just given failed: remove the app from the Dropbox account\'s connected apps (Settings, Connected apps).';
+        }
+      };
+      const sameAccount = accountId !== undefined && profile.accountId !== undefined && accountId === profile.accountId;
+      if (!link.allowAccountChange && !sameAccount) {
+        log.warn({ event: 'reauth.account_mismatch', op: 'reauth', profile: name, expected: profile.accountId ?? null, got: accountId ?? null }, `re-authorization of profile "${name}" refused: the grant is of another Dropbox account`);
+        const revoked = await revoke('account_mismatch');
+        fail('Another Dropbox account', [
+          `Dropbox authorized the account ${accountId ?? '(unknown)'}, but profile "${name}" belongs to ${profile.accountId ?? 'an account that was never recorded'}.`,
+          'Storing this grant would point the connector at someone else\'s files, so nothing changed.',
+          revoked,
+          'Sign in to Dropbox as the profile\'s own account and open the link again; to move the profile to another account on purpose, ask for a link made with `syncauth reauth-link --allow-account-change`.',
+        ]);
+        return;
+      }
+      if (tokens.scopes.length > 0) {
+        const scopes = checkGrantedScopes(tokens.scopes, profile.access);
+        if (scopes.missing.length > 0) {
+          log.warn({ event: 'reauth.scopes_missing', op: 'reauth', profile: name, missing: scopes.missing }, `re-authorization of profile "${name}" refused: the grant lacks ${scopes.missing.join(', ')}`);
+          const revoked = await revoke('scopes_missing');
+          fail('The grant lacks permissions', [scopes.message ?? `missing ${scopes.missing.join(', ')}`, 'Nothing changed.', revoked]);
+          return;
+        }
+      }
+      const result = await options.reauthorized(name, {
+        appKey: profile.appKey,
+        appSecret: profile.appSecret,
+        refreshToken: tokens.refreshToken,
+        accountId: accountId ?? '',
+      });
+      if (result.stored) {
+        try {
+          await options.links.spend(name);
+        } catch (error) {
+          log.error({ event: 'reauth.spend_failed', op: 'reauth', profile: name, error: messageOf(error) }, `re-authorization of profile "${name}": the grant is stored, but its links could not be marked spent`);
+        }
+      }
+      const ok = result.stored && result.reconciled !== false && result.check?.ok !== false && !result.error;
+      log[ok ? 'info' : 'error'](
+        {
+          event: ok ? 'reauth.completed' : 'reauth.failed',
+          op: 'reauth',
+          profile: name,
+          stored: result.stored,
+          ...(result.reconciled !== undefined ? { reconciled: result.reconciled } : {}),
+          ...(result.check ? { check: result.check.ok } : {}),
+          ...(result.error ? { error: result.error } : {}),
+          ...(accountId !== profile.accountId ? { accountChanged: true } : {}),
+        },
+        ok ? `profile "${name}" is authorized again` : `re-authorization of profile "${name}" did not complete: ${result.error ?? 'see the page'}`,
+      );
+      send(res, 200, resultPage(resultText(name, profile.folder, result, ok)));
+    } finally {
+      busy.delete(name);
+    }
+  }
+
+  const server: Server = createServer((req, res) => {
+    void (async () => {
+      if (rateLimited(req, res)) return;
+      const host = req.headers.host ?? '';
+      if (host.toLowerCase() !== publicUrl.host.toLowerCase()) {
+        refuse(req, res, 'reauth.host_refused');
+        return;
+      }
+      const url = new URL(req.url ?? '/', origin);
+      const method = req.method ?? 'GET';
+      const match = /^\/reauthorize\/([^/]+)$/.exec(url.pathname);
+      const isPage = match !== null && TOKEN_PATTERN.test(match[1] as string);
+      if (url.pathname === '/reauthorize/callback' && method === 'GET') await callback(req, res, url.searchParams);
+      else if (isPage && method === 'GET') await openPage(req, res, (match as RegExpExecArray)[1] as string);
+      else if (isPage && method === 'POST') await paste(req, res, (match as RegExpExecArray)[1] as string);
+      else refuse(req, res, 'reauth.not_found');
+    })().then(() => {
+      if (!refused.has(res)) limiter.refund(addressOf(req));
+    }).catch((error: unknown) => {
+      log.error({ event: 'reauth.error', op: 'reauth', error: messageOf(error) }, 'the re-authorization page failed');
+      send(res, 500, resultPage({ ok: false, title: 'Something went wrong', paragraphs: ['Nothing was changed by this request. Try the link again in a minute.'] }));
+    });
+  });
+  server.keepAliveTimeout = 5_000;
+  server.headersTimeout = 10_000;
+  server.requestTimeout = 60_000;
+  await new Promise<void>((resolve, reject) => {
+    const refused = (error: NodeJS.ErrnoException): void => {
+      reject(new ValidationError([{ field: 'reauthListen', message: `cannot listen on ${options.listen.host}:${options.listen.port} (${error.code ?? error.message})` }]));
+    };
+    server.once('error', refused);
+    server.listen(options.listen.port, options.listen.host, () => {
+      server.off('error', refused);
+      resolve();
+    });
+  });
+  const address = server.address() as AddressInfo;
+  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  log.info({ event: 'reauth.listening', op: 'start', listen: `${host}:${address.port}`, publicUrl: origin }, `re-authorization page on ${host}:${address.port}, public as ${origin}`);
+  return {
+    url: `http://${host}:${address.port}`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+  };
+}
+
+function profileProblem(profile: ReauthProfile | undefined, link: LinkRecord): string | undefined {
+  if (!profile) return 'The daemon does not serve this profile any more.';
+  if (!profile.writable) {
+    return 'This profile\'s secrets come from the environment, where a new grant cannot be stored: authorize it again with `syncauth setup` and update the environment.';
+  }
+  if (!profile.accountId && !link.allowAccountChange) {
+    return 'No Dropbox account is recorded for this profile, so this link cannot tell its own account from another: ask for a link made with `syncauth reauth-link --allow-account-change`.';
+  }
+  return undefined;
+}
+
+function resultText(name: string, folder: string | undefined, result: ReauthorizationResult, ok: boolean): { ok: boolean; title: string; paragraphs: string[] } {
+  const where = folder ? ` for ${folder}` : '';
+  if (ok) {
+    return {
+      ok,
+      title: 'syncauth is authorized again',
+      paragraphs: [
+        `Profile "${name}" has a new grant${where} and renews again.`,
+        ...(result.reconciled ? ['The connector holds a fresh token.'] : []),
+        ...(result.check?.ok ? ["The service's connection check passed."] : []),
+        'You can close this tab.',
+      ],
+    };
+  }
+  if (!result.stored) {
+    return { ok, title: 'The new grant could not be stored', paragraphs: [result.error ?? 'The daemon refused it.', 'Nothing changed; the link still works. Try again in a minute.'] };
+  }
+  return {
+    ok,
+    title: 'Authorized, but something failed',
+    paragraphs: [
+      `Profile "${name}" has a new grant${where}, stored; this link is spent.`,
+      ...(result.reconciled === false ? ['Updating the connector with it failed; the daemon keeps trying.'] : []),
+      ...(result.check && !result.check.ok ? [`The service's connection check failed: ${result.check.message ?? 'no reason given'}.`] : []),
+      ...(result.error ? [result.error] : []),
+    ],
+  };
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+async function readForm(req: IncomingMessage): Promise<URLSearchParams | undefined> {
+  if (!(req.headers['content-type'] ?? '').toLowerCase().startsWith('application/x-www-form-urlencoded')) return undefined;
+  let size = 0;
+  const chunks: Buffer[] = [];
+  for await (const chunk of req) {
+    size += (chunk as Buffer).length;
+    if (size > FORM_LIMIT_BYTES) return undefined;
+    chunks.push(chunk as Buffer);
+  }
+  return new URLSearchParams(Buffer.concat(chunks).toString('utf8'));
+}

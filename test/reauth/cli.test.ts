@@ -1,0 +1,79 @@
+// The page's settings and `syncauth reauth-link`: the page needs both --reauth-listen and --public-url, the public
+// URL is https (http only on loopback) and a bare origin, each refused with exit 2 naming the field before
+// anything starts or is written; the link is printed on stdout alone, only its digest kept (0600), and `status`
+// says one is outstanding and until when, never the link.
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { openProfileStore } from '../../src/profile/index.js';
+import { hashToken, LINKS_FILE_NAME } from '../../src/reauth/links.js';
+import { tempDir } from '../helpers/cli.js';
+import { runInProcess } from '../helpers/in-process.js';
+
+async function withProfile(): Promise<{ dir: string; configDir: string }> {
+  const dir = tempDir('syncauth-reauth-cli-');
+  const configDir = path.join(dir, 'config');
+  await openProfileStore(configDir).update('docs', () => ({ remoteUrl: 'dropbox://data', accountId: 'dbid:AAexampleaccount' }));
+  return { dir, configDir };
+}
+
+describe('the re-authorization settings', () => {
+  it.each([
+    [['--reauth-listen', '127.0.0.1:0'], '--reauth-listen', 'needs a public URL'],
+    [['--public-url', 'https://syncauth.example.com'], '--public-url', "needs the page's listen address"],
+    [['--reauth-listen', '127.0.0.1:0', '--public-url', 'http://syncauth.example.com'], '--public-url', 'must be https'],
+    [['--reauth-listen', '127.0.0.1:0', '--public-url', 'https://syncauth.example.com/page'], '--public-url', 'an origin alone'],
+    [['--reauth-listen', '127.0.0.1:0', '--public-url', 'https://syncauth.example.com', '--reauth-link-ttl', '5s'], '--reauth-link-ttl', 'from 1m to 30d'],
+  ])('daemon %j: exit 2 naming %s', async (flags, field, message) => {
+    const { dir } = await withProfile();
+    const result = await runInProcess(['daemon', '--profile', 'docs', '--token-file', path.join(dir, 'token'), ...flags], { cwd: dir });
+    expect(result.code, result.stderr).toBe(2);
+    expect(result.stderr).toContain(field);
+    expect(result.stderr).toContain(message);
+    expect(existsSync(path.join(dir, 'token'))).toBe(false);
+  });
+});
+
+describe('syncauth reauth-link', () => {
+  it('without a public URL: exit 2 naming it, and no link is minted', async () => {
+    const { dir, configDir } = await withProfile();
+    const result = await runInProcess(['reauth-link', '--profile', 'docs'], { cwd: dir });
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain('--public-url');
+    expect(result.stdout).toBe('');
+    expect(existsSync(path.join(configDir, LINKS_FILE_NAME))).toBe(false);
+  });
+
+  it('for a profile that was never set up: exit 4', async () => {
+    const { dir } = await withProfile();
+    const result = await runInProcess(['reauth-link', '--profile', 'other', '--public-url', 'https://syncauth.example.com'], { cwd: dir });
+    expect(result.code).toBe(4);
+    expect(result.stdout).toBe('');
+  });
+
+  it('prints the link alone; only its digest is kept (0600); status says it is outstanding and until when, never the link', async () => {
+    const { dir, configDir } = await withProfile();
+    const started = Date.now();
+    const result = await runInProcess(['reauth-link', '--profile', 'docs', '--public-url', 'https://syncauth.example.com', '--reauth-link-ttl', '2h', '--allow-account-change'], { cwd: dir });
+    expect(result.code, result.stderr).toBe(0);
+    expect(result.stdout).toMatch(/^https:\/\/syncauth\.example\.com\/reauthorize\/[A-Za-z0-9_-]{43}\n$/);
+    expect(result.stderr).toContain('it may move the profile to another Dropbox account');
+    const token = result.stdout.trim().split('/').pop() as string;
+    const file = path.join(configDir, LINKS_FILE_NAME);
+    expect(statSync(file).mode & 0o777).toBe(0o600);
+    const stored = readFileSync(file, 'utf8');
+    expect(stored).not.toContain(token);
+    const links = (JSON.parse(stored) as { version: number; links: { hash: string; profile: string; expiresAt: number; allowAccountChange: boolean }[] });
+    expect(links.version).toBe(1);
+    expect(links.links).toEqual([expect.objectContaining({ hash: hashToken(token), profile: 'docs', allowAccountChange: true })]);
+    const expiresAt = links.links[0]?.expiresAt ?? 0;
+    expect(expiresAt - started).toBeGreaterThanOrEqual(2 * 3_600_000 - 1_000);
+    expect(expiresAt - started).toBeLessThanOrEqual(2 * 3_600_000 + 60_000);
+
+    const text = await runInProcess(['status', '--profile', 'docs'], { cwd: dir });
+    expect(text.stdout).toMatch(/reauthorization link:\s+outstanding, expires \S+ \(in 2\.0h\)/);
+    const json = await runInProcess(['status', '--json', '--profile', 'docs'], { cwd: dir });
+    expect((JSON.parse(json.stdout) as { profiles: { reauthorizationLink: unknown }[] }).profiles[0]?.reauthorizationLink).toEqual({ expiresAt: new Date(expiresAt).toISOString() });
+    expect(`${text.stdout}${text.stderr}${json.stdout}${json.stderr}`).not.toContain(token);
+  });
+});
