@@ -46,6 +46,8 @@ const NOT_RUN: Record<string, string> = {
   'npm run soak': 'the year soak takes over half an hour; npm test runs slices of it (test/soak/)',
   'npm run soak -- --virtual': 'the virtual year takes minutes of both cores; npm test runs a twelve-day slice (test/soak/virtual.test.ts)',
   'npm run soak -- --seed 7 --json': 'as above, with another seed',
+  'syncauth notify test --notify-url https://hooks.example.com/syncauth':
+    'sends a signed test event to hooks.example.com, which tests cannot reach; test/notify/cli.test.ts runs `notify test` against a local receiver',
   "syncauth daemon --token-file '/run/syncauth/{profile}.token' --redis-url redis://127.0.0.1:6379":
     'needs a Redis at the fixed port 6379, shared by everything on this machine; the replica tests run these flags against a real redis-server on a free port',
 };
@@ -125,6 +127,19 @@ const HOW: Record<string, How> = {
   },
   'syncauth daemon --profile docs --token-file /run/syncauth/token': { background: { ready: (out) => logged('daemon.started')(out), stop: 'SIGTERM' } },
   'syncauth daemon --once --profile docs --token-file /run/syncauth/token': {},
+  // docs/notices.md: each line runs in a shell of its own, so what the block exports comes from here.
+  'syncauth daemon --notify-url https://hooks.example.com/syncauth': {
+    env: () => ({ SYNCAUTH_NOTIFY_SECRET: `whsec_${Buffer.alloc(32, 7).toString('base64')}` }),
+    background: { ready: (out) => logged('daemon.started')(out) && out.includes('"notify":["https://hooks.example.com"]'), stop: 'SIGTERM' },
+  },
+  'syncauth daemon --notify-format slack': {
+    env: () => ({ SYNCAUTH_NOTIFY_URL: 'https://hooks.slack.com/services/T0000/B0000/XXXX' }),
+    background: { ready: (out) => logged('daemon.started')(out) && out.includes('"notifyFormat":"slack"'), stop: 'SIGTERM' },
+  },
+  // docs/reauthorization.md
+  'syncauth daemon --profile docs --token-file /run/syncauth/token --reauth-listen 127.0.0.1:8443 --public-url https://syncauth.example.com': {
+    background: { ready: (out) => logged('daemon.started')(out), stop: 'SIGTERM' },
+  },
   // docs/exec.md: worker.py exits 0 only when it was given a token (and, with --clean-env, nothing else secret).
   'syncauth exec --profile docs --watch -- python3 worker.py': {},
 };
@@ -224,21 +239,37 @@ function shellArgv(line: string, background: boolean): string[] {
     'mount -t tmpfs -o mode=0755 tmpfs /run && mkdir -m 0750 /run/syncauth /run/app && exec /bin/sh -c "$1"', 'sh', script];
 }
 
+/** What ends each command still running, should a test end without it (a failure, a time-out). */
+const groups = new Set<() => void>();
+afterAll(() => {
+  for (const kill of groups) kill();
+});
+
 async function runCommand(command: DocCommand, how: How, world: World): Promise<CliResult> {
   const env = { ...world.env, ...how.env?.(world) };
   const argv = shellArgv(command.text, how.background !== undefined);
-  const child = spawn(argv[0] as string, argv.slice(1), { cwd: world.home.dir, env, stdio: ['pipe', 'pipe', 'pipe'] });
+  // In a process group of its own: a command that outlasts its deadline is ended with everything it started.
+  const child = spawn(argv[0] as string, argv.slice(1), { cwd: world.home.dir, env, stdio: ['pipe', 'pipe', 'pipe'], detached: true });
+  const killGroup = (): void => {
+    try {
+      if (child.pid !== undefined) process.kill(-child.pid, 'SIGKILL');
+    } catch {
+      // Gone already.
+    }
+  };
+  groups.add(killGroup);
   // A command that needs no input may be gone before its stdin is closed.
   child.stdin.on('error', () => {});
   let stdout = '';
   let stderr = '';
   child.stdout.setEncoding('utf8').on('data', (d: string) => { stdout += d; });
   child.stderr.setEncoding('utf8').on('data', (d: string) => { stderr += d; });
-  const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
+  const timer = setTimeout(killGroup, 60_000);
   const exit = new Promise<number | null>((resolve, reject) => {
     child.on('error', reject);
     child.on('close', (code) => {
       clearTimeout(timer);
+      groups.delete(killGroup);
       resolve(code);
     });
   });
