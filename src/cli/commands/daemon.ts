@@ -1,13 +1,11 @@
 // `syncauth daemon`: the sidecar. Resolves the profiles (every stored one, those named with --profile, or one
 // made entirely of environment variables in a container), checks every setting before anything starts, and
 // turns signals into a graceful stop (SIGTERM, SIGINT) or a reload (SIGHUP).
-import { stat } from 'node:fs/promises';
 import path from 'node:path';
 import { SETTINGS, type SettingName, type Settings } from '../../config.js';
 import {
   checkRedisUrl,
   checkSchedule,
-  checkTokenFileTemplate,
   createRedisCoordinator,
   isLoadFailure,
   reauthorizeCommand,
@@ -26,6 +24,7 @@ import { SECRET_FILE_NAME, secretFilesOf } from '../../credentials/file.js';
 import { Semaphore } from '../../daemon/limiter.js';
 import { notifySystemd } from '../../daemon/notify.js';
 import { PRIVATE_ACCESS, parseMode, parseSocketMode, resolveGroup, type FileAccess } from '../../publish/file.js';
+import { checkTokenFilePlaces, type ProfileSinks } from '../../publish/token-file.js';
 import { checkTemplate, parseTemplateFlag, type TemplateSpec } from '../../publish/template.js';
 import { placeSinks, PLACE_RULE, type SinkRequest } from '../../publish/place.js';
 import { removeTemporaryLeftovers } from '../../profile/files.js';
@@ -37,7 +36,7 @@ import { accessTokenKeeper, accessTokenReader } from '../../sync/token-cache.js'
 import { baseState } from '../../sync/renew.js';
 import type { CommandContext } from '../context.js';
 import { openSession, readSecrets, requireGrant, type ProfileSession, type ResolvedSecrets } from '../session.js';
-import { configFileLabel, withDaemonConfigFile } from '../daemon-config.js';
+import { configFileLabel, prepareProfileSinks, withDaemonConfigFile } from '../daemon-config.js';
 
 /** A temporary file this old is no write in progress (those take milliseconds): its writer died. */
 const LEFTOVER_AGE_MS = 10_000;
@@ -201,10 +200,10 @@ function checkSettings(context: CommandContext, options: DaemonCommandOptions): 
  * renewal is thrown away while the run looks healthy, so it is refused before anything starts (exit 2), naming
  * what is missing.
  */
-function checkWorkToDo(context: CommandContext, options: DaemonCommandOptions, profiles: DaemonProfile[]): void {
+function checkWorkToDo(context: CommandContext, options: DaemonCommandOptions, profiles: DaemonProfile[], ownSinks = false): void {
   const v = context.settings.values;
   const once = options.once === true;
-  const sinks = Boolean(v.tokenFile) || (options.template?.length ?? 0) > 0 || (!once && Boolean(v.socket));
+  const sinks = ownSinks || Boolean(v.tokenFile) || (options.template?.length ?? 0) > 0 || (!once && Boolean(v.socket));
   if (sinks || profiles.some((profile) => profile.reconcile || profile.storeAccessToken)) return;
   const env = (name: SettingName) => SETTINGS[name].env;
   const reconcileNeeds = (['baseUrl', 'apiKey', 'remoteUrl'] as const).filter((name) => !v[name]);
@@ -329,17 +328,7 @@ export async function loadProfiles(context: CommandContext, store: ProfileStore,
 const PROFILES_LOADED_AT_ONCE = 16;
 
 async function checkTokenFiles(context: CommandContext, template: string, names: string[]): Promise<void> {
-  const field = label(context, 'tokenFile');
-  checkTokenFileTemplate(template, names.length, field);
-  for (const name of names) {
-    const file = tokenFileFor(template, name);
-    const dir = path.dirname(file);
-    const info = await stat(dir).catch(() => undefined);
-    if (!info?.isDirectory()) throw new ValidationError([{ field, message: `the directory ${dir} does not exist` }]);
-    if ((await stat(file).catch(() => undefined))?.isDirectory()) {
-      throw new ValidationError([{ field, message: `${file} is a directory, but the token file must be a file (e.g. ${path.join(file, 'token')})` }]);
-    }
-  }
+  await checkTokenFilePlaces(template, names, label(context, 'tokenFile'));
 }
 
 export async function daemon(given: CommandContext, givenOptions: DaemonCommandOptions = {}): Promise<void> {
@@ -362,11 +351,15 @@ export async function daemon(given: CommandContext, givenOptions: DaemonCommandO
   }
   const failed = initial.filter(isLoadFailure);
   if (failed.length === initial.length) throw (failed[0] as { error: Error }).error;
-  if (failed.length === 0) checkWorkToDo(context, options, initial as DaemonProfile[]);
   const names = initial.map((entry) => entry.name);
-  if (v.tokenFile) await checkTokenFiles(context, v.tokenFile, names);
+  // A profile's own token file (the configuration file's profiles.NAME.sinks) replaces the daemon-wide one for it.
+  const ownTokenFile = (name: string) => configured.config?.profileSinks[name]?.token_file !== undefined;
+  if (failed.length === 0) checkWorkToDo(context, options, initial as DaemonProfile[], names.some((name) => configured.config?.profileSinks[name]));
+  if (v.tokenFile) await checkTokenFiles(context, v.tokenFile, names.filter((name) => !ownTokenFile(name)));
   const handover = await checkHandover(context, options, names);
   const tokenFile = await placeHandover(context, log, v.tokenFile, handover, names, options.once === true);
+  const sharedTokenFile = (name: string) => (tokenFile ? tokenFileFor(tokenFile, name) : undefined);
+  const profileSinks = await prepareProfileSinks(configured.config, names, log, sharedTokenFile);
   // A daemon restarted after kill -9 clears what interrupted writes of state and secrets left behind.
   await removeTemporaryLeftovers([...names.flatMap((name) => [store.fileOf(name), ...secretFilesOf(v.configDir, name)]), path.join(v.configDir, SECRET_FILE_NAME)], LEFTOVER_AGE_MS);
   if (names.length > 1 && environmentGrant(v)) {
@@ -394,6 +387,7 @@ export async function daemon(given: CommandContext, givenOptions: DaemonCommandO
       ...(tokenFile ? { tokenFile } : {}),
       ...(handover.tokenFileAccess ? { tokenFileAccess: handover.tokenFileAccess } : {}),
       ...(handover.templates.length > 0 ? { templates: handover.templates } : {}),
+      ...(profileSinks.size > 0 ? { profileSinks } : {}),
       ...(handover.socket && !once ? { socket: handover.socket } : {}),
       ...(v.listen && !once ? { listen: v.listen } : {}),
       ...(coordinator ? { coordinator } : {}),
@@ -419,6 +413,7 @@ export async function daemon(given: CommandContext, givenOptions: DaemonCommandO
       ...(settings.maxRenewalsPerSecond !== undefined ? { maxRenewalsPerSecond: settings.maxRenewalsPerSecond } : {}),
       ...(tokenFile ? { tokenFile } : {}),
       ...(handover.templates.length > 0 ? { templates: handover.templates.map((t) => t.dest) } : {}),
+      ...(profileSinks.size > 0 ? { profileSinks: Object.fromEntries([...profileSinks].map(([name, own]) => [name, { tokenFile: own.tokenFile, templates: own.templates?.map((t) => t.dest) }])) } : {}),
       ...(handover.socket ? { socket: handover.socket.path } : {}),
       ...(running.url ? { listen: running.url } : {}),
       ...(v.redisUrl ? { redis: redisTarget(v.redisUrl) } : {}),
@@ -426,11 +421,13 @@ export async function daemon(given: CommandContext, givenOptions: DaemonCommandO
     `syncauth daemon started for ${names.length === 1 ? `profile ${names[0]}` : `${names.length} profiles`}`,
   );
   const readiness = reportReadiness(running, log);
-  // SIGHUP reads the configuration file again first: rejected, nothing changes; accepted, its profiles are served.
-  const reconfigure = async (): Promise<boolean> => {
-    const next = await configured.reread(log);
+  // SIGHUP reads the configuration file again first: rejected, nothing changes; accepted, its profiles are served
+  // with their own sinks.
+  const reconfigure = async (): Promise<{ profileSinks?: Map<string, ProfileSinks> } | false> => {
+    const next = await configured.reread(log, async (requested) => requested ?? (await store.names()), sharedTokenFile);
+    if (next === false) return false;
     if (next) settings.requested = next.requested;
-    return next !== false;
+    return next ? { profileSinks: next.profileSinks } : {};
   };
   await untilStopped(running, log, readiness, reconfigure);
   // Everything was closed; should a stray handle keep the event loop alive, do not hang the container's stop.
@@ -497,12 +494,12 @@ function reportReadiness(running: RunningDaemon, log: Logger): () => void {
   return () => clearInterval(timer);
 }
 
-function untilStopped(running: RunningDaemon, log: Logger, stopReadiness: () => void, reconfigure: () => Promise<boolean>): Promise<void> {
+function untilStopped(running: RunningDaemon, log: Logger, stopReadiness: () => void, reconfigure: () => Promise<{ profileSinks?: Map<string, ProfileSinks> } | false>): Promise<void> {
   return new Promise<void>((resolve) => {
     let stopping = false;
     const reload = (): void => {
       log.info({ event: 'daemon.reloading', op: 'load', signal: 'SIGHUP' }, 'SIGHUP: reloading the profiles');
-      void reconfigure().then((accepted) => (accepted ? running.reload() : undefined));
+      void reconfigure().then((accepted) => (accepted ? running.reload(accepted) : undefined));
     };
     const stop = (signal: NodeJS.Signals): void => {
       if (stopping) {
