@@ -6,7 +6,7 @@ import type * as Undici from 'undici';
 import type { Dispatcher } from 'undici';
 import { proxyDispatcher } from '../net/proxy.js';
 import { ValidationError } from '../errors.js';
-import { OAuthError, REAUTHORIZE_HINT, scrub } from './errors.js';
+import { OAuthError, reauthorizeHint, scrub } from './errors.js';
 import { checkCredential, endpointUrl } from './http.js';
 
 /** Everything needed to finish the flow started by opening `url`; keep it in memory only. */
@@ -86,7 +86,7 @@ export function parseAuthorizationResponse(params: URLSearchParams, expectedStat
   const code = params.get('code');
   if (!code) {
     throw new OAuthError('OAUTH_BAD_RESPONSE', 'the callback carries neither a code nor an error', {
-      hint: REAUTHORIZE_HINT,
+      hint: reauthorizeHint(),
     });
   }
   return { code };
@@ -136,7 +136,7 @@ function authorizationError(rawError: string, rawDescription: string | undefined
     default:
       return new OAuthError('OAUTH_PROVIDER_ERROR', `Dropbox ended the authorization with the error "${error}"${said}`, {
         ...common,
-        hint: REAUTHORIZE_HINT,
+        hint: reauthorizeHint(),
       });
   }
 }

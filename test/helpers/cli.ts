@@ -7,6 +7,11 @@ import { fileURLToPath } from 'node:url';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 export const CLI = path.join(ROOT, 'dist/cli/main.js');
+/**
+ * How the CLI run by these helpers names itself in the commands it tells a person to run: as it was invoked
+ * (src/profile/name.ts), here the script run by node from a temporary directory.
+ */
+export const RUN_AS = `node ${CLI}`;
 
 export interface CliResult {
   code: number | null;

@@ -16,7 +16,7 @@ import type { CommandContext } from '../context.js';
 import { describeSystemError } from '../errno.js';
 import { counted, paletteFor, printJson, type Io } from '../output.js';
 import { openSession, readSecrets, type ProfileSession, type ResolvedSecrets } from '../session.js';
-import { reauthorizeCommand } from '../../profile/name.js';
+import { reauthorizeCommand, syncauthCommand } from '../../profile/name.js';
 import { insidePrivateSubdir, ownSubdirProblem, ownUid, sharedBecause } from '../../publish/place.js';
 import { parseTemplateFlag } from '../../publish/template.js';
 
@@ -175,7 +175,7 @@ function relativeTime(iso: string, now: number): string {
 
 function stateProblems(name: string, state: ProfileState): Check[] {
   const setup = `run \`${reauthorizeCommand(name)}\``;
-  const refresh = `run \`syncauth refresh --profile ${name}\``;
+  const refresh = `run \`${syncauthCommand(`refresh --profile ${name}`)}\``;
   const checks: Check[] = [];
   if (state.needsReauthorization) {
     checks.push({ check: 'profile', subject: name, status: 'fail', message: 'needs re-authorization: Dropbox no longer accepts its grant', fix: `${setup} to authorize again` });
@@ -266,7 +266,7 @@ async function checkService(target: ServiceTarget): Promise<Check[]> {
       if (connectorId && !ids.has(connectorId)) {
         checks.push({
           check: 'service', subject, status: 'fail', message: `the source connector ${connectorId} of profile ${profile} is not on the service`,
-          fix: `run \`syncauth refresh --profile ${profile}\` to create it again`,
+          fix: `run \`${syncauthCommand(`refresh --profile ${profile}`)}\` to create it again`,
         });
       }
     }
@@ -275,7 +275,7 @@ async function checkService(target: ServiceTarget): Promise<Check[]> {
     if (isServiceError(error) && (error.code === 'SERVICE_UNAUTHORIZED' || error.code === 'SERVICE_FORBIDDEN')) {
       return [{
         check: 'service', subject, status: 'fail', message: `the service rejected the API key${of} (${error.status ?? 'no status'})`,
-        fix: `set ${SETTINGS.apiKey.env} to a key of the right workspace (API Keys in the service's web interface), then run \`syncauth setup${names.length === 1 ? ` --profile ${names[0]}` : ''}\` to store it`,
+        fix: `set ${SETTINGS.apiKey.env} to a key of the right workspace (API Keys in the service's web interface), then run \`${syncauthCommand(`setup${names.length === 1 ? ` --profile ${names[0]}` : ''}`)}\` to store it`,
       }];
     }
     if (isServiceError(error) && error.code === 'SERVICE_NETWORK') {
@@ -526,7 +526,7 @@ export async function doctor(context: CommandContext, options: DoctorOptions = {
     checks.push(...(await checkProfile(context, name, state, kinds.get(kindOf.get(name) ?? v.store) === true, targets)));
   }
   if (names.length === 0 && (checks[0] as Check).status !== 'fail' && !checks.some((c) => c.check === 'profile')) {
-    checks.push({ check: 'profile', subject: '', status: 'warn', message: 'no profile is set up yet', fix: 'run `syncauth setup`' });
+    checks.push({ check: 'profile', subject: '', status: 'warn', message: 'no profile is set up yet', fix: `run \`${syncauthCommand('setup')}\`` });
   }
   // Without a profile, the service the environment names.
   if (targets.size === 0 && v.baseUrl && v.apiKey) {

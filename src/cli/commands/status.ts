@@ -4,7 +4,7 @@ import { resolveSettings } from '../../config.js';
 import { ExitCode, SyncauthError } from '../../errors.js';
 import { openSecretStore } from '../../credentials/index.js';
 import { openProfileStore, type ProfileState, type ProfileStore } from '../../profile/index.js';
-import { reauthorizeCommand } from '../../profile/name.js';
+import { reauthorizeCommand, syncauthCommand } from '../../profile/name.js';
 import { pendingSetups, recoverInterruptedSetup } from '../../sync/setup-journal.js';
 import type { CommandContext } from '../context.js';
 import { printJson, printRecord } from '../output.js';
@@ -32,7 +32,7 @@ interface Trouble {
  */
 function troubleOf(state: ProfileState): Trouble | undefined {
   const setupFix = reauthorizeCommand(state.profile);
-  const refreshFix = `syncauth refresh --profile ${state.profile}`;
+  const refreshFix = syncauthCommand(`refresh --profile ${state.profile}`);
   if (state.needsReauthorization) {
     return { state: 'needs re-authorization', summary: 'needs re-authorization', advice: `run \`${setupFix}\` to authorize again`, fix: setupFix };
   }
@@ -112,7 +112,7 @@ export async function status(context: CommandContext): Promise<void> {
   if (context.json) {
     printJson(context.io, { profiles: rows });
   } else if (rows.length === 0) {
-    context.io.stdout.write('no profiles yet: run `syncauth setup` to create one\n');
+    context.io.stdout.write(`no profiles yet: run \`${syncauthCommand('setup')}\` to create one\n`);
   } else {
     for (const [i, s] of states.entries()) {
       const row = rows[i] as ReturnType<typeof summary>;
