@@ -424,7 +424,12 @@ export async function daemon(given: CommandContext, givenOptions: DaemonCommandO
   // SIGHUP reads the configuration file again first: rejected, nothing changes; accepted, its profiles are served
   // with their own sinks.
   const reconfigure = async (): Promise<{ profileSinks?: Map<string, ProfileSinks> } | false> => {
-    const next = await configured.reread(log, async (requested) => requested ?? (await store.names()), sharedTokenFile);
+    // The profiles the reload will serve, as loadProfiles finds them (none stored: the environment's one).
+    const served = async (requested: string[] | undefined): Promise<string[]> => {
+      const found = requested ?? (await store.names());
+      return found.length > 0 ? found : [v.profile];
+    };
+    const next = await configured.reread(log, served, sharedTokenFile);
     if (next === false) return false;
     if (next) settings.requested = next.requested;
     return next ? { profileSinks: next.profileSinks } : {};
