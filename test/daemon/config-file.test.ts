@@ -9,7 +9,8 @@ import { CONFIG_KEYS, parseDaemonConfig, readDaemonConfig } from '../../src/daem
 import { ValidationError } from '../../src/errors.js';
 import { grantRefreshToken, newHome, onboardingEnv, runCli, startOnboarding, type Onboarding } from '../helpers/onboarding.js';
 import { waitFor } from '../helpers/wait.js';
-import { tempDir } from './helpers.js';
+import { prepareProfileSinks } from '../../src/cli/daemon-config.js';
+import { captureLog, tempDir } from './helpers.js';
 import { spawnDaemon } from './process.js';
 
 function issuesOf(text: string, file = '/etc/syncauth/syncauth.yaml'): string[] {
@@ -134,6 +135,43 @@ profiles:
     const file = path.join(dir, 'syncauth.yaml');
     writeFileSync(file, OWN.replace('group: 0', 'group: no-such-group-here'), { mode: 0o600 });
     await expect(readDaemonConfig(file)).rejects.toThrow(/line 6: profiles\.reports\.eu\.sinks\.token_file\.group/);
+  });
+});
+
+describe("a profile's own sinks, prepared for the daemon", () => {
+  it('are checked and placed whole: a token file taken twice and a template that cannot render are each named by line', async () => {
+    const dir = tempDir('syncauth-own-sinks-');
+    writeFileSync(path.join(dir, 'ok.tmpl'), 'T={{ access_token }}\n');
+    const text = (bTokenFile: string, source = 'ok.tmpl') => `version: 1
+profiles:
+  a:
+    sinks:
+      token_file: {path: "${dir}/{profile}.token"}
+  b:
+    sinks:
+      token_file: {path: "${bTokenFile}", mode: "0640"}
+      templates:
+        - {source: ${dir}/${source}, dest: "${dir}/{profile}.env"}
+  c:
+`;
+    const { logger } = captureLog();
+    const shared = (name: string) => `${dir}/${name}.shared`;
+    const good = await prepareProfileSinks(parseDaemonConfig(text(`${dir}/b.token`), '/s.yaml'), ['a', 'b', 'c'], logger, shared);
+    expect(good.get('a')).toEqual({ tokenFile: `${dir}/a.token`, tokenFileAccess: { mode: 0o600 } });
+    expect(good.get('b')).toEqual({ tokenFile: `${dir}/b.token`, tokenFileAccess: { mode: 0o640 }, templates: [{ source: `${dir}/ok.tmpl`, dest: `${dir}/b.env`, mode: 0o600 }] });
+    expect(good.has('c')).toBe(false);
+
+    const issues = async (config: string): Promise<string[]> =>
+      prepareProfileSinks(parseDaemonConfig(config, '/s.yaml'), ['a', 'b', 'c'], logger, shared).then(
+        () => [],
+        (error: unknown) => (error as ValidationError).issues.map((issue) => `${issue.field}: ${issue.message}`),
+      );
+    expect(await issues(text(`${dir}/a.token`, 'missing.tmpl'))).toEqual([
+      `/s.yaml line 8: profiles.b.sinks.token_file.path: ${dir}/a.token is already the token file of profile "a"`,
+      expect.stringMatching(/^\/s\.yaml line 10: profiles\.b\.sinks\.templates\[0\]: cannot read template .*missing\.tmpl/),
+    ]);
+    // Nor may an own token file take the one the daemon-wide token file gives a profile without its own.
+    expect(await issues(text(`${dir}/c.shared`))).toEqual([`/s.yaml line 8: profiles.b.sinks.token_file.path: ${dir}/c.shared is already the token file of profile "c"`]);
   });
 });
 
