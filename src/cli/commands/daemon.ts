@@ -1,6 +1,7 @@
 // `syncauth daemon`: the sidecar. Resolves the profiles (every stored one, those named with --profile, or one
 // made entirely of environment variables in a container), checks every setting before anything starts, and
 // turns signals into a graceful stop (SIGTERM, SIGINT) or a reload (SIGHUP).
+import { syncauthCommand } from '../../profile/name.js';
 import path from 'node:path';
 import { SETTINGS, type SettingName, type Settings } from '../../config.js';
 import {
@@ -217,7 +218,7 @@ function checkWorkToDo(context: CommandContext, options: DaemonCommandOptions, p
       kind: 'bad_input',
       hint:
         `publish the token with --token-file (${env('tokenFile')}) or --template${once ? '' : `, or serve it with --socket (${env('socket')})`}; ` +
-        `or set ${missing.join(', ')} to keep the connector's grant current; or run the consumer under \`syncauth exec\`, which renews as it needs`,
+        `or set ${missing.join(', ')} to keep the connector's grant current; or run the consumer under \`${syncauthCommand('exec')}\`, which renews as it needs`,
     },
   );
 }
@@ -346,7 +347,7 @@ export async function daemon(given: CommandContext, givenOptions: DaemonCommandO
   if (initial.length === 0) {
     throw new SyncauthError('SYNCAUTH_NO_PROFILES', 'there is no profile to serve: no profile is stored and the environment holds no Dropbox grant', {
       exitCode: ExitCode.authRequired,
-      hint: 'run `syncauth setup` first, or set SYNCAUTH_APP_KEY, SYNCAUTH_APP_SECRET and SYNCAUTH_REFRESH_TOKEN (plus SYNCAUTH_BASE_URL, SYNCAUTH_API_KEY and SYNCAUTH_REMOTE_URL to reconcile a connector)',
+      hint: `run \`${syncauthCommand('setup')}\` first, or set SYNCAUTH_APP_KEY, SYNCAUTH_APP_SECRET and SYNCAUTH_REFRESH_TOKEN (plus SYNCAUTH_BASE_URL, SYNCAUTH_API_KEY and SYNCAUTH_REMOTE_URL to reconcile a connector)`,
     });
   }
   const failed = initial.filter(isLoadFailure);
