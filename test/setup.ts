@@ -1,5 +1,12 @@
-// Runs in every test file: temporary directories made through the CLI helper are removed afterwards.
-import { afterAll } from 'vitest';
-import { removeTempDirs } from './helpers/cli.js';
+// Runs in every test file: temporary directories made through the CLI helper are removed afterwards, and after
+// each test no spawned syncauth may have printed Node's own warnings (`(node:…) …Warning`) on its stderr, whether a
+// helper or the test itself spawned it.
+import { afterAll, afterEach } from 'vitest';
+import { checkNodeWarnings, forgetWatched, removeTempDirs, watchSpawnedCli } from './helpers/cli.js';
 
-afterAll(() => removeTempDirs());
+watchSpawnedCli();
+afterEach(() => checkNodeWarnings());
+afterAll(() => {
+  forgetWatched();
+  removeTempDirs();
+});

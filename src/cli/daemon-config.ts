@@ -1,12 +1,20 @@
 // `syncauth daemon --config FILE`: the file's keys become the settings and options the flags and variables
-// give, each of which still wins over the file (a clash is logged once at start, naming the winner). On SIGHUP
-// the file is read and checked again, whole: a file with any problem is rejected (logged) and the daemon keeps
-// its configuration; a good one changes the profiles served at once. Every other key (sinks and daemon-wide
-// settings) is placed and opened at start, so a change to one is logged as needing a restart.
+// give, each of which still wins over the file (a clash is logged once at start, naming the winner). A profile's
+// own sinks (`profiles.NAME.sinks`) have no flag: they are the most specific, and win over the daemon-wide token
+// file however it was given (its templates are rendered besides the daemon-wide ones). On SIGHUP the file is
+// read and checked again, whole, own sinks placed as at start: a file with any problem is rejected (logged) and
+// the daemon keeps its configuration; a good one changes the profiles served and their own sinks at once. Every
+// other key (the daemon-wide sinks and settings) is placed and opened at start, so a change to one is logged as
+// needing a restart.
 import { SETTINGS, type SettingName, type Settings } from '../config.js';
 import { readDaemonConfig, type DaemonFileConfig } from '../daemon/config-file.js';
 import { classifyFailure } from '../daemon/classify.js';
+import { ValidationError, type FieldIssue } from '../errors.js';
 import type { Logger } from '../log.js';
+import { PRIVATE_ACCESS, parseMode, resolveGroup } from '../publish/file.js';
+import { placeSinks, PLACE_RULE, tokenFileFor, type SinkRequest } from '../publish/place.js';
+import { checkTemplate, type TemplateSpec } from '../publish/template.js';
+import { checkTokenFilePlaces, type ProfileSinks } from '../publish/token-file.js';
 import type { DaemonCommandOptions } from './commands/daemon.js';
 import type { CommandContext } from './context.js';
 
@@ -55,22 +63,109 @@ export function configFileLabel(context: CommandContext, name: SettingName): str
   return fileLabels.get(context.settings)?.[name];
 }
 
+/** Absorbs a ValidationError's issues into `issues`, so that every problem is named at once. */
+async function gather<T>(issues: FieldIssue[], check: () => T | Promise<T>): Promise<T | undefined> {
+  try {
+    return await check();
+  } catch (error) {
+    if (!(error instanceof ValidationError)) throw error;
+    issues.push(...error.issues);
+    return undefined;
+  }
+}
+
+/**
+ * The own sinks of the profiles served (`names`), checked and placed as the daemon-wide ones are: the token
+ * file's directory must exist, a template must render, and a sink in a directory other users may write moves
+ * into the daemon's own subdirectory there, or is refused (see src/publish/place.ts). `shared(name)` is where
+ * the daemon-wide token file puts a profile without its own, which no own token file may take. Throws one
+ * ValidationError naming every problem by its line and key.
+ */
+export async function prepareProfileSinks(
+  config: DaemonFileConfig | undefined,
+  names: readonly string[],
+  log: Logger,
+  shared: (name: string) => string | undefined,
+): Promise<Map<string, ProfileSinks>> {
+  const result = new Map<string, ProfileSinks>();
+  if (!config) return result;
+  const issues: FieldIssue[] = [];
+  const requests: (SinkRequest & { name: string; template?: number })[] = [];
+  const claimed = new Map<string, string>();
+  for (const name of names) if (!config.profileSinks[name]?.token_file) {
+    const file = shared(name);
+    if (file !== undefined) claimed.set(file, `the token file of profile "${name}"`);
+  }
+  for (const name of names) {
+    const own = config.profileSinks[name];
+    if (!own) continue;
+    const at = (...rest: (string | number)[]) => config.where(['profiles', name, 'sinks', ...rest]);
+    const sinks: ProfileSinks = {};
+    if (own.token_file) {
+      const field = at('token_file', 'path');
+      const file = tokenFileFor(own.token_file.path, name);
+      const mode = own.token_file.mode === undefined ? PRIVATE_ACCESS.mode : await gather(issues, () => parseMode(own.token_file?.mode as string, at('token_file', 'mode')));
+      const gid = own.token_file.group === undefined ? undefined : await gather(issues, () => resolveGroup(own.token_file?.group as string, at('token_file', 'group')));
+      await gather(issues, () => checkTokenFilePlaces(file, [name], field));
+      const taken = claimed.get(file);
+      if (taken) issues.push({ field, message: `${file} is already ${taken}` });
+      claimed.set(file, `the token file of profile "${name}"`);
+      sinks.tokenFile = file;
+      sinks.tokenFileAccess = { mode: mode ?? PRIVATE_ACCESS.mode, ...(gid !== undefined ? { gid } : {}) };
+      requests.push({ name, path: file, field, ...(gid !== undefined ? { gid } : {}) });
+    }
+    const templates: TemplateSpec[] = [];
+    for (const [i, t] of (own.templates ?? []).entries()) {
+      const field = at('templates', i);
+      const spec: TemplateSpec = { source: t.source, dest: tokenFileFor(t.dest, name), mode: t.mode === undefined ? PRIVATE_ACCESS.mode : (parseMode(t.mode, field)) };
+      await gather(issues, () => checkTemplate(spec, [name], field));
+      templates.push(spec);
+      requests.push({ name, path: spec.dest, field, template: templates.length - 1 });
+    }
+    if (templates.length > 0) sinks.templates = templates;
+    result.set(name, sinks);
+  }
+  if (issues.length > 0) throw new ValidationError(issues);
+  // The rule of shared directories, as for the daemon-wide sinks.
+  const placed = await placeSinks(requests, (file) => [file]);
+  placed.forEach((sink, i) => {
+    const request = requests[i] as (typeof requests)[number];
+    const sinks = result.get(request.name) as ProfileSinks;
+    if (request.template === undefined) sinks.tokenFile = sink.path;
+    else sinks.templates = (sinks.templates ?? []).map((spec, j) => (j === request.template ? { ...spec, dest: sink.path } : spec));
+    if (sink.movedBecause !== undefined) {
+      log.info(
+        { profile: request.name, event: 'sink.moved', op: 'start', field: request.field, configured: request.path, path: sink.path, reason: sink.movedBecause },
+        `${request.field}: ${sink.movedBecause}, so ${request.path} is published as ${sink.path} (${PLACE_RULE})`,
+      );
+    }
+  });
+  return result;
+}
+
 export interface ConfiguredDaemon {
   context: CommandContext;
   options: DaemonCommandOptions;
+  /** The file as read at start; undefined without one. */
+  config: DaemonFileConfig | undefined;
   /** Logs, once, each key of the file a flag or variable overrides. */
   report(log: Logger): void;
   /**
-   * SIGHUP: reads and checks the file again. Undefined when there is no file; false when it was rejected (logged,
-   * nothing changes); otherwise the profiles to serve now (undefined: every stored one).
+   * SIGHUP: reads and checks the file again, and prepares the own sinks of the profiles it would serve
+   * (`served`, given the profiles asked for: undefined, every stored one). Undefined when there is no file;
+   * false when it was rejected (logged, nothing changes); otherwise the profiles to serve now and their own sinks.
    */
-  reread(log: Logger): Promise<{ requested: string[] | undefined } | false | undefined>;
+  reread(
+    log: Logger,
+    served: (requested: string[] | undefined) => Promise<readonly string[]>,
+    shared: (name: string) => string | undefined,
+  ): Promise<{ requested: string[] | undefined; profileSinks: Map<string, ProfileSinks> } | false | undefined>;
 }
 
 /** Folds the file named by --config (or SYNCAUTH_DAEMON_CONFIG) into the context and options; no file: as they are. */
 export async function withDaemonConfigFile(context: CommandContext, options: DaemonCommandOptions): Promise<ConfiguredDaemon> {
   const file = context.settings.values.config;
-  if (file === undefined) return { context, options, report: () => undefined, reread: async () => undefined };
+  if (file === undefined) return { context, options, config: undefined, report: () => undefined, reread: async () => undefined };
   const config = await readDaemonConfig(file);
   const { values, sources } = context.settings;
   const merged: Record<string, unknown> = { ...values };
@@ -108,15 +203,18 @@ export async function withDaemonConfigFile(context: CommandContext, options: Dae
   return {
     context: { ...context, settings },
     options: nextOptions as DaemonCommandOptions,
+    config,
     report(log) {
       for (const { key, winner } of clashes) {
         log.info({ event: 'daemon.config_overridden', op: 'start', key, winner }, `${config.where(key)} is overridden by ${winner}: flags and variables win over the configuration file`);
       }
     },
-    async reread(log) {
+    async reread(log, served, shared) {
       let next: DaemonFileConfig;
+      let profileSinks: Map<string, ProfileSinks>;
       try {
         next = await readDaemonConfig(file);
+        profileSinks = await prepareProfileSinks(next, await served(flagProfiles ?? next.profiles), log, shared);
       } catch (error) {
         const reason = classifyFailure(error).message;
         log.error({ event: 'daemon.config_rejected', op: 'load', file, reason }, `SIGHUP: ${file} was not applied, the daemon keeps its configuration: ${reason}`);
@@ -132,7 +230,7 @@ export async function withDaemonConfigFile(context: CommandContext, options: Dae
       }
       const requested = flagProfiles ?? next.profiles;
       log.info({ event: 'daemon.config_reloaded', op: 'load', file, ...(requested ? { profiles: requested } : {}) }, `SIGHUP: ${file} applied`);
-      return { requested };
+      return { requested, profileSinks };
     },
   };
 }

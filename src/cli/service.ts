@@ -1,5 +1,6 @@
 // Opens the service client from resolved settings (and, after `setup`, the profile's saved base URL and stored
 // API key), or says exactly which setting is missing.
+import { syncauthCommand } from '../profile/name.js';
 import { ExitCode, SyncauthError } from '../errors.js';
 import { howToSet } from '../config.js';
 import type { ServiceClient } from '../service/client.js';
@@ -17,7 +18,7 @@ export async function openServiceClient(context: CommandContext): Promise<Servic
     if (!baseUrl) {
       throw new SyncauthError('SYNCAUTH_MISSING_SETTING', "the service's base URL is not set", {
         exitCode: ExitCode.usage,
-        hint: `set ${howToSet('baseUrl')}, e.g. https://platform.example.com, or run \`syncauth setup\``,
+        hint: `set ${howToSet('baseUrl')}, e.g. https://platform.example.com, or run \`${syncauthCommand('setup')}\``,
       });
     }
     apiKey ??= (await readSecrets(session)).apiKey;
@@ -25,7 +26,7 @@ export async function openServiceClient(context: CommandContext): Promise<Servic
   if (!apiKey) {
     throw new SyncauthError('SYNCAUTH_NO_API_KEY', 'no service API key is available', {
       exitCode: ExitCode.authRequired,
-      hint: 'set SYNCAUTH_API_KEY in the environment or a .env file (generate a key under API Keys in the service web interface), or run `syncauth setup`',
+      hint: `set SYNCAUTH_API_KEY in the environment or a .env file (generate a key under API Keys in the service web interface), or run \`${syncauthCommand('setup')}\``,
     });
   }
   return context.factory.serviceClient({ baseUrl, apiKey, apiKeyHeader });

@@ -38,7 +38,7 @@ import { z } from 'zod';
 import { SyncauthError, ValidationError } from '../errors.js';
 import { ensurePrivateDir, writePrivateFile } from '../profile/files.js';
 import { withFileLock } from '../profile/lock.js';
-import { PROFILE_NAME_PATTERN, assertProfileName, isProfileName } from '../profile/name.js';
+import { PROFILE_NAME_PATTERN, assertProfileName, isProfileName, syncauthCommand } from '../profile/name.js';
 import { SecretStoreError } from './errors.js';
 import { STORED_NAMES, planMerge } from './types.js';
 import type { StoredSecrets, SecretStore } from './types.js';
@@ -270,7 +270,7 @@ function makeCore(configDir: string) {
       throw new SecretStoreError(
         'STORE_LOCKED',
         `the store key does not open ${where}: SYNCAUTH_STORE_KEY is not the key it was written with, or the ` +
-          'file was changed since. Set the right key; if it is lost, delete the file and run `syncauth setup` ' +
+          `file was changed since. Set the right key; if it is lost, delete the file and run \`${syncauthCommand('setup')}\` ` +
           'to store the secrets again.',
         { path: where },
       );
@@ -504,14 +504,14 @@ function makeCore(configDir: string) {
     return new SecretStoreError(
       'STORE_CORRUPT',
       `${where} is not a readable syncauth secret store: ${reason}. Restore it from a backup, or delete it and ` +
-        'run `syncauth setup` to store the secrets again.',
+        `run \`${syncauthCommand('setup')}\` to store the secrets again.`,
       { path: where },
     );
   }
 
   function noStore(): SyncauthError {
     return new SyncauthError('SYNCAUTH_NO_STORE', `there is no encrypted store at ${file}: nothing to re-key`, {
-      hint: 'a store is made by `syncauth setup` with SYNCAUTH_STORE=file; check SYNCAUTH_CONFIG_DIR',
+      hint: `a store is made by \`${syncauthCommand('setup')}\` with SYNCAUTH_STORE=file; check SYNCAUTH_CONFIG_DIR`,
     });
   }
 
@@ -563,7 +563,7 @@ export function openFileSecretStore(options: FileSecretStoreOptions): FileSecret
       weakKeyWarned.add(file);
       options.onWeakKey(
         `SYNCAUTH_STORE_KEY is shorter than ${MIN_STORE_KEY_LENGTH} characters; ${file} still opens with it, but a ` +
-          'new store would refuse it. Run `syncauth profile rekey` to re-encrypt the store under a long random key ' +
+          `new store would refuse it. Run \`${syncauthCommand('profile rekey')}\` to re-encrypt the store under a long random key ` +
           '(e.g. the output of `openssl rand -base64 32`).',
       );
     }

@@ -30,12 +30,20 @@ export interface FileTemplate {
   mode?: string;
 }
 
+/** A profile's own sinks as written: no socket (the one socket serves every profile). */
+export interface ProfileFileSinks {
+  token_file?: FileSink;
+  templates?: FileTemplate[];
+}
+
 /** The file's content, checked; keys as written (snake case), values as the flags take them. */
 export interface DaemonFileConfig {
   file: string;
   /** Absent: every stored profile, as without the file. */
   profiles?: string[];
   sinks: { token_file?: FileSink; templates?: FileTemplate[]; socket?: FileSink };
+  /** Profiles' own sinks (`profiles.NAME.sinks`), by name: only those that have any. */
+  profileSinks: Record<string, ProfileFileSinks>;
   daemon: {
     listen?: string;
     renew_margin?: number;
@@ -47,7 +55,7 @@ export interface DaemonFileConfig {
     log_level?: string;
   };
   /** `FILE line N: key.path`, naming a key in messages; the key's line when it is in the file. */
-  where(key: string): string;
+  where(key: string | readonly (string | number)[]): string;
 }
 
 const absolutePath = z.string().min(1).refine((p) => path.isAbsolute(p), 'must be an absolute path');
@@ -59,7 +67,15 @@ const template = z.strictObject({
   mode: mode.optional(),
 });
 const NAME_RULE = 'must be 1-64 letters, digits, dot, dash or underscore, starting with a letter or digit';
-/** A list of names, or a map keyed by name (each value empty, for now: `docs:` or `docs: {}`). */
+const SOCKET_RULE = 'the one socket (sinks.socket) serves every profile, each at /v1/token/<profile>: set it once, under the top-level sinks';
+/** A profile's own sinks: a token file instead of the daemon-wide one, templates besides the daemon-wide ones. */
+const profileSinksSchema = z
+  .strictObject({ token_file: sink.optional(), templates: z.array(template).optional(), socket: z.unknown().optional() })
+  .superRefine((value, ctx) => {
+    if (value.socket !== undefined) ctx.addIssue({ code: 'custom', path: ['socket'], message: SOCKET_RULE });
+  });
+const profileEntrySchema = z.strictObject({ sinks: profileSinksSchema.optional() }).nullable();
+/** A list of names, or a map keyed by name, each value empty (`docs:` or `docs: {}`) or the profile's own sinks. */
 const profileList = z
   .unknown()
   .superRefine((value, ctx) => {
@@ -71,16 +87,29 @@ const profileList = z
       });
     } else if (value !== null && typeof value === 'object') {
       for (const [name, settings] of Object.entries(value)) {
-        if (!isProfileName(name)) ctx.addIssue({ code: 'custom', path: [name], message: NAME_RULE });
-        else if (settings !== null && !(typeof settings === 'object' && !Array.isArray(settings) && Object.keys(settings).length === 0)) {
-          ctx.addIssue({ code: 'custom', path: [name], message: 'takes no settings of its own: the sinks are shared, each path with {profile} in it' });
+        if (!isProfileName(name)) {
+          ctx.addIssue({ code: 'custom', path: [name], message: NAME_RULE });
+          continue;
         }
+        const entry = profileEntrySchema.safeParse(settings);
+        if (entry.success) continue;
+        // Passed on whole (an unknown key stays one), under the profile's name.
+        for (const issue of entry.error.issues) ctx.addIssue({ ...issue, path: [name, ...issue.path] } as Parameters<typeof ctx.addIssue>[0]);
       }
     } else {
       ctx.addIssue({ code: 'custom', message: 'must be a list of profile names, or a map keyed by profile name' });
     }
   })
-  .transform((value) => (Array.isArray(value) ? [...new Set(value as string[])] : Object.keys(value as object)));
+  .transform((value) => {
+    if (Array.isArray(value)) return { names: [...new Set(value as string[])], own: {} };
+    const own: Record<string, ProfileFileSinks> = {};
+    for (const [name, settings] of Object.entries(value as Record<string, unknown>)) {
+      // Checked above (the issues found there fail the whole parse); parsed again for its output (a group as text).
+      const sinks = profileEntrySchema.safeParse(settings).data?.sinks;
+      if (sinks && (sinks.token_file || sinks.templates)) own[name] = { ...(sinks.token_file ? { token_file: sinks.token_file } : {}), ...(sinks.templates ? { templates: sinks.templates } : {}) };
+    }
+    return { names: Object.keys(value as object), own };
+  });
 
 const sinks = { token_file: sink, templates: template, socket: sink } as const;
 const sinksSchema = z.strictObject({ token_file: sink.optional(), templates: z.array(template).optional(), socket: sink.optional() });
@@ -106,6 +135,10 @@ const schema = z.strictObject({
 export const CONFIG_KEYS: readonly string[] = Object.freeze([
   'version',
   'profiles',
+  // A profile's own sinks, under its name (shown as <name>).
+  'profiles.<name>',
+  'profiles.<name>.sinks',
+  ...(['token_file', 'templates'] as const).flatMap((key) => [`profiles.<name>.sinks.${key}`, ...Object.keys(sinks[key].shape).map((field) => `profiles.<name>.sinks.${key}.${field}`)]),
   'sinks',
   ...Object.entries(sinks).flatMap(([key, shape]) => [`sinks.${key}`, ...Object.keys(shape.shape).map((field) => `sinks.${key}.${field}`)]),
   'daemon',
@@ -173,10 +206,12 @@ export function parseDaemonConfig(text: string, file: string): DaemonFileConfig 
   const data = result.data;
   const config: DaemonFileConfig = {
     file,
-    ...(data.profiles !== undefined ? { profiles: data.profiles } : {}),
+    ...(data.profiles !== undefined ? { profiles: data.profiles.names } : {}),
     sinks: data.sinks ?? {},
+    profileSinks: data.profiles?.own ?? {},
     daemon: data.daemon ?? {},
-    where: (key) => where(key.split('.').map((part) => (/^\d+$/.test(part) ? Number(part) : part))),
+    // A dotted key, or its parts (a profile's name may contain a dot).
+    where: (key) => where(typeof key === 'string' ? key.split('.').map((part) => (/^\d+$/.test(part) ? Number(part) : part)) : key),
   };
   checkValues(config);
   return config;
@@ -185,7 +220,7 @@ export function parseDaemonConfig(text: string, file: string): DaemonFileConfig 
 /** What the schema cannot say: the same checks as the flags'. */
 function checkValues(config: DaemonFileConfig): void {
   const issues: FieldIssue[] = [];
-  const check = (key: string, run: (field: string) => unknown): void => {
+  const check = (key: string | (string | number)[], run: (field: string) => unknown): void => {
     try {
       run(config.where(key));
     } catch (error) {
@@ -193,7 +228,7 @@ function checkValues(config: DaemonFileConfig): void {
       else issues.push(...error.issues);
     }
   };
-  const { daemon, sinks } = config;
+  const { daemon, sinks, profileSinks } = config;
   if (daemon.listen !== undefined) check('daemon.listen', () => SETTINGS.listen.parse(daemon.listen as string));
   if (daemon.sweep !== undefined) check('daemon.sweep', (field) => checkSchedule(daemon.sweep as string, field));
   if (daemon.redis_url !== undefined) check('daemon.redis_url', (field) => checkRedisUrl(daemon.redis_url as string, field));
@@ -203,16 +238,26 @@ function checkValues(config: DaemonFileConfig): void {
   sinks.templates?.forEach((t, i) => {
     if (t.mode !== undefined) check(`sinks.templates.${i}.mode`, (field) => parseMode(t.mode as string, field));
   });
+  for (const [name, own] of Object.entries(profileSinks)) {
+    if (own.token_file?.mode !== undefined) check(['profiles', name, 'sinks', 'token_file', 'mode'], (field) => parseMode(own.token_file?.mode as string, field));
+    own.templates?.forEach((t, i) => {
+      if (t.mode !== undefined) check(['profiles', name, 'sinks', 'templates', i, 'mode'], (field) => parseMode(t.mode as string, field));
+    });
+  }
   if (issues.length > 0) throw new ValidationError(issues);
 }
 
 /** Group names resolve against /etc/group: a separate, asynchronous step, so that a reload checks them too. */
 async function checkGroups(config: DaemonFileConfig): Promise<void> {
   const issues: FieldIssue[] = [];
-  for (const key of ['token_file', 'socket'] as const) {
-    const group = config.sinks[key]?.group;
+  const groups: [string | string[], string | undefined][] = [
+    ['sinks.token_file.group', config.sinks.token_file?.group],
+    ['sinks.socket.group', config.sinks.socket?.group],
+    ...Object.entries(config.profileSinks).map(([name, own]): [string[], string | undefined] => [['profiles', name, 'sinks', 'token_file', 'group'], own.token_file?.group]),
+  ];
+  for (const [key, group] of groups) {
     if (group === undefined) continue;
-    await resolveGroup(group, config.where(`sinks.${key}.group`)).catch((error: unknown) => {
+    await resolveGroup(group, config.where(key)).catch((error: unknown) => {
       if (!(error instanceof ValidationError)) throw error;
       issues.push(...error.issues);
     });

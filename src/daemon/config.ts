@@ -64,7 +64,7 @@ export function resolveDaemonConfig(options: DaemonOptions): DaemonConfig {
   const schedule = options.schedule === undefined ? DEFAULT_SCHEDULE : options.schedule;
   if (schedule !== false) checkSchedule(schedule);
   const templates = options.templates !== undefined && options.templates.length > 0;
-  const publishes = options.tokenFile !== undefined || templates;
+  const publishes = options.tokenFile !== undefined || templates || (options.profileSinks?.size ?? 0) > 0;
   return Object.freeze({
     marginMs,
     jitterMs: options.jitterMs ?? marginMs * 0.2,

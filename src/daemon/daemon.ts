@@ -5,7 +5,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { createLogger, type Logger } from '../log.js';
 import { startTokenSocket } from '../publish/socket.js';
 import { TemplateRenderer } from '../publish/template.js';
-import { checkTokenFileTemplate, TokenPublisher } from '../publish/token-file.js';
+import { checkTokenFileTemplate, sameProfileSinks, TokenPublisher, type ProfileSinks } from '../publish/token-file.js';
 import { classifyFailure } from './classify.js';
 import { resolveDaemonConfig, type DaemonConfig } from './config.js';
 import { scheduleSweeps, type ClockJump, type SweepSchedule } from './cron.js';
@@ -49,8 +49,9 @@ export class Daemon implements RunningDaemon {
   #schedule: SweepSchedule | undefined;
   #url: string | undefined;
   #closing: Promise<void> | undefined;
-  /** Renders templates off the renewal path; stopped first at close, a render under way abandoned. */
-  readonly #renderer: TemplateRenderer | undefined;
+  /** Renders templates (the daemon-wide ones and profiles' own) off the renewal path; stopped at close, a render under way abandoned. */
+  readonly #renderer: TemplateRenderer;
+  readonly #files: TokenPublisher;
   #coordinatorDownSince: number | undefined;
 
   /** Checks every option; nothing is started until `start()`. */
@@ -64,16 +65,17 @@ export class Daemon implements RunningDaemon {
     this.#clock = { wall: now, mono };
     const sleep = options.sleep ?? ((ms: number, signal?: AbortSignal) => delay(ms, undefined, signal ? { signal } : {}));
     const templates = options.templates ?? [];
-    this.#renderer = templates.length > 0 ? new TemplateRenderer(templates, this.#log) : undefined;
+    this.#renderer = new TemplateRenderer(templates, this.#log);
     const files = new TokenPublisher({
       template: options.tokenFile,
       ...(options.tokenFileAccess ? { access: options.tokenFileAccess } : {}),
-      ...(this.#renderer
-        ? { templates: this.#renderer, accountId: (name: string, accessToken: string) => this.#workers.get(name)?.accountId(accessToken) ?? Promise.resolve(undefined) }
-        : {}),
+      templates: this.#renderer,
+      accountId: (name: string, accessToken: string) => this.#workers.get(name)?.accountId(accessToken) ?? Promise.resolve(undefined),
+      ...(options.profileSinks ? { profileSinks: options.profileSinks } : {}),
       now,
       log: this.#log,
     });
+    this.#files = files;
     this.#metrics = new DaemonMetrics({
       now,
       marginMs: this.#config.marginMs,
@@ -123,7 +125,7 @@ export class Daemon implements RunningDaemon {
     const options = this.#options;
     this.#closers.push({ what: 'profiles', close: () => this.#disposeWorkers() });
     const renderer = this.#renderer;
-    if (renderer) this.#closers.push({ what: 'templates', close: async () => renderer.stop() });
+    this.#closers.push({ what: 'templates', close: async () => renderer.stop() });
     try {
       const initial = await this.#loadEntries();
       this.#checkTemplate(initial);
@@ -213,12 +215,13 @@ export class Daemon implements RunningDaemon {
     }
   }
 
-  async reload(): Promise<void> {
+  async reload(options: { profileSinks?: ReadonlyMap<string, ProfileSinks> } = {}): Promise<void> {
     if (this.#closing) return;
     let entries: readonly ProfileEntry[];
+    const sinks = options.profileSinks;
     try {
       entries = await this.#loadEntries();
-      this.#checkTemplate(entries);
+      this.#checkTemplate(entries, sinks);
     } catch (error) {
       const failure = classifyFailure(error);
       this.#log.error({ event: 'daemon.reload_failed', op: 'load', errorCode: failure.code }, `could not reload the profiles: ${failure.message}; keeping the current ones`);
@@ -226,10 +229,13 @@ export class Daemon implements RunningDaemon {
     }
     const wanted = new Map(entries.map((e) => [e.name, e]));
     for (const worker of [...this.#workers.values()]) {
-      if (wanted.has(worker.name)) continue;
+      // A profile whose own sinks change starts again on the new ones: its token file at the old place goes.
+      const moved = sinks !== undefined && !sameProfileSinks(this.#files.sinksOf(worker.name), sinks.get(worker.name));
+      if (wanted.has(worker.name) && !moved) continue;
       this.#workers.delete(worker.name);
       await worker.dispose({ keepPublished: false });
     }
+    if (sinks) this.#files.setProfileSinks(sinks);
     for (const entry of wanted.values()) {
       const worker = this.#workers.get(entry.name);
       if (worker) await worker.apply(entry);
@@ -300,8 +306,10 @@ export class Daemon implements RunningDaemon {
     return typeof profiles === 'function' ? profiles() : profiles;
   }
 
-  #checkTemplate(entries: readonly ProfileEntry[]): void {
-    if (this.#options.tokenFile !== undefined) checkTokenFileTemplate(this.#options.tokenFile, new Set(entries.map((e) => e.name)).size);
+  /** The daemon-wide token file serves the profiles without one of their own. */
+  #checkTemplate(entries: readonly ProfileEntry[], sinks?: ReadonlyMap<string, ProfileSinks>): void {
+    const own = (name: string) => (sinks ? sinks.get(name) : this.#files.sinksOf(name))?.tokenFile !== undefined;
+    if (this.#options.tokenFile !== undefined) checkTokenFileTemplate(this.#options.tokenFile, new Set(entries.map((e) => e.name).filter((name) => !own(name))).size);
   }
 
   #coordinatorDown(error: unknown): void {

@@ -7,6 +7,7 @@ import type { ServiceClientOptions } from '../service/index.js';
 import type { Schedule } from '../service/models.js';
 import type { FileAccess } from '../publish/file.js';
 import type { TemplateSpec } from '../publish/template.js';
+import type { ProfileSinks } from '../publish/token-file.js';
 import type { Coordinator } from './coordinator.js';
 import type { NoticeSink } from './events.js';
 import type { ReauthorizationResult, ReauthorizedGrant } from './events.js';
@@ -110,6 +111,8 @@ export interface DaemonOptions {
   tokenFileAccess?: FileAccess;
   /** Files rendered from each fresh token (see src/publish/template.ts); `{profile}` in a destination as above. */
   templates?: readonly TemplateSpec[];
+  /** Profiles' own sinks, by name: an own token file replaces `tokenFile` for the profile, own templates add to `templates`. */
+  profileSinks?: ReadonlyMap<string, ProfileSinks>;
   /** Serve each profile's current token, on request only, over this Unix socket (0600 unless a mode is given). */
   socket?: { path: string; mode?: number; gid?: number };
   /** Serve /healthz, /readyz and /metrics here; port 0 picks a free one. */
@@ -221,8 +224,12 @@ export interface RunningDaemon {
   sweep(): Promise<SweepReport>;
   /** Resolves once the template renders started so far have ended (each read has a deadline); for a one-shot run. */
   rendersSettled(): Promise<void>;
-  /** Calls the profile loader again: adds, updates and removes profiles, keeping what is known about the rest. */
-  reload(): Promise<void>;
+  /**
+   * Calls the profile loader again: adds, updates and removes profiles, keeping what is known about the rest.
+   * `profileSinks`, when given, replaces every profile's own sinks: a profile whose sinks change is stopped (its
+   * old token file removed) and started again on the new ones.
+   */
+  reload(options?: { profileSinks?: ReadonlyMap<string, ProfileSinks> }): Promise<void>;
   status(): DaemonStatus;
   /**
    * A new grant for `profile` from re-authorization: stored where the profile's secrets live (when writable),

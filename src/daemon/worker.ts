@@ -146,7 +146,7 @@ export class ProfileWorker {
   async accountId(accessToken: string): Promise<string | undefined> {
     const rt = this.#rt;
     const apiUrl = rt.config?.dropboxApiUrl;
-    if (rt.accountId || !apiUrl || this.#ctx.clock.mono() < rt.accountRetryAt || !(await templatesUse(this.#ctx.templates, 'account_id'))) return rt.accountId;
+    if (rt.accountId || !apiUrl || this.#ctx.clock.mono() < rt.accountRetryAt || !(await templatesUse(this.#ctx.files.templatesOf(rt.name), 'account_id'))) return rt.accountId;
     try {
       rt.accountId = (await getCurrentAccount({ apiUrl, accessToken, timeoutMs: ACCOUNT_ID_TIMEOUT_MS, signal: this.#ctx.shutdown })).accountId;
     } catch (error) {
@@ -307,7 +307,7 @@ export class ProfileWorker {
   async #adoptPublished(): Promise<void> {
     const rt = this.#rt;
     const { files, clock, log } = this.#ctx;
-    await removeTemporaryLeftovers(this.#ctx.templates.map((spec) => tokenFileFor(spec.dest, rt.name)), 0);
+    await removeTemporaryLeftovers(files.templatesOf(rt.name).map((spec) => tokenFileFor(spec.dest, rt.name)), 0);
     const file = files.pathOf(rt.name);
     if (file === undefined) return;
     await removeLeftovers(file);
@@ -319,7 +319,7 @@ export class ProfileWorker {
     }
     this.#holdToken({ value: left.value, expiresAt: left.expiresAt, monoExpiresAt: clock.mono() + (left.expiresAt - at) });
     // Templates are rendered again from it: one added since the last run gets its file now.
-    if (this.#ctx.templates.length > 0) await files.publish(rt);
+    if (files.templatesOf(rt.name).length > 0) await files.publish(rt);
     else rt.publishedToken = left.value;
     // What the connector holds is not known to a process that just started: its previous run may have been
     // stopped before a reconcile succeeded (the service down, a retry pending), or, with replicas, while it

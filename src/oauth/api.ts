@@ -4,7 +4,7 @@
 // with Retry-After.
 import { z } from 'zod';
 import { ValidationError } from '../errors.js';
-import { OAuthError, REAUTHORIZE_HINT, scrub } from './errors.js';
+import { OAuthError, reauthorizeHint, scrub } from './errors.js';
 import { checkCredential, endpointUrl, headerValue, parseJsonObject, parseRetryAfter, post } from './http.js';
 import type { HttpAnswer, TransportOptions } from './http.js';
 import { permissionsHint } from './scopes.js';
@@ -195,7 +195,7 @@ function apiError(answer: HttpAnswer, route: string, secrets: string[], folder: 
     return new OAuthError(
       'OAUTH_INVALID_ACCESS_TOKEN',
       `the Dropbox API refused the access token (${tag ?? 'HTTP 401'}; ${where}): it was revoked, or the app was disconnected from the account`,
-      { ...base, hint: REAUTHORIZE_HINT },
+      { ...base, hint: reauthorizeHint() },
     );
   }
   if (status === 403) {

@@ -6,8 +6,9 @@ import type * as Undici from 'undici';
 import type { Dispatcher } from 'undici';
 import { proxyDispatcher } from '../net/proxy.js';
 import { ValidationError } from '../errors.js';
-import { OAuthError, REAUTHORIZE_HINT, scrub } from './errors.js';
+import { OAuthError, reauthorizeHint, scrub } from './errors.js';
 import { checkCredential, endpointUrl } from './http.js';
+import { syncauthCommand } from '../profile/name.js';
 
 /** Everything needed to finish the flow started by opening `url`; keep it in memory only. */
 export interface AuthorizationRequest {
@@ -86,7 +87,7 @@ export function parseAuthorizationResponse(params: URLSearchParams, expectedStat
   const code = params.get('code');
   if (!code) {
     throw new OAuthError('OAUTH_BAD_RESPONSE', 'the callback carries neither a code nor an error', {
-      hint: REAUTHORIZE_HINT,
+      hint: reauthorizeHint(),
     });
   }
   return { code };
@@ -108,7 +109,7 @@ function authorizationError(rawError: string, rawDescription: string | undefined
     case 'access_denied':
       return new OAuthError('OAUTH_ACCESS_DENIED', `authorization was refused: you clicked Deny on the Dropbox page${said}`, {
         ...common,
-        hint: 'run `syncauth setup` again and click Allow',
+        hint: `run \`${syncauthCommand('setup')}\` again and click Allow`,
       });
     case 'invalid_scope':
       return new OAuthError('OAUTH_INVALID_SCOPE', `Dropbox refused the requested permissions${said}`, {
@@ -136,7 +137,7 @@ function authorizationError(rawError: string, rawDescription: string | undefined
     default:
       return new OAuthError('OAUTH_PROVIDER_ERROR', `Dropbox ended the authorization with the error "${error}"${said}`, {
         ...common,
-        hint: REAUTHORIZE_HINT,
+        hint: reauthorizeHint(),
       });
   }
 }

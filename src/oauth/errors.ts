@@ -3,6 +3,7 @@
 // texts are scrubbed of the values sent with the request, and the raw body is kept non-enumerable.
 import { SyncauthError, type ErrorKind } from '../errors.js';
 import { redact } from '../redact.js';
+import { syncauthCommand } from '../profile/name.js';
 
 /**
  * The {@link ErrorKind}s an OAuth failure can have:
@@ -93,6 +94,11 @@ export function isOAuthError(err: unknown, code?: OAuthErrorCode): err is OAuthE
 
 /** The hint of every failure that only a new authorization can cure. */
 export const REAUTHORIZE_HINT = 'run `syncauth setup` to authorize again';
+
+/** {@link REAUTHORIZE_HINT} with the command as the person invoked syncauth (`npx --yes ./syncauth-….tgz setup`). */
+export function reauthorizeHint(): string {
+  return `run \`${syncauthCommand('setup')}\` to authorize again`;
+}
 
 // Provider texts are short; anything longer is a page of HTML or a stack trace nobody should read in a message.
 const MAX_PROVIDER_TEXT = 300;

@@ -1,5 +1,7 @@
 // Checks on what Dropbox handed out: the granted permissions against the access mode, and whether a string
 // is shaped like a short-lived access token. Pure functions; none of them echoes a token.
+import { syncauthCommand } from '../profile/name.js';
+
 
 /** How the ingestion service will use the app folder. */
 export type FolderAccess = 'read' | 'write' | 'read-write';
@@ -22,7 +24,7 @@ export function permissionsHint(scopes: readonly string[]): string {
   const list = scopes.join(', ');
   return (
     `in the Dropbox App Console (${APP_CONSOLE_URL}) open the app's Permissions tab, tick ${list} and click ` +
-    'Submit; then authorize again with `syncauth setup`, because a token keeps the permissions the app had ' +
+    `Submit; then authorize again with \`${syncauthCommand('setup')}\`, because a token keeps the permissions the app had ` +
     'when it was authorized'
   );
 }

@@ -3,7 +3,7 @@
 // its quirks (code and text together in `error`, an empty 429, a sentence as `error` on a 500).
 import { z } from 'zod';
 import { ValidationError } from '../errors.js';
-import { OAuthError, REAUTHORIZE_HINT, scrub } from './errors.js';
+import { OAuthError, reauthorizeHint, scrub } from './errors.js';
 import type { OAuthErrorCode, OAuthErrorKind } from './errors.js';
 import { checkCredential, endpointUrl, parseJsonObject, parseRetryAfter, post } from './http.js';
 import type { HttpAnswer, TransportOptions } from './http.js';
@@ -280,15 +280,15 @@ function tokenEndpointError(answer: HttpAnswer, grant: Grant, secrets: (string |
         return make(
           'OAUTH_INVALID_GRANT',
           `Dropbox no longer accepts the refresh token${detail}: the app was disconnected from the account, the token was revoked, or it was never a refresh token`,
-          REAUTHORIZE_HINT,
+          reauthorizeHint(),
         );
       }
       return make(
         'OAUTH_INVALID_GRANT',
         `Dropbox refused the authorization code${detail}`,
         /redirect_uri/i.test(errorDescription ?? '')
-          ? 'the redirect URI sent with the code must equal the one on the authorize URL; ' + REAUTHORIZE_HINT
-          : 'a code works once and only for a few minutes; ' + REAUTHORIZE_HINT,
+          ? 'the redirect URI sent with the code must equal the one on the authorize URL; ' + reauthorizeHint()
+          : 'a code works once and only for a few minutes; ' + reauthorizeHint(),
       );
     case 'invalid_client':
     case 'unauthorized_client':

@@ -8,7 +8,7 @@ import { z } from 'zod';
 import { SyncauthError } from '../errors.js';
 import { ensurePrivateDir, readTextIfExists, writePrivateFile } from './files.js';
 import { withFileLock } from './lock.js';
-import { PROFILE_NAME_PATTERN } from './name.js';
+import { PROFILE_NAME_PATTERN, syncauthCommand } from './name.js';
 
 export const CONFIG_FILE_NAME = 'config.json';
 const VERSION = 1;
@@ -34,7 +34,7 @@ function invalid(file: string, reason: string): SyncauthError {
   return new SyncauthError(
     'SYNCAUTH_CONFIG_FILE_INVALID',
     `the config file ${file} is not valid (${reason}); it holds no secrets`,
-    { kind: 'configuration', hint: `fix it by hand, or delete it and run \`syncauth setup\` again (until then each profile uses SYNCAUTH_STORE or the default keychain)` },
+    { kind: 'configuration', hint: `fix it by hand, or delete it and run \`${syncauthCommand('setup')}\` again (until then each profile uses SYNCAUTH_STORE or the default keychain)` },
   );
 }
 

@@ -23,10 +23,11 @@ export function assertProfileName(name: string): void {
 
 /**
  * The command that authorizes a profile again (a revoked grant) or corrects its settings: the one fix users are
- * told. In the documented form: the daemon's logs and status are read far from how the daemon was started.
+ * told, as the person invoked syncauth (see {@link invocation}; the daemon's logs too: a daemon started through
+ * npx is best fixed through npx).
  */
 export function reauthorizeCommand(profile: string): string {
-  return `syncauth setup --profile ${profile}`;
+  return syncauthCommand(`setup --profile ${profile}`);
 }
 
 /** `rest` (a subcommand and its arguments) as a command line the person can paste: see {@link invocation}. */

@@ -233,9 +233,12 @@ export class TemplateRenderer {
     this.specs = Object.freeze([...specs]);
   }
 
-  /** Resolves once each template has been rendered with `values` or a later render (or has failed, logged). */
-  async render(values: TemplateValues): Promise<void> {
-    await Promise.all(this.specs.map((spec) => this.#queue(spec, tokenFileFor(spec.dest, values.profile), values)));
+  /**
+   * Resolves once each template has been rendered with `values` or a later render (or has failed, logged).
+   * `specs`: those of the profile (the daemon-wide ones and its own), by default the daemon-wide ones.
+   */
+  async render(values: TemplateValues, specs: readonly TemplateSpec[] = this.specs): Promise<void> {
+    await Promise.all(specs.map((spec) => this.#queue(spec, tokenFileFor(spec.dest, values.profile), values)));
   }
 
   /** No render starts after this; one queued is dropped, one under way is abandoned to finish by itself. */

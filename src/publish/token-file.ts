@@ -6,13 +6,14 @@
 // daemon runs. The token is written before its expiry and removed before it, so a consumer that reads both
 // never sees a token with a later expiry than its own.
 import { constants } from 'node:fs';
-import { open, rm } from 'node:fs/promises';
+import { open, rm, stat } from 'node:fs/promises';
+import path from 'node:path';
 import { ValidationError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { removeTemporaryLeftovers } from '../profile/files.js';
 import { PRIVATE_ACCESS, writeSharedFile, type FileAccess } from './file.js';
 import { ownUid, PROFILE_PLACEHOLDER, tokenFileFor } from './place.js';
-import type { TemplateRenderer } from './template.js';
+import type { TemplateRenderer, TemplateSpec } from './template.js';
 
 export const EXPIRY_SUFFIX = '.expires_at';
 
@@ -25,6 +26,23 @@ export function checkTokenFileTemplate(template: string, profileCount: number, f
         message: `serves ${profileCount} profiles, so the path must contain ${PROFILE_PLACEHOLDER} (e.g. /run/syncauth/${PROFILE_PLACEHOLDER}.token)`,
       },
     ]);
+  }
+}
+
+/**
+ * Refuses, before anything is written, a token file that cannot be written: `{profile}` missing where several
+ * profiles share the path, a directory that does not exist, a directory where the file should be.
+ */
+export async function checkTokenFilePlaces(template: string, names: readonly string[], field: string): Promise<void> {
+  checkTokenFileTemplate(template, names.length, field);
+  for (const name of names) {
+    const file = tokenFileFor(template, name);
+    const dir = path.dirname(file);
+    const info = await stat(dir).catch(() => undefined);
+    if (!info?.isDirectory()) throw new ValidationError([{ field, message: `the directory ${dir} does not exist` }]);
+    if ((await stat(file).catch(() => undefined))?.isDirectory()) {
+      throw new ValidationError([{ field, message: `${file} is a directory, but the token file must be a file (e.g. ${path.join(file, 'token')})` }]);
+    }
   }
 }
 
@@ -128,11 +146,33 @@ interface Holder {
   fileFailed: boolean;
 }
 
+/**
+ * A profile's own sinks (a profile entry of the daemon's configuration file): its token file is used instead of
+ * the daemon-wide one, with its own access; its templates are rendered besides the daemon-wide ones. Paths are
+ * the profile's own, `{profile}` already replaced, and placed (see place.ts).
+ */
+export interface ProfileSinks {
+  tokenFile?: string;
+  /** The own token file's mode and group; default 0600, whatever the daemon-wide file's. */
+  tokenFileAccess?: FileAccess;
+  templates?: readonly TemplateSpec[];
+}
+
+/** Whether two profiles' own sinks are the same, for a reload that must restart what changed. */
+export function sameProfileSinks(a: ProfileSinks | undefined, b: ProfileSinks | undefined): boolean {
+  const key = (sinks: ProfileSinks | undefined) =>
+    JSON.stringify([sinks?.tokenFile, sinks?.tokenFileAccess?.mode, sinks?.tokenFileAccess?.gid, (sinks?.templates ?? []).map((t) => [t.source, t.dest, t.mode])]);
+  return key(a) === key(b);
+}
+
 export interface PublisherOptions {
   /** The token file's path; `{profile}` is replaced by the profile's name. */
   template: string | undefined;
   access?: FileAccess;
+  /** Renders the templates: the daemon-wide ones (its specs) and each profile's own. */
   templates?: TemplateRenderer;
+  /** Each profile's own sinks, by name; replaced whole by `setProfileSinks` on a reload. */
+  profileSinks?: ReadonlyMap<string, ProfileSinks>;
   /** The profile's Dropbox account id, for templates that use it; undefined when it cannot be learnt. */
   accountId?: (profile: string, accessToken: string) => Promise<string | undefined>;
   now: () => number;
@@ -145,16 +185,38 @@ export class TokenPublisher {
   private readonly now: () => number;
   private readonly log: Logger;
   readonly #rendering = new Set<Promise<void>>();
+  #profileSinks: ReadonlyMap<string, ProfileSinks>;
 
   constructor(private readonly options: PublisherOptions) {
     this.template = options.template;
     this.now = options.now;
     this.log = options.log;
+    this.#profileSinks = options.profileSinks ?? new Map();
   }
 
   /** Whether anything is published to files (the token file or templates): readiness waits for it. */
   get publishes(): boolean {
-    return this.template !== undefined || this.options.templates !== undefined;
+    return this.template !== undefined || (this.options.templates?.specs.length ?? 0) > 0 || this.#profileSinks.size > 0;
+  }
+
+  /** The profile's own sinks, if it has any. */
+  sinksOf(name: string): ProfileSinks | undefined {
+    return this.#profileSinks.get(name);
+  }
+
+  /** Replaces every profile's own sinks: a profile whose sinks change must be stopped before and started after. */
+  setProfileSinks(next: ReadonlyMap<string, ProfileSinks>): void {
+    this.#profileSinks = next;
+  }
+
+  /** The templates rendered for the profile: the daemon-wide ones, then its own. */
+  templatesOf(name: string): readonly TemplateSpec[] {
+    return [...(this.options.templates?.specs ?? []), ...(this.#profileSinks.get(name)?.templates ?? [])];
+  }
+
+  #accessOf(name: string): FileAccess | undefined {
+    const own = this.#profileSinks.get(name);
+    return own?.tokenFile !== undefined ? own.tokenFileAccess : this.options.access;
   }
 
   publish(holder: Holder): Promise<void> {
@@ -162,9 +224,10 @@ export class TokenPublisher {
     return this.#queue(holder, async (path) => {
       // Checked again when the write's turn comes: a token that expired or was replaced meanwhile is not written.
       if (!token || holder.token !== token || holder.removed || !holder.holdsToken(this.now())) return false;
-      if (path !== undefined) await writeTokenFile(path, token.value, token.expiresAt, this.options.access);
+      if (path !== undefined) await writeTokenFile(path, token.value, token.expiresAt, this.#accessOf(holder.name));
       const templates = this.options.templates;
-      if (!templates) {
+      const specs = this.templatesOf(holder.name);
+      if (!templates || specs.length === 0) {
         holder.publishedToken = token.value;
         return true;
       }
@@ -173,7 +236,7 @@ export class TokenPublisher {
       // rendered or failed (each read has a deadline), unless the token changed meanwhile.
       const render = async (): Promise<void> => {
         const accountId = await this.options.accountId?.(holder.name, token.value).catch(() => undefined);
-        await templates.render({ accessToken: token.value, expiresAt: token.expiresAt, profile: holder.name, now: this.now(), ...(accountId ? { accountId } : {}) });
+        await templates.render({ accessToken: token.value, expiresAt: token.expiresAt, profile: holder.name, now: this.now(), ...(accountId ? { accountId } : {}) }, specs);
       };
       const rendering = render().then(() => {
         if (holder.token === token && !holder.removed) holder.publishedToken = token.value;
@@ -195,11 +258,13 @@ export class TokenPublisher {
 
   /** What a token file left by an earlier run must be for the profile to adopt it (see `readTokenFile`). */
   expectation(name: string): TokenFileExpectation {
-    return { mode: (this.options.access ?? PRIVATE_ACCESS).mode, log: this.log, profile: name };
+    return { mode: (this.#accessOf(name) ?? PRIVATE_ACCESS).mode, log: this.log, profile: name };
   }
 
-  /** Where the profile's token is published; undefined when nothing is. */
+  /** Where the profile's token is published (its own token file, else the daemon-wide one); undefined when nothing is. */
   pathOf(name: string): string | undefined {
+    const own = this.#profileSinks.get(name)?.tokenFile;
+    if (own !== undefined) return own;
     return this.template === undefined ? undefined : tokenFileFor(this.template, name);
   }
 

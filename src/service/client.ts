@@ -1,5 +1,6 @@
 // The typed client of the ingestion service (SPEC §1). Every input is checked before anything is sent, every
 // answer is checked against the response models, and every failure is a ServiceError with a stable code.
+import { syncauthCommand } from '../profile/name.js';
 import { retryDelay } from '../backoff.js';
 import { setTimeout as delay } from 'node:timers/promises';
 import { z } from 'zod';
@@ -350,7 +351,7 @@ export class ServiceClient {
       if (left <= 0) {
         throw new SyncauthError('SERVICE_CHECK_PENDING', `the connection check of source connector ${id} had not finished after ${Math.round(timeoutMs / 1000)} s`, {
           exitCode: ExitCode.error,
-          hint: `the service may be busy; see the result later with \`syncauth source check ${id}\``,
+          hint: `the service may be busy; see the result later with \`${syncauthCommand(`source check ${id}`)}\``,
         });
       }
       await this.#sleep(Math.min(pause, left));
@@ -463,7 +464,7 @@ export class ServiceClient {
       method: 'POST',
       path: op.context.path,
       detail: answer.detail as string,
-      hint: `a job of this workflow is probably still running; see \`syncauth jobs list --workflow ${id}\``,
+      hint: `a job of this workflow is probably still running; see \`${syncauthCommand(`jobs list --workflow ${id}`)}\``,
     });
   }
 

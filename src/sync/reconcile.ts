@@ -1,6 +1,7 @@
 // The step shared by `setup`, `refresh` and the daemon: make the service hold one `dropbox` connector for the
 // profile, carrying the current credentials and the freshest access token, and (when a workflow is named) make
 // that workflow read from it.
+import { syncauthCommand } from '../profile/name.js';
 import path from 'node:path';
 import { assertProfileName, type ProfileState, type ProfileStateDraft, type ProfileStore, type UpdateOptions } from '../profile/index.js';
 import { ProfileStoreError } from '../profile/errors.js';
@@ -257,7 +258,7 @@ async function createOrAdopt(
         ...(error.path ? { path: error.path } : {}),
         hint: winner
           ? `choose another name with --connector-name (or SYNCAUTH_CONNECTOR_NAME), or, if that connector is no longer used, ` +
-            `delete it with \`syncauth source delete ${winner.id}\` and run the command again`
+            `delete it with \`${syncauthCommand(`source delete ${winner.id}`)}\` and run the command again`
           : 'run the command again',
         cause: error,
       },

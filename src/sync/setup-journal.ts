@@ -22,7 +22,7 @@ import type { SecretStore } from '../credentials/index.js';
 import { ExitCode, SyncauthError } from '../errors.js';
 import { readTextIfExists, writePrivateFile, ensurePrivateDir } from '../profile/files.js';
 import { withFileLock } from '../profile/lock.js';
-import { assertProfileName } from '../profile/name.js';
+import { assertProfileName, syncauthCommand } from '../profile/name.js';
 import { ProfileStateSchema, type ProfileStateDraft, type ProfileStore } from '../profile/index.js';
 import { decodeAccessToken } from './token-cache.js';
 
@@ -117,7 +117,7 @@ export async function recoverInterruptedSetup(
     if (!journal) {
       // Written whole or not at all (an atomic write), so this is not ours to interpret: set it aside.
       await rm(file, { force: true });
-      say(`profile "${name}": removed an unreadable record of an interrupted setup (${file}); run \`syncauth status\` to see the profile`);
+      say(`profile "${name}": removed an unreadable record of an interrupted setup (${file}); run \`${syncauthCommand('status')}\` to see the profile`);
       return 'none';
     }
     const stored = await secrets.get(name);
@@ -128,7 +128,7 @@ export async function recoverInterruptedSetup(
       const state = journal.state as ProfileStateDraft;
       await profiles.update(name, () => state, { resetCorrupt: true });
       await rm(file, { force: true });
-      say(`profile "${name}": a setup stopped after storing the new grant; the profile is kept as unfinished: run \`syncauth refresh --profile ${name}\` to finish it`);
+      say(`profile "${name}": a setup stopped after storing the new grant; the profile is kept as unfinished: run \`${syncauthCommand(`refresh --profile ${name}`)}\` to finish it`);
       return 'finished';
     }
     if (!journal.hadState) {

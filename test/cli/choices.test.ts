@@ -8,6 +8,9 @@ import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { resolveSettings } from '../../src/config.js';
+import { openSecretStore } from '../../src/credentials/index.js';
+import { DEFAULT_EMULATOR_API_KEY, startEmulator } from '../../src/emulator/index.js';
+import { openProfileStore } from '../../src/profile/index.js';
 import { CONFIG_FILE_NAME, readConfigFile, recordProfileChoices } from '../../src/profile/config-file.js';
 import { openProfileSession } from '../../src/sync/profile-session.js';
 import { ROOT, tempDir } from '../helpers/cli.js';
@@ -186,5 +189,22 @@ describe('doctor', () => {
     const { checks } = JSON.parse(result.stdout) as { checks: { check: string; status: string; message: string }[] };
     expect(checks.find((c) => c.check === 'config-file')).toMatchObject({ status: 'fail' });
     expect(checks.find((c) => c.check === 'config-file')?.message).toContain('newer syncauth (version 7)');
+  });
+});
+
+describe('source list, for a profile setup put in the encrypted file store', () => {
+  test('takes the API key from the store config.json records: only the key is needed, not SYNCAUTH_STORE', async () => {
+    const emulator = await startEmulator();
+    try {
+      const dir = path.join(tempDir('syncauth-choices-'), 'config');
+      await openProfileStore(dir).update('docs', () => ({ baseUrl: emulator.url, remoteUrl: 'dropbox://data' }));
+      await openSecretStore({ kind: 'file', configDir: dir, storeKey: STORE_KEY, env: {} }).set('docs', { api_key: DEFAULT_EMULATOR_API_KEY });
+      await recordProfileChoices(dir, 'docs', { store: 'file' });
+      const result = await runInProcess(['source', 'list', '--profile', 'docs'], { env: { SYNCAUTH_CONFIG_DIR: dir, SYNCAUTH_STORE_KEY: STORE_KEY, ...NO_BUS } });
+      expect(result.stderr).not.toMatch(/keychain|D-Bus/i);
+      expect(result.code, result.stderr).toBe(0);
+    } finally {
+      await emulator.close();
+    }
   });
 });

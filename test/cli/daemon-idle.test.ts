@@ -7,7 +7,7 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { openFileSecretStore } from '../../src/credentials/index.js';
 import { openProfileStore } from '../../src/profile/index.js';
-import { runCli, tempDir } from '../helpers/cli.js';
+import { RUN_AS, runCli, tempDir } from '../helpers/cli.js';
 import { connectorsNamed, emulator, obtainGrant, tokenRequests } from '../daemon/helpers.js';
 import { containerEnv } from '../daemon/process.js';
 
@@ -27,7 +27,7 @@ describe('a daemon with nothing to do', () => {
     expect(result.code).toBe(2);
     expect(result.stderr).toContain('daemon --once has nothing to do');
     expect(result.stderr).toContain('the env store keeps nothing');
-    for (const name of ['--token-file', 'SYNCAUTH_TOKEN_FILE', '--template', 'SYNCAUTH_BASE_URL', 'SYNCAUTH_API_KEY', 'syncauth exec']) {
+    for (const name of ['--token-file', 'SYNCAUTH_TOKEN_FILE', '--template', 'SYNCAUTH_BASE_URL', 'SYNCAUTH_API_KEY', `${RUN_AS} exec`]) {
       expect(result.stderr).toContain(name);
     }
     // One pass serves no socket, so a socket is not offered as the way out.

@@ -7,7 +7,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openProfileStore } from '../../src/profile/index.js';
 import { containerEnv, spawnDaemon } from '../daemon/process.js';
-import { tempDir } from '../helpers/cli.js';
+import { tempDir, RUN_AS } from '../helpers/cli.js';
 import { grantRefreshToken, onboardWithGrant, runCli, startOnboarding, type Onboarded, type Onboarding } from '../helpers/onboarding.js';
 
 interface Check {
@@ -65,7 +65,7 @@ describe.concurrent('doctor', () => {
     const result = await doctor(p, [], { SYNCAUTH_API_KEY: 'not-a-key-of-this-workspace' });
     expect(result.code).toBe(1);
     expect(result.stdout).toMatch(/^fail +service +\S+ +the service rejected the API key \(profile badkey\) \(401\)$/m);
-    expect(result.stdout).toMatch(/→ set SYNCAUTH_API_KEY to a key of the right workspace .*syncauth setup --profile badkey/);
+    expect(result.stdout).toMatch(/→ set SYNCAUTH_API_KEY to a key of the right workspace .*node \S+\/main\.js setup --profile badkey/);
     expect(result.stderr).toMatch(/^error: 1 check of \d+ failed$/m);
     expect(result.stdout + result.stderr).not.toContain('not-a-key-of-this-workspace');
     expectNoSecret(p, result.stdout + result.stderr);
@@ -96,11 +96,11 @@ describe.concurrent('doctor', () => {
     expect(ok).toBe(false);
     expect(checks).toContainEqual({
       check: 'profile', subject: 'revoked', status: 'fail', message: 'needs re-authorization: Dropbox no longer accepts its grant',
-      fix: 'run `syncauth setup --profile revoked` to authorize again',
+      fix: `run \`${RUN_AS} setup --profile revoked\` to authorize again`,
     });
     expect(checks).toContainEqual({
       check: 'service', subject: ob.emulator.url, status: 'fail', message: `the source connector ${p.connectorId} of profile revoked is not on the service`,
-      fix: 'run `syncauth refresh --profile revoked` to create it again',
+      fix: `run \`${RUN_AS} refresh --profile revoked\` to create it again`,
     });
     expectNoSecret(p, result.stdout + result.stderr);
   });
@@ -127,11 +127,11 @@ describe.concurrent('doctor', () => {
     const env = { SYNCAUTH_STORE: 'file', SYNCAUTH_STORE_KEY: 'a-long-enough-store-key-5678' };
     const empty = await runCli(['doctor'], { env, cwd: home });
     expect(empty.code).toBe(0);
-    expect(empty.stdout).toMatch(/^warn +profiles +no profile is set up yet\n +→ run `syncauth setup`$/m);
+    expect(empty.stdout).toMatch(/^warn +profiles +no profile is set up yet\n +→ run `node \S+\/main\.js setup`$/m);
     expect(empty.stdout).toMatch(/\nno problems found, 1 warning\n$/);
     const named = await runCli(['doctor', '--profile', 'nosuch'], { env, cwd: home });
     expect(named.code).toBe(1);
-    expect(named.stdout).toMatch(/^fail +profile nosuch +has not been set up\n +→ run `syncauth setup --profile nosuch`$/m);
+    expect(named.stdout).toMatch(/^fail +profile nosuch +has not been set up\n +→ run `node \S+\/main\.js setup --profile nosuch`$/m);
   });
 
   it('colours ok, warn and fail when asked (FORCE_COLOR), and never with NO_COLOR', async () => {

@@ -4,6 +4,7 @@
 import { existsSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openSecretStore } from '../../src/credentials/index.js';
+import { RUN_AS } from '../helpers/cli.js';
 import {
   currentAccount, filesUnder, grantRefreshToken, newestAccessTokenOf, newestRefreshToken, newHome, onboardingEnv, profileFile, readProfileState,
   onboardWithGrant, renewAtEmulator, runCli, runWithApproval, sources, startOnboarding, storedSecrets, type Home, type Onboarded,
@@ -86,7 +87,7 @@ describe.concurrent('token', () => {
     expect(result.code).toBe(4);
     expect(result.stdout).toBe('');
     expect(result.stderr).toMatch(/error: profile "nobody" has no Dropbox grant/);
-    expect(result.stderr).toMatch(/hint: run `syncauth setup --profile nobody`/);
+    expect(result.stderr).toMatch(/hint: run `node \S+\/main\.js setup --profile nobody`/);
   });
 });
 
@@ -124,17 +125,17 @@ describe.concurrent('a revoked grant', () => {
     expect(token.code).toBe(4);
     expect(token.stdout).toBe('');
     expect(token.stderr).toMatch(/error: .*invalid or revoked.*\(profile "revoked"\)/);
-    expect(token.stderr).toMatch(/hint: run `syncauth setup --profile revoked` to authorize again/);
+    expect(token.stderr).toMatch(/hint: run `node \S+\/main\.js setup --profile revoked` to authorize again/);
 
     const refresh = await run(p, ['refresh', '--profile', 'revoked']);
     expect(refresh.code).toBe(4);
-    expect(refresh.stderr).toMatch(/hint: run `syncauth setup --profile revoked` to authorize again/);
+    expect(refresh.stderr).toMatch(/hint: run `node \S+\/main\.js setup --profile revoked` to authorize again/);
 
     const status = await run(p, ['status', '--profile', 'revoked']);
     expect(status.code).toBe(4);
     expect(status.stdout).toMatch(/^state: +needs re-authorization$/m);
-    expect(status.stdout).toContain('→ run `syncauth setup --profile revoked` to authorize again');
-    expect(status.stderr).toMatch(/error: profile "revoked" needs re-authorization\nhint: run `syncauth setup --profile revoked`/);
+    expect(status.stdout).toContain(`→ run \`${RUN_AS} setup --profile revoked\` to authorize again`);
+    expect(status.stderr).toMatch(/error: profile "revoked" needs re-authorization\nhint: run `node \S+\/main\.js setup --profile revoked`/);
     const json = await run(p, ['status', '--json']);
     expect(json.code).toBe(4);
     expect((JSON.parse(json.stdout) as { profiles: Record<string, unknown>[] }).profiles[0]).toMatchObject({

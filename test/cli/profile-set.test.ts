@@ -4,6 +4,7 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ServiceClient } from '../../src/service/client.js';
+import { RUN_AS } from '../helpers/cli.js';
 import {
   clearRequestLog, newHome, onboardWithGrant, profileFile, readProfileState, runCli, sources, startOnboarding, type Onboarded, type Onboarding,
 } from '../helpers/onboarding.js';
@@ -54,7 +55,7 @@ describe('profile set', () => {
     expect(result.stdout).toContain('✓ profile "wire" changed:');
     expect(result.stdout).toContain(`  workflow: none -> ${id}\n`);
     expect(result.stdout).toContain('  schedule: none -> every 4 hours\n');
-    expect(result.stdout).toMatch(/`syncauth refresh --profile wire` applies them to the service now; a running daemon takes them up when reloaded \(SIGHUP\)/);
+    expect(result.stdout).toMatch(/`node \S+\/main\.js refresh --profile wire` applies them to the service now; a running daemon takes them up when reloaded \(SIGHUP\)/);
     expect(readProfileState(p.home, 'wire')).toMatchObject({ workflowId: id, schedule: 'every 4 hours', connectorId: p.connectorId });
     // Saved, not yet applied: the service changes at the next refresh.
     expect(workflow(id).sources).toEqual([]);
@@ -72,7 +73,7 @@ describe('profile set', () => {
     const result = await run(p, ['profile', 'set', '--profile', 'unknown-wf', '--workflow-id', missing]);
     expect(result.code).toBe(2);
     expect(result.stderr).toContain(`error: --workflow-id: the service has no workflow ${missing} in the workspace of profile "unknown-wf"'s API key`);
-    expect(result.stderr).toContain('syncauth workflow list --profile unknown-wf');
+    expect(result.stderr).toContain(`${RUN_AS} workflow list --profile unknown-wf`);
     expect(result.stdout).toBe('');
     expect(stateText(p)).toBe(before);
 
@@ -181,7 +182,7 @@ describe('profile set', () => {
     const renamed = await run(p, ['profile', 'set', '--profile', 'named', '--connector-name', 'named-renamed']);
     expect(renamed.code).toBe(0);
     expect(renamed.stdout).toContain('  connector name: conn-named -> named-renamed\n');
-    expect(renamed.stdout).toContain(`the connector "conn-named" (${p.connectorId}) stays on the service until you delete it: \`syncauth source delete ${p.connectorId}\``);
+    expect(renamed.stdout).toContain(`the connector "conn-named" (${p.connectorId}) stays on the service until you delete it: \`${RUN_AS} source delete ${p.connectorId}\``);
     expect(readProfileState(p.home, 'named')).not.toHaveProperty('connectorId');
 
     expect((await run(p, ['refresh', '--profile', 'named'])).code).toBe(0);

@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_EMULATOR_API_KEY } from '../../src/emulator/index.js';
 import { decodeAccessToken } from '../../src/sync/token-cache.js';
-import { CLI, type CliResult } from '../helpers/cli.js';
+import { CLI, RUN_AS, type CliResult } from '../helpers/cli.js';
 import {
   filesUnder, newHome, newestAccessTokenOf, onboardWithGrant, runCli, sources, spawnedArgv, startOnboarding, storedSecrets, type Onboarded, type Onboarding,
 } from '../helpers/onboarding.js';
@@ -195,7 +195,7 @@ describe('profile rotate app-secret', () => {
     expect(rotated.stderr).not.toMatch(/error/);
     expect(rotated.code).toBe(0);
     expect(rotated.stdout).toMatch(/✓ Dropbox renewed the access token with the new app secret \(valid until \S+\)/);
-    expect(rotated.stdout).toContain(`the connector ${p.connectorId} on the service still holds the old app secret: \`syncauth refresh --profile sec\` updates it now`);
+    expect(rotated.stdout).toContain(`the connector ${p.connectorId} on the service still holds the old app secret: \`${RUN_AS} refresh --profile sec\` updates it now`);
     const stored = await storedSecrets(p.home, 'sec');
     expect(stored.app_secret).toBe(newSecret);
     expect(stateOf(p).secretsVersion).not.toBe(versionBefore);

@@ -89,3 +89,35 @@ describe('the next command, as the person ran setup', () => {
     expect(invocation({ argv: ['node', path.join(bin, 'syncauth')], env: { PATH: bin }, cwd: '/' })).toBe('syncauth');
   });
 });
+
+describe('every fix a person reads, as they ran syncauth', () => {
+  it('status, doctor, token and the daemon (its log and its exit line) name `node tools/sa setup …` when run that way', async () => {
+    const home = newHome();
+    mkdirSync(path.join(home.dir, 'tools'));
+    symlinkSync(CLI, path.join(home.dir, 'tools/sa'));
+    const via = (args: string[], extra: Record<string, string> = {}) =>
+      run(process.execPath, ['tools/sa', ...args], { PATH: process.env.PATH, HOME: home.dir, ...onboardingEnv(ob, home), ...extra }, home.dir);
+
+    const status = await via(['status', '--profile', 'ghost']);
+    expect(status.code).toBe(4);
+    expect(status.stderr).toContain('hint: run `node tools/sa setup --profile ghost`');
+    const doctor = await via(['doctor', '--profile', 'ghost']);
+    expect(doctor.stdout).toContain('→ run `node tools/sa setup --profile ghost`');
+    expect(`${status.stderr}${doctor.stdout}`).not.toMatch(/`syncauth /);
+
+    // A revoked grant, read from the environment as a container gives it.
+    const refreshToken = await grantRefreshToken(ob);
+    ob.emulator.revokeGrant(refreshToken);
+    const container = { SYNCAUTH_STORE: 'env', SYNCAUTH_PROFILE: 'gone', SYNCAUTH_REFRESH_TOKEN: refreshToken, SYNCAUTH_TOKEN_FILE: path.join(home.dir, 'token') };
+    const token = await via(['token'], container);
+    expect(token.code).toBe(4);
+    expect(token.stderr).toContain('`node tools/sa setup --profile gone`');
+    const once = await via(['daemon', '--once'], container);
+    expect(once.code).toBe(4);
+    expect(once.stderr).toContain('hint: run `node tools/sa setup --profile gone` to authorize again');
+    const parked = once.stdout.split('\n').filter((line) => line.includes('re-authorization'));
+    expect(parked.length, once.stdout).toBeGreaterThan(0);
+    for (const line of parked) expect(line).toContain('`node tools/sa setup --profile gone`');
+    expect(`${token.stderr}${once.stderr}${once.stdout}`).not.toMatch(/`syncauth /);
+  }, 60_000);
+});

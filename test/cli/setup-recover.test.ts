@@ -6,7 +6,9 @@ import { describe, expect, it } from 'vitest';
 import { openSecretStore } from '../../src/credentials/index.js';
 import { openProfileStore } from '../../src/profile/index.js';
 import { recoverInterruptedSetup, withSetupLock, writeJournal } from '../../src/sync/setup-journal.js';
-import { tempDir } from '../helpers/cli.js';
+import { recordProfileChoices } from '../../src/profile/config-file.js';
+import { encodeAccessToken } from '../../src/sync/token-cache.js';
+import { runCli, tempDir } from '../helpers/cli.js';
 
 function stores() {
   const configDir = path.join(tempDir('syncauth-recover-'), 'config');
@@ -51,4 +53,32 @@ describe('recoverInterruptedSetup', () => {
     expect(existsSync(file)).toBe(false);
     expect(lines[0]).toContain('removed an unreadable record of an interrupted setup');
   });
+});
+
+describe('`syncauth status` recovering interrupted setups', () => {
+  it("checks each profile's setup in the store config.json records for it, not one store for all", async () => {
+    const cwd = tempDir('syncauth-recover-status-');
+    const configDir = path.join(cwd, 'config');
+    const storeKey = 'recover-test-store-key-0123456789';
+    const profiles = openProfileStore(configDir);
+    // "filed" keeps its secrets in the encrypted file; its setup stopped after storing the new grant.
+    await recordProfileChoices(configDir, 'filed', { store: 'file' });
+    const grant = { appKey: 'app-key-filed', refreshToken: 'refresh-token-filed' };
+    const expiresAt = Date.now() + 3_600_000;
+    const secrets = openSecretStore({ kind: 'file', configDir, storeKey, env: {} });
+    await secrets.set('filed', { app_key: grant.appKey, refresh_token: grant.refreshToken, access_token: encodeAccessToken({ accessToken: 'sl.filed', expiresAt, renewedAt: Date.now() }, grant) });
+    await writeJournal(profiles, 'filed', { accessTokenExpiresAt: expiresAt, hadState: false, state: { remoteUrl: 'dropbox://data' } });
+    // "enved" reads its secrets from the environment, which holds no grant: its setup stopped before storing one.
+    await recordProfileChoices(configDir, 'enved', { store: 'env' });
+    await writeJournal(profiles, 'enved', { accessTokenExpiresAt: expiresAt, hadState: true, state: { remoteUrl: 'dropbox://other' } });
+
+    // No SYNCAUTH_STORE: each profile's store is the one recorded for it (the default, the keychain, is out of reach here).
+    const run = await runCli(['status'], { cwd, env: { SYNCAUTH_CONFIG_DIR: configDir, SYNCAUTH_STORE_KEY: storeKey } });
+    expect(run.stderr).not.toMatch(/could not be checked/);
+    expect(run.stderr).toMatch(/profile "filed": a setup stopped after storing the new grant; the profile is kept as unfinished/);
+    expect(run.stderr).toMatch(/profile "enved": a setup stopped before its grant was stored; it was undone and the profile is as it was before/);
+    expect(existsSync(path.join(profiles.dir, 'filed.setup-pending'))).toBe(false);
+    expect(existsSync(path.join(profiles.dir, 'enved.setup-pending'))).toBe(false);
+    expect((await profiles.read('filed'))?.remoteUrl).toBe('dropbox://data');
+  }, 30_000);
 });

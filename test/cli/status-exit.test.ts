@@ -4,6 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import { openProfileStore, type ProfileStateDraft } from '../../src/profile/index.js';
 import { newHome, runCli, type Home } from '../helpers/onboarding.js';
+import { RUN_AS } from '../helpers/cli.js';
 
 const at = '2026-01-01T00:00:00.000Z';
 const base: ProfileStateDraft = { baseUrl: 'http://127.0.0.1:9', remoteUrl: 'dropbox://data', connectorId: 'c-1', connectorName: 'conn' };
@@ -42,8 +43,8 @@ describe.concurrent('status exit codes', () => {
     const result = await status(home, ['--profile', 'half']);
     expect(result.code).toBe(1);
     expect(result.stdout).toMatch(/^state: +incomplete$/m);
-    expect(result.stdout).toContain('→ setup stopped before the source connector was made: run `syncauth refresh --profile half` to finish it');
-    expect(result.stderr).toMatch(/error: profile "half" is incomplete\nhint: run `syncauth refresh --profile half`/);
+    expect(result.stdout).toContain(`→ setup stopped before the source connector was made: run \`${RUN_AS} refresh --profile half\` to finish it`);
+    expect(result.stderr).toMatch(/error: profile "half" is incomplete\nhint: run `node \S+\/main\.js refresh --profile half`/);
   });
 
   it('1 for a profile whose last renewal failed, naming refresh as the fix', async () => {
@@ -51,38 +52,38 @@ describe.concurrent('status exit codes', () => {
     const result = await status(home, ['--profile', 'flaky']);
     expect(result.code).toBe(1);
     expect(result.stdout).toMatch(/^state: +error$/m);
-    expect(result.stdout).toContain('→ the last renewal or connector update failed: run `syncauth refresh --profile flaky` to try again');
-    expect(result.stderr).toMatch(/error: profile "flaky" failed its last renewal or connector update\nhint: run `syncauth refresh --profile flaky`/);
+    expect(result.stdout).toContain(`→ the last renewal or connector update failed: run \`${RUN_AS} refresh --profile flaky\` to try again`);
+    expect(result.stderr).toMatch(/error: profile "flaky" failed its last renewal or connector update\nhint: run `node \S+\/main\.js refresh --profile flaky`/);
   });
 
   it('1 for a failure retrying will not fix (a wrong app secret), naming setup as the fix', async () => {
     const home = await homeWith({ wrong: { ...base, lastError: { code: 'OAUTH_INVALID_CLIENT', message: 'invalid app key or secret', at, terminal: true } } });
     const result = await status(home, ['--profile', 'wrong']);
     expect(result.code).toBe(1);
-    expect(result.stdout).toContain('run `syncauth setup --profile wrong` to correct it');
-    expect(result.stderr).toMatch(/hint: run `syncauth setup --profile wrong`/);
+    expect(result.stdout).toContain(`run \`${RUN_AS} setup --profile wrong\` to correct it`);
+    expect(result.stderr).toMatch(/hint: run `node \S+\/main\.js setup --profile wrong`/);
   });
 
   it('over all profiles: 1 when one failed, 4 when one also needs re-authorization, each with its fix', async () => {
     const home = await homeWith({ a: expired, b: failed });
     const one = await status(home, []);
     expect(one.code).toBe(1);
-    expect(one.stdout).toContain('run `syncauth refresh --profile b`');
+    expect(one.stdout).toContain(`run \`${RUN_AS} refresh --profile b\``);
 
     await openProfileStore(home.configDir).update('c', () => revoked);
     const four = await status(home, []);
     expect(four.code).toBe(4);
-    expect(four.stdout).toContain('→ the last renewal or connector update failed: run `syncauth refresh --profile b` to try again');
-    expect(four.stdout).toContain('→ run `syncauth setup --profile c` to authorize again');
-    expect(four.stderr).toContain('hint: run `syncauth refresh --profile b`; run `syncauth setup --profile c`');
+    expect(four.stdout).toContain(`→ the last renewal or connector update failed: run \`${RUN_AS} refresh --profile b\` to try again`);
+    expect(four.stdout).toContain(`→ run \`${RUN_AS} setup --profile c\` to authorize again`);
+    expect(four.stderr).toContain(`hint: run \`${RUN_AS} refresh --profile b\`; run \`${RUN_AS} setup --profile c\``);
 
     const json = await status(home, ['--json']);
     expect(json.code).toBe(4);
     const { profiles } = JSON.parse(json.stdout) as { profiles: Record<string, unknown>[] };
     expect(profiles.map((p) => [p.profile, p.state, p.fix])).toEqual([
       ['a', 'ok', null],
-      ['b', 'error', 'syncauth refresh --profile b'],
-      ['c', 'needs re-authorization', 'syncauth setup --profile c'],
+      ['b', 'error', `${RUN_AS} refresh --profile b`],
+      ['c', 'needs re-authorization', `${RUN_AS} setup --profile c`],
     ]);
     expect(profiles[0]).toMatchObject({ accessTokenExpired: true, lastError: null, needsReauthorization: false });
   });
@@ -92,7 +93,7 @@ describe.concurrent('status exit codes', () => {
     const json = await status(home, ['--json']);
     expect(json.code).toBe(1);
     expect((JSON.parse(json.stdout) as { profiles: Record<string, unknown>[] }).profiles[0]).toMatchObject({
-      profile: 'half', state: 'incomplete', fix: 'syncauth refresh --profile half', lastError: { code: 'SYNCAUTH_SETUP_UNFINISHED' },
+      profile: 'half', state: 'incomplete', fix: `${RUN_AS} refresh --profile half`, lastError: { code: 'SYNCAUTH_SETUP_UNFINISHED' },
     });
   });
 });

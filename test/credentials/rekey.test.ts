@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, beforeEach, describe, expect, test, vi } from 'vitest';
 import { isSecretStoreError, openFileSecretStore, openSecretStore, type StoredSecrets } from '../../src/credentials/index.js';
 import { ExitCode, ValidationError, type SyncauthError } from '../../src/errors.js';
-import { CLI, runCli, tempDir } from '../helpers/cli.js';
+import { CLI, RUN_AS, runCli, tempDir } from '../helpers/cli.js';
 import { isCI } from '../helpers/secret-service.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -324,7 +324,7 @@ describe('store keys shorter than 16 characters, through the CLI', () => {
     expect(token.stdout).toMatch(/^sl\.\S+\n$/);
     const warnings = token.stderr.split('\n').filter((line) => line.startsWith('warning: SYNCAUTH_STORE_KEY is shorter than 16 characters'));
     expect(warnings).toHaveLength(1);
-    expect(token.stderr).toContain('Run `syncauth profile rekey`');
+    expect(token.stderr).toContain(`Run \`${RUN_AS} profile rekey\``);
     expect(token.stderr).not.toContain(shortKey);
 
     const rekeyed = await runOnboardingCli(['profile', 'rekey'], { env: shortEnv, cwd: p.home.dir, stdin: `${NEW_KEY}\n` });

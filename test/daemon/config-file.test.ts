@@ -1,7 +1,7 @@
 // `syncauth daemon --config FILE`: the file is checked whole, each problem named by its line and key; a file
 // another user could have written is refused; flags and variables win over it (logged); SIGHUP reads it
 // again, rejecting a bad file (the daemon runs on as it was) and applying a good one's profiles at once.
-import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -9,7 +9,8 @@ import { CONFIG_KEYS, parseDaemonConfig, readDaemonConfig } from '../../src/daem
 import { ValidationError } from '../../src/errors.js';
 import { grantRefreshToken, newHome, onboardingEnv, runCli, startOnboarding, type Onboarding } from '../helpers/onboarding.js';
 import { waitFor } from '../helpers/wait.js';
-import { tempDir } from './helpers.js';
+import { prepareProfileSinks } from '../../src/cli/daemon-config.js';
+import { captureLog, tempDir } from './helpers.js';
 import { spawnDaemon } from './process.js';
 
 function issuesOf(text: string, file = '/etc/syncauth/syncauth.yaml'): string[] {
@@ -78,7 +79,7 @@ describe('the configuration file, parsed and checked', () => {
 
   it('names a syntax error, a wrong version, a relative path and a duplicated key by line', () => {
     expect(issuesOf('version: 1\ndaemon:\n  listen: [unclosed\n')).toEqual([expect.stringMatching(/line \d: \(syntax\): /)]);
-    expect(issuesOf('version: 1\nprofiles:\n  docs: {token_file: x}\n')).toEqual([expect.stringMatching(/line 3: profiles\.docs: takes no settings of its own/)]);
+    expect(issuesOf('version: 1\nprofiles:\n  docs: {token_file: x}\n')).toEqual([expect.stringMatching(/line 3: profiles\.docs\.token_file: is not a key of this file/)]);
     expect(issuesOf('version: 1\nprofiles: [docs, "a b"]\n')).toEqual([expect.stringMatching(/line 2: profiles\[1\]: must be 1-64/)]);
     expect(issuesOf('version: 1\nprofiles: []\n')).toEqual([expect.stringMatching(/line 2: profiles: names no profile; leave the key out/)]);
     expect(issuesOf('version: 1\nprofiles:\n')).toEqual([expect.stringMatching(/line 2: profiles: must be a list of profile names/)]);
@@ -91,17 +92,102 @@ describe('the configuration file, parsed and checked', () => {
   });
 });
 
+describe("a profile's own sinks", () => {
+  const OWN = `version: 1
+profiles:
+  docs:
+  "reports.eu":
+    sinks:
+      token_file: {path: /run/reports/token, mode: "0640", group: 0}
+      templates:
+        - {source: /etc/syncauth/env.tmpl, dest: "/run/reports/{profile}.env", mode: "0600"}
+`;
+
+  it('takes a token file and templates per profile, keyed by a name that may hold a dot', () => {
+    const config = parseDaemonConfig(OWN, '/etc/s.yaml');
+    expect(config.profiles).toEqual(['docs', 'reports.eu']);
+    expect(config.profileSinks).toEqual({
+      'reports.eu': {
+        token_file: { path: '/run/reports/token', mode: '0640', group: '0' },
+        templates: [{ source: '/etc/syncauth/env.tmpl', dest: '/run/reports/{profile}.env', mode: '0600' }],
+      },
+    });
+    expect(config.where(['profiles', 'reports.eu', 'sinks', 'token_file', 'mode'])).toBe('/etc/s.yaml line 6: profiles.reports.eu.sinks.token_file.mode');
+  });
+
+  it('names each problem of an own sink by its line and key, and refuses a socket per profile', () => {
+    const bad = OWN.replace('mode: "0640"', 'mode: "0666"')
+      .replace('dest: "/run/reports/{profile}.env"', 'dest: run/reports.env')
+      .replace('      templates:', '      socket: {path: /run/reports.sock}\n      colour: blue\n      templates:');
+    expect(issuesOf(bad, '/etc/s.yaml')).toEqual(expect.arrayContaining([
+      expect.stringMatching(/^\/etc\/s\.yaml line 7: profiles\.reports\.eu\.sinks\.socket: the one socket \(sinks\.socket\) serves every profile/),
+      expect.stringMatching(/^\/etc\/s\.yaml line 8: profiles\.reports\.eu\.sinks\.colour: is not a key of this file/),
+      expect.stringMatching(/^\/etc\/s\.yaml line 10: profiles\.reports\.eu\.sinks\.templates\[0\]\.dest: must be an absolute path/),
+    ]));
+    // The value checks (the same as the flags') name the own sink's line too.
+    expect(issuesOf(OWN.replace('mode: "0640"', 'mode: "0666"'), '/etc/s.yaml')).toEqual([
+      expect.stringMatching(/^\/etc\/s\.yaml line 6: profiles\.reports\.eu\.sinks\.token_file\.mode: /),
+    ]);
+  });
+
+  it("checks an own token file's group exists", async () => {
+    const dir = tempDir('syncauth-config-');
+    const file = path.join(dir, 'syncauth.yaml');
+    writeFileSync(file, OWN.replace('group: 0', 'group: no-such-group-here'), { mode: 0o600 });
+    await expect(readDaemonConfig(file)).rejects.toThrow(/line 6: profiles\.reports\.eu\.sinks\.token_file\.group/);
+  });
+});
+
+describe("a profile's own sinks, prepared for the daemon", () => {
+  it('are checked and placed whole: a token file taken twice and a template that cannot render are each named by line', async () => {
+    const dir = tempDir('syncauth-own-sinks-');
+    writeFileSync(path.join(dir, 'ok.tmpl'), 'T={{ access_token }}\n');
+    const text = (bTokenFile: string, source = 'ok.tmpl') => `version: 1
+profiles:
+  a:
+    sinks:
+      token_file: {path: "${dir}/{profile}.token"}
+  b:
+    sinks:
+      token_file: {path: "${bTokenFile}", mode: "0640"}
+      templates:
+        - {source: ${dir}/${source}, dest: "${dir}/{profile}.env"}
+  c:
+`;
+    const { logger } = captureLog();
+    const shared = (name: string) => `${dir}/${name}.shared`;
+    const good = await prepareProfileSinks(parseDaemonConfig(text(`${dir}/b.token`), '/s.yaml'), ['a', 'b', 'c'], logger, shared);
+    expect(good.get('a')).toEqual({ tokenFile: `${dir}/a.token`, tokenFileAccess: { mode: 0o600 } });
+    expect(good.get('b')).toEqual({ tokenFile: `${dir}/b.token`, tokenFileAccess: { mode: 0o640 }, templates: [{ source: `${dir}/ok.tmpl`, dest: `${dir}/b.env`, mode: 0o600 }] });
+    expect(good.has('c')).toBe(false);
+
+    const issues = async (config: string): Promise<string[]> =>
+      prepareProfileSinks(parseDaemonConfig(config, '/s.yaml'), ['a', 'b', 'c'], logger, shared).then(
+        () => [],
+        (error: unknown) => (error as ValidationError).issues.map((issue) => `${issue.field}: ${issue.message}`),
+      );
+    expect(await issues(text(`${dir}/a.token`, 'missing.tmpl'))).toEqual([
+      `/s.yaml line 8: profiles.b.sinks.token_file.path: ${dir}/a.token is already the token file of profile "a"`,
+      expect.stringMatching(/^\/s\.yaml line 10: profiles\.b\.sinks\.templates\[0\]: cannot read template .*missing\.tmpl/),
+    ]);
+    // Nor may an own token file take the one the daemon-wide token file gives a profile without its own.
+    expect(await issues(text(`${dir}/c.shared`))).toEqual([`/s.yaml line 8: profiles.b.sinks.token_file.path: ${dir}/c.shared is already the token file of profile "c"`]);
+  });
+});
+
 describe('the example in deploy/', () => {
   it('is a valid file that shows every key the daemon knows, each with a comment', () => {
     const text = readFileSync(path.join(__dirname, '../../deploy/syncauth.yaml'), 'utf8');
     const config = parseDaemonConfig(text, 'deploy/syncauth.yaml');
     expect(config.profiles).toEqual(['docs', 'reports']);
+    // A profile with its own sinks is shown: its keys are documented under profiles.<name>.
+    expect(Object.keys(config.profileSinks)).toEqual(['reports']);
     const shown = new Set<string>();
     const walk = (value: unknown, at: string): void => {
       if (Array.isArray(value)) value.forEach((item) => walk(item, at));
-      else if (value !== null && typeof value === 'object' && at !== 'profiles') {
+      else if (value !== null && typeof value === 'object') {
         for (const [key, inner] of Object.entries(value)) {
-          const next = at ? `${at}.${key}` : key;
+          const next = at === 'profiles' ? 'profiles.<name>' : at ? `${at}.${key}` : key;
           shown.add(next);
           walk(inner, next);
         }
@@ -112,7 +198,7 @@ describe('the example in deploy/', () => {
     // Each key's line, or a line above it in its block, is a comment.
     const lines = text.split('\n');
     for (const key of CONFIG_KEYS.filter((k) => !/\.(path|mode|group|source|dest)$/.test(k))) {
-      const line = Number(/line (\d+)/.exec(config.where(key.replace('sinks.templates.', 'sinks.templates.0.')))?.[1]);
+      const line = Number(/line (\d+)/.exec(config.where(key.replace('sinks.templates.', 'sinks.templates.0.').replace('<name>', 'reports')))?.[1]);
       expect(lines[line - 2]?.trim().startsWith('#') || lines[line - 1]?.includes('#'), key).toBe(true);
     }
   });
@@ -234,6 +320,91 @@ daemon:
       expect(await served()).toEqual(['alpha', 'beta']);
       await waitFor('the second token file', () => (existsSync(path.join(out, 'beta.token')) ? true : undefined), 20_000);
       expect(readFileSync(path.join(out, 'beta.token'), 'utf8').length).toBeGreaterThan(0);
+    } finally {
+      daemon.child.kill('SIGKILL');
+    }
+  }, 90_000);
+
+  it("publishes each profile to its own sinks with its own modes; SIGHUP rejects a bad own sink whole and moves a good one", async () => {
+    const home = newHome();
+    for (const profile of ['alpha', 'beta']) {
+      const env = onboardingEnv(ob, home, { SYNCAUTH_REFRESH_TOKEN: await grantRefreshToken(ob), SYNCAUTH_PROFILE: profile });
+      const setup = await runCli(['setup', '--yes', '--connector-name', `conn-${profile}`], { env, cwd: home.dir });
+      expect(setup.code, setup.stderr).toBe(0);
+    }
+    const out = path.join(home.dir, 'out');
+    for (const dir of [out, `${out}/a`, `${out}/b`, `${out}/c`]) mkdirSync(dir, { mode: 0o700 });
+    // A directory every user may write, whose private subdirectory someone replaced with a link.
+    const shared = path.join(out, 'shared');
+    mkdirSync(shared, { mode: 0o777 });
+    chmodSync(shared, 0o777);
+    symlinkSync(`${out}/c`, path.join(shared, `syncauth-${process.geteuid?.() ?? 0}`));
+    const tmpl = path.join(home.dir, 'env.tmpl');
+    writeFileSync(tmpl, 'TOKEN={{ access_token }}\nPROFILE={{ profile }}\n', { mode: 0o600 });
+    const file = path.join(home.dir, 'syncauth.yaml');
+    const config = (betaToken: string): string => `version: 1
+profiles:
+  alpha:
+    sinks:
+      token_file: {path: "${out}/a/{profile}.token"}
+  beta:
+    sinks:
+      token_file: {path: "${betaToken}", mode: "0640"}
+      templates:
+        - {source: ${tmpl}, dest: "${out}/b/{profile}.env", mode: "0604"}
+sinks:
+  token_file: {path: "${out}/{profile}.shared", mode: "0644"}
+daemon:
+  listen: 127.0.0.1:0
+`;
+    const env = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: home.dir, SYNCAUTH_CONFIG_DIR: home.configDir, SYNCAUTH_STORE: 'file', SYNCAUTH_STORE_KEY: home.storeKey };
+    // The rule of shared directories holds for an own sink as for the daemon-wide ones: refused at start, by line.
+    writeFileSync(file, config(`${shared}/beta.token`), { mode: 0o600 });
+    const refused = await runCli(['daemon', '--config', file], { env, cwd: home.dir });
+    expect(refused.code, refused.stderr).toBe(2);
+    expect(refused.stderr).toMatch(/syncauth\.yaml line 8: profiles\.beta\.sinks\.token_file\.path: .*is a symbolic link/);
+
+    writeFileSync(file, config(`${out}/b/beta.token`), { mode: 0o600 });
+    const daemon = spawnDaemon(env, home.dir, ['--config', file]);
+    const lines = (event: string): Record<string, unknown>[] =>
+      daemon.out.stdout.split('\n').filter((l) => l.includes(`"${event}"`)).map((l) => JSON.parse(l) as Record<string, unknown>);
+    const fileThere = (at: string) => waitFor(at, () => (existsSync(at) ? true : undefined), 20_000);
+    try {
+      const { listen } = await daemon.started();
+      await daemon.ready(listen);
+      // Each profile's own token file, with its own mode; the daemon-wide one serves neither.
+      expect(statSync(`${out}/a/alpha.token`).mode & 0o777).toBe(0o600);
+      expect(statSync(`${out}/b/beta.token`).mode & 0o777).toBe(0o640);
+      expect(existsSync(`${out}/alpha.shared`) || existsSync(`${out}/beta.shared`)).toBe(false);
+      const alphaToken = readFileSync(`${out}/a/alpha.token`, 'utf8');
+      const betaToken = readFileSync(`${out}/b/beta.token`, 'utf8');
+      expect(alphaToken).not.toBe(betaToken);
+      // beta's own template, rendered with beta's token.
+      await fileThere(`${out}/b/beta.env`);
+      expect(readFileSync(`${out}/b/beta.env`, 'utf8')).toBe(`TOKEN=${betaToken}\nPROFILE=beta\n`);
+      expect(statSync(`${out}/b/beta.env`).mode & 0o777).toBe(0o604);
+      expect(existsSync(`${out}/a/alpha.env`)).toBe(false);
+
+      // A bad own sink on SIGHUP: the whole file is rejected with the reason, and the old sinks stay as they were.
+      writeFileSync(file, config(`${shared}/beta.token`).replace('listen: 127.0.0.1:0', 'listen: 127.0.0.1:0\n  concurrency: 8'));
+      daemon.child.kill('SIGHUP');
+      const rejected = await waitFor('the rejection', () => lines('daemon.config_rejected')[0]);
+      expect(rejected.reason).toMatch(/syncauth\.yaml line 8: profiles\.beta\.sinks\.token_file\.path: .*is a symbolic link/);
+      expect(lines('daemon.reloaded')).toEqual([]);
+      expect(lines('daemon.config_restart_needed')).toEqual([]);
+      expect(readFileSync(`${out}/b/beta.token`, 'utf8')).toBe(betaToken);
+      expect(statSync(`${out}/b/beta.token`).mode & 0o777).toBe(0o640);
+      expect(existsSync(`${out}/c/beta.token`)).toBe(false);
+      expect((await fetch(`${listen}/readyz`)).status).toBe(200);
+
+      // A good one: beta moves to its new token file at once, the old one goes; alpha is left as it was.
+      writeFileSync(file, config(`${out}/c/beta.token`));
+      daemon.child.kill('SIGHUP');
+      await waitFor('the reload', () => lines('daemon.reloaded')[0]);
+      await fileThere(`${out}/c/beta.token`);
+      expect(statSync(`${out}/c/beta.token`).mode & 0o777).toBe(0o640);
+      expect(existsSync(`${out}/b/beta.token`)).toBe(false);
+      expect(readFileSync(`${out}/a/alpha.token`, 'utf8')).toBe(alphaToken);
     } finally {
       daemon.child.kill('SIGKILL');
     }

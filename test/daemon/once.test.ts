@@ -5,7 +5,7 @@
 import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { runCli, tempDir } from '../helpers/cli.js';
+import { runCli, tempDir, RUN_AS } from '../helpers/cli.js';
 import { connectorsNamed, emulator, obtainGrant, tokensOf } from './helpers.js';
 import { containerEnv } from './process.js';
 
@@ -61,7 +61,7 @@ describe('daemon --once', () => {
     const result = await runCli(['daemon', '--once'], { env: containerEnv(emu, grant, home, { profile: 'gone', tokenFile }), cwd: home, timeoutMs: 20_000 });
     expect(result.code).toBe(4);
     expect(result.stderr).toContain('syncauth daemon --once: profile "gone": re-authorization needed');
-    expect(result.stderr).toContain('syncauth setup --profile gone');
+    expect(result.stderr).toContain(`${RUN_AS} setup --profile gone`);
     expect(() => readFileSync(tokenFile)).toThrow();
     expect(connectorsNamed(emu, 'conn-gone')).toEqual([]);
   }, 30_000);

@@ -4,7 +4,7 @@ import { spawn } from 'node:child_process';
 import path from 'node:path';
 import type { DaemonGrant } from '../../src/daemon/index.js';
 import { DEFAULT_EMULATOR_API_KEY, type RunningEmulator } from '../../src/emulator/index.js';
-import { CLI } from '../helpers/cli.js';
+import { CLI, watchNodeWarnings } from '../helpers/cli.js';
 import { waitFor } from '../helpers/wait.js';
 
 /** A profile made only of environment variables, as a container runs it, against the emulator. */
@@ -41,6 +41,7 @@ export function spawnDaemon(env: Record<string, string>, cwd: string, args: stri
   const out = { stdout: '', stderr: '' };
   child.stdout.setEncoding('utf8').on('data', (chunk: string) => (out.stdout += chunk));
   child.stderr.setEncoding('utf8').on('data', (chunk: string) => (out.stderr += chunk));
+  watchNodeWarnings(`syncauth daemon ${args.join(' ')}`, () => out.stderr);
   const exited = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
   const started = (): Promise<{ listen: string; profiles: string[]; msg: string }> =>
     waitFor('the start line', () => {

@@ -21,12 +21,15 @@ function holder(value: string) {
   };
 }
 
+/** The template a fake renderer says it renders. */
+const SPEC = { source: '/etc/syncauth/t.tmpl', dest: '/run/syncauth/t', mode: 0o600 };
+
 /** A renderer whose renders end only when told to. */
 function stuckRenderer() {
   const calls: TemplateValues[] = [];
   let release: () => void = () => undefined;
   const released = new Promise<void>((resolve) => (release = resolve));
-  const renderer = { render: (values: TemplateValues) => (calls.push(values), released) } as unknown as TemplateRenderer;
+  const renderer = { specs: [SPEC], render: (values: TemplateValues) => (calls.push(values), released) } as unknown as TemplateRenderer;
   return { renderer, calls, release };
 }
 
@@ -65,7 +68,7 @@ describe('TokenPublisher with templates', () => {
     let answer: (id: string) => void = () => undefined;
     const accountId = () => new Promise<string>((resolve) => (answer = resolve));
     const rendered: TemplateValues[] = [];
-    const renderer = { render: async (values: TemplateValues) => void rendered.push(values) } as unknown as TemplateRenderer;
+    const renderer = { specs: [SPEC], render: async (values: TemplateValues) => void rendered.push(values) } as unknown as TemplateRenderer;
     const publisher = new TokenPublisher({ template: file, templates: renderer, accountId, now: Date.now, log: captureLog().logger });
     const rt = holder('the-token');
     expect(await within(publisher.publish(rt), 2_000)).toBeUndefined();

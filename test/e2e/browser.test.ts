@@ -9,7 +9,7 @@ import path from 'node:path';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_APP, connectionSettings, startEmulator, type RunningEmulator, type StoredSource } from '../../src/emulator/index.js';
-import { CLI, tempDir } from '../helpers/cli.js';
+import { CLI, RUN_AS, tempDir } from '../helpers/cli.js';
 import { chromiumAvailability, launchChromium } from '../helpers/chromium.js';
 
 const availability = chromiumAvailability();
@@ -253,7 +253,7 @@ describe.skipIf(availability.skip)('setup in a real browser (headless Chromium)'
       const result = await run.exit;
       expect({ code: result.code, signal: result.signal }).toEqual({ code: 1, signal: null });
       expect(result.stderr).toMatch(/authorization was refused: you clicked Deny/);
-      expect(result.stderr).toContain('run `syncauth setup` again and click Allow');
+      expect(result.stderr).toContain(`run \`${RUN_AS} setup\` again and click Allow`);
       expect(result.stdout).not.toContain('✓');
 
       expect(run.emulator.state.codes.size).toBe(0);

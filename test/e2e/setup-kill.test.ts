@@ -9,7 +9,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { StoredSecrets } from '../../src/credentials/index.js';
 import type { ProfileState } from '../../src/profile/index.js';
-import { CLI } from '../helpers/cli.js';
+import { CLI, RUN_AS } from '../helpers/cli.js';
 import {
   AUTHORIZE_URL_PATTERN, grantRefreshToken, newHome, onboardingEnv, profileFile, readProfileState, runCli, sources, spawnCli, startOnboarding,
   storedSecrets, type Home, type Onboarding,
@@ -60,7 +60,7 @@ async function holdings(home: Home, profile: string) {
 async function expectUnfinishedThenCompleted(home: Home, profile: string) {
   const status = await runCli(['status', '--profile', profile], { env: storeEnv(home, profile), cwd: home.dir });
   expect(status.code, status.stderr).toBe(1);
-  expect(status.stdout).toContain(`syncauth refresh --profile ${profile}`);
+  expect(status.stdout).toContain(`${RUN_AS} refresh --profile ${profile}`);
   const refreshed = await runCli(['refresh'], { env: storeEnv(home, profile), cwd: home.dir });
   expect(refreshed.code, refreshed.stderr).toBe(0);
   const state = readProfileState(home, profile);

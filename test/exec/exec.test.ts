@@ -243,7 +243,7 @@ describe('syncauth exec', () => {
     const home = tempDir();
     const result = await runCli(['exec', ...childCommand(home, 'exit:0')], { env: containerEnv(emu, grant, home), cwd: home });
     expect(result.code).toBe(4);
-    expect(result.stderr).toMatch(/hint: run `syncauth setup --profile container`/);
+    expect(result.stderr).toMatch(/hint: run `node \S+\/main\.js setup --profile container`/);
     expect(readdirSync(home).filter((f) => f.startsWith('env-') || f === 'starts.jsonl')).toEqual([]);
     expect(existsSync(path.join(home, 'starts.jsonl'))).toBe(false);
   });

@@ -4,7 +4,7 @@ import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { CLI } from '../helpers/cli.js';
+import { CLI, watchNodeWarnings } from '../helpers/cli.js';
 
 export const CHILD = fileURLToPath(new URL('./fixtures/child.mjs', import.meta.url));
 
@@ -26,6 +26,7 @@ export function spawnExec(env: Record<string, string>, cwd: string, args: string
   const out = { stdout: '', stderr: '' };
   child.stdout.setEncoding('utf8').on('data', (chunk: string) => (out.stdout += chunk));
   child.stderr.setEncoding('utf8').on('data', (chunk: string) => (out.stderr += chunk));
+  watchNodeWarnings(`syncauth exec ${args.join(' ')}`, () => out.stderr);
   const exited = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
   return { child, out, exited };
 }

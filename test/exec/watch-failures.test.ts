@@ -1,6 +1,7 @@
 // `syncauth exec --watch` when renewals fail: a transient failure is retried with backoff while the child
 // keeps running; a revoked grant is reported and the child keeps its token until it expires.
 import { describe, expect, it } from 'vitest';
+import { RUN_AS } from '../helpers/cli.js';
 import { waitFor } from '../helpers/wait.js';
 import { emulator, obtainGrant, tempDir } from '../daemon/helpers.js';
 import { containerEnv } from '../daemon/process.js';
@@ -33,7 +34,7 @@ describe('syncauth exec --watch, renewals failing', () => {
 
       emu.revokeGrant(grant.refreshToken);
       await waitFor('the re-authorization line', () => (out.stderr.includes('the grant needs re-authorization') ? true : undefined), 15_000);
-      expect(out.stderr).toContain('run `syncauth setup --profile container` to authorize again');
+      expect(out.stderr).toContain(`run \`${RUN_AS} setup --profile container\` to authorize again`);
       // Not restarted, not stopped: it keeps the token it has.
       expect(startsIn(home)).toHaveLength(2);
       expect(alive(second.pid)).toBe(true);

@@ -16,7 +16,7 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { chmodSync, cpSync, existsSync, readFileSync, realpathSync } from 'node:fs';
 import path from 'node:path';
-import { CLI, ROOT, tempDir, type CliResult } from './cli.js';
+import { CLI, ROOT, nodeWarningError, tempDir, type CliResult } from './cli.js';
 
 /** nobody/nogroup. */
 export const OTHER_USER = { uid: 65534, gid: 65534 } as const;
@@ -99,7 +99,10 @@ export interface OtherUserOptions {
   timeoutMs?: number;
 }
 
-/** Runs `argv` as the other user, with only PATH, HOME and `env` in its environment; never rejects on exit. */
+/**
+ * Runs `argv` as the other user, with only PATH, HOME and `env` in its environment; never rejects on exit, only
+ * when Node printed a warning of its own on stderr.
+ */
 export function runAsOtherUser(argv: string[], options: OtherUserOptions = {}): Promise<CliResult> {
   const cwd = options.cwd ?? sharedDir();
   const env = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: cwd, ...options.env };
@@ -116,7 +119,9 @@ export function runAsOtherUser(argv: string[], options: OtherUserOptions = {}): 
     });
     child.on('close', (code) => {
       clearTimeout(timer);
-      resolve({ code, stdout, stderr });
+      const warned = nodeWarningError(argv.slice(1), stderr);
+      if (warned) reject(warned);
+      else resolve({ code, stdout, stderr });
     });
   });
 }

@@ -8,7 +8,7 @@ import { existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { gunzipSync } from 'node:zlib';
-import { ROOT } from './cli.js';
+import { ROOT, watchNodeWarnings } from './cli.js';
 
 /** True when running in CI, where a real part that cannot be found is a failure, not a skip. */
 export function isCI(): boolean {
@@ -62,6 +62,7 @@ export function start(command: string, args: string[], options: RunOptions): Run
     stderr += d;
     check();
   });
+  watchNodeWarnings(`${command} ${args.join(' ')}`, () => stderr);
   // A process that exits without reading its stdin must not crash the test with EPIPE.
   child.stdin.on('error', () => {});
   const timer = setTimeout(() => {

@@ -1,13 +1,12 @@
 // `syncauth daemon`: the sidecar. Resolves the profiles (every stored one, those named with --profile, or one
 // made entirely of environment variables in a container), checks every setting before anything starts, and
 // turns signals into a graceful stop (SIGTERM, SIGINT) or a reload (SIGHUP).
-import { stat } from 'node:fs/promises';
+import { syncauthCommand } from '../../profile/name.js';
 import path from 'node:path';
 import { SETTINGS, type SettingName, type Settings } from '../../config.js';
 import {
   checkRedisUrl,
   checkSchedule,
-  checkTokenFileTemplate,
   createRedisCoordinator,
   isLoadFailure,
   reauthorizeCommand,
@@ -26,6 +25,7 @@ import { SECRET_FILE_NAME, secretFilesOf } from '../../credentials/file.js';
 import { Semaphore } from '../../daemon/limiter.js';
 import { notifySystemd } from '../../daemon/notify.js';
 import { PRIVATE_ACCESS, parseMode, parseSocketMode, resolveGroup, type FileAccess } from '../../publish/file.js';
+import { checkTokenFilePlaces, type ProfileSinks } from '../../publish/token-file.js';
 import { checkTemplate, parseTemplateFlag, type TemplateSpec } from '../../publish/template.js';
 import { placeSinks, PLACE_RULE, type SinkRequest } from '../../publish/place.js';
 import { removeTemporaryLeftovers } from '../../profile/files.js';
@@ -37,7 +37,7 @@ import { accessTokenKeeper, accessTokenReader } from '../../sync/token-cache.js'
 import { baseState } from '../../sync/renew.js';
 import type { CommandContext } from '../context.js';
 import { openSession, readSecrets, requireGrant, type ProfileSession, type ResolvedSecrets } from '../session.js';
-import { configFileLabel, withDaemonConfigFile } from '../daemon-config.js';
+import { configFileLabel, prepareProfileSinks, withDaemonConfigFile } from '../daemon-config.js';
 import { notifySettingsOf, startNotifier } from './notify.js';
 import { reauthLinkFor, reauthSettingIssues, startReauthPage } from '../reauth.js';
 
@@ -206,10 +206,10 @@ function checkSettings(context: CommandContext, options: DaemonCommandOptions): 
  * renewal is thrown away while the run looks healthy, so it is refused before anything starts (exit 2), naming
  * what is missing.
  */
-function checkWorkToDo(context: CommandContext, options: DaemonCommandOptions, profiles: DaemonProfile[]): void {
+function checkWorkToDo(context: CommandContext, options: DaemonCommandOptions, profiles: DaemonProfile[], ownSinks = false): void {
   const v = context.settings.values;
   const once = options.once === true;
-  const sinks = Boolean(v.tokenFile) || (options.template?.length ?? 0) > 0 || (!once && Boolean(v.socket));
+  const sinks = ownSinks || Boolean(v.tokenFile) || (options.template?.length ?? 0) > 0 || (!once && Boolean(v.socket));
   if (sinks || profiles.some((profile) => profile.reconcile || profile.storeAccessToken)) return;
   const env = (name: SettingName) => SETTINGS[name].env;
   const reconcileNeeds = (['baseUrl', 'apiKey', 'remoteUrl'] as const).filter((name) => !v[name]);
@@ -223,7 +223,7 @@ function checkWorkToDo(context: CommandContext, options: DaemonCommandOptions, p
       kind: 'bad_input',
       hint:
         `publish the token with --token-file (${env('tokenFile')}) or --template${once ? '' : `, or serve it with --socket (${env('socket')})`}; ` +
-        `or set ${missing.join(', ')} to keep the connector's grant current; or run the consumer under \`syncauth exec\`, which renews as it needs`,
+        `or set ${missing.join(', ')} to keep the connector's grant current; or run the consumer under \`${syncauthCommand('exec')}\`, which renews as it needs`,
     },
   );
 }
@@ -356,17 +356,7 @@ export async function loadProfiles(context: CommandContext, store: ProfileStore,
 const PROFILES_LOADED_AT_ONCE = 16;
 
 async function checkTokenFiles(context: CommandContext, template: string, names: string[]): Promise<void> {
-  const field = label(context, 'tokenFile');
-  checkTokenFileTemplate(template, names.length, field);
-  for (const name of names) {
-    const file = tokenFileFor(template, name);
-    const dir = path.dirname(file);
-    const info = await stat(dir).catch(() => undefined);
-    if (!info?.isDirectory()) throw new ValidationError([{ field, message: `the directory ${dir} does not exist` }]);
-    if ((await stat(file).catch(() => undefined))?.isDirectory()) {
-      throw new ValidationError([{ field, message: `${file} is a directory, but the token file must be a file (e.g. ${path.join(file, 'token')})` }]);
-    }
-  }
+  await checkTokenFilePlaces(template, names, label(context, 'tokenFile'));
 }
 
 export async function daemon(given: CommandContext, givenOptions: DaemonCommandOptions = {}): Promise<void> {
@@ -386,16 +376,20 @@ export async function daemon(given: CommandContext, givenOptions: DaemonCommandO
   if (initial.length === 0) {
     throw new SyncauthError('SYNCAUTH_NO_PROFILES', 'there is no profile to serve: no profile is stored and the environment holds no Dropbox grant', {
       exitCode: ExitCode.authRequired,
-      hint: 'run `syncauth setup` first, or set SYNCAUTH_APP_KEY, SYNCAUTH_APP_SECRET and SYNCAUTH_REFRESH_TOKEN (plus SYNCAUTH_BASE_URL, SYNCAUTH_API_KEY and SYNCAUTH_REMOTE_URL to reconcile a connector)',
+      hint: `run \`${syncauthCommand('setup')}\` first, or set SYNCAUTH_APP_KEY, SYNCAUTH_APP_SECRET and SYNCAUTH_REFRESH_TOKEN (plus SYNCAUTH_BASE_URL, SYNCAUTH_API_KEY and SYNCAUTH_REMOTE_URL to reconcile a connector)`,
     });
   }
   const failed = initial.filter(isLoadFailure);
   if (failed.length === initial.length) throw (failed[0] as { error: Error }).error;
-  if (failed.length === 0) checkWorkToDo(context, options, initial as DaemonProfile[]);
   const names = initial.map((entry) => entry.name);
-  if (v.tokenFile) await checkTokenFiles(context, v.tokenFile, names);
+  // A profile's own token file (the configuration file's profiles.NAME.sinks) replaces the daemon-wide one for it.
+  const ownTokenFile = (name: string) => configured.config?.profileSinks[name]?.token_file !== undefined;
+  if (failed.length === 0) checkWorkToDo(context, options, initial as DaemonProfile[], names.some((name) => configured.config?.profileSinks[name]));
+  if (v.tokenFile) await checkTokenFiles(context, v.tokenFile, names.filter((name) => !ownTokenFile(name)));
   const handover = await checkHandover(context, options, names);
   const tokenFile = await placeHandover(context, log, v.tokenFile, handover, names, options.once === true);
+  const sharedTokenFile = (name: string) => (tokenFile ? tokenFileFor(tokenFile, name) : undefined);
+  const profileSinks = await prepareProfileSinks(configured.config, names, log, sharedTokenFile);
   // A daemon restarted after kill -9 clears what interrupted writes of state and secrets left behind.
   await removeTemporaryLeftovers([...names.flatMap((name) => [store.fileOf(name), ...secretFilesOf(v.configDir, name)]), path.join(v.configDir, SECRET_FILE_NAME)], LEFTOVER_AGE_MS);
   if (names.length > 1 && environmentGrant(v)) {
@@ -431,6 +425,7 @@ export async function daemon(given: CommandContext, givenOptions: DaemonCommandO
       ...(tokenFile ? { tokenFile } : {}),
       ...(handover.tokenFileAccess ? { tokenFileAccess: handover.tokenFileAccess } : {}),
       ...(handover.templates.length > 0 ? { templates: handover.templates } : {}),
+      ...(profileSinks.size > 0 ? { profileSinks } : {}),
       ...(handover.socket && !once ? { socket: handover.socket } : {}),
       ...(v.listen && !once ? { listen: v.listen } : {}),
       ...(coordinator ? { coordinator } : {}),
@@ -466,6 +461,7 @@ export async function daemon(given: CommandContext, givenOptions: DaemonCommandO
       ...(settings.maxRenewalsPerSecond !== undefined ? { maxRenewalsPerSecond: settings.maxRenewalsPerSecond } : {}),
       ...(tokenFile ? { tokenFile } : {}),
       ...(handover.templates.length > 0 ? { templates: handover.templates.map((t) => t.dest) } : {}),
+      ...(profileSinks.size > 0 ? { profileSinks: Object.fromEntries([...profileSinks].map(([name, own]) => [name, { tokenFile: own.tokenFile, templates: own.templates?.map((t) => t.dest) }])) } : {}),
       ...(handover.socket ? { socket: handover.socket.path } : {}),
       ...(running.url ? { listen: running.url } : {}),
       ...(v.redisUrl ? { redis: redisTarget(v.redisUrl) } : {}),
@@ -481,11 +477,18 @@ export async function daemon(given: CommandContext, givenOptions: DaemonCommandO
     throw relabel(context, error);
   }
   const readiness = reportReadiness(running, log);
-  // SIGHUP reads the configuration file again first: rejected, nothing changes; accepted, its profiles are served.
-  const reconfigure = async (): Promise<boolean> => {
-    const next = await configured.reread(log);
+  // SIGHUP reads the configuration file again first: rejected, nothing changes; accepted, its profiles are served
+  // with their own sinks.
+  const reconfigure = async (): Promise<{ profileSinks?: Map<string, ProfileSinks> } | false> => {
+    // The profiles the reload will serve, as loadProfiles finds them (none stored: the environment's one).
+    const served = async (requested: string[] | undefined): Promise<string[]> => {
+      const found = requested ?? (await store.names());
+      return found.length > 0 ? found : [v.profile];
+    };
+    const next = await configured.reread(log, served, sharedTokenFile);
+    if (next === false) return false;
     if (next) settings.requested = next.requested;
-    return next !== false;
+    return next ? { profileSinks: next.profileSinks } : {};
   };
   await untilStopped(running, log, readiness, reconfigure);
   await notifier?.close();
@@ -554,12 +557,12 @@ function reportReadiness(running: RunningDaemon, log: Logger): () => void {
   return () => clearInterval(timer);
 }
 
-function untilStopped(running: RunningDaemon, log: Logger, stopReadiness: () => void, reconfigure: () => Promise<boolean>): Promise<void> {
+function untilStopped(running: RunningDaemon, log: Logger, stopReadiness: () => void, reconfigure: () => Promise<{ profileSinks?: Map<string, ProfileSinks> } | false>): Promise<void> {
   return new Promise<void>((resolve) => {
     let stopping = false;
     const reload = (): void => {
       log.info({ event: 'daemon.reloading', op: 'load', signal: 'SIGHUP' }, 'SIGHUP: reloading the profiles');
-      void reconfigure().then((accepted) => (accepted ? running.reload() : undefined));
+      void reconfigure().then((accepted) => (accepted ? running.reload(accepted) : undefined));
     };
     const stop = (signal: NodeJS.Signals): void => {
       if (stopping) {

@@ -16,7 +16,7 @@ import type { CommandContext } from '../context.js';
 import { describeSystemError } from '../errno.js';
 import { counted, paletteFor, printJson, type Io } from '../output.js';
 import { openSession, readSecrets, type ProfileSession, type ResolvedSecrets } from '../session.js';
-import { reauthorizeCommand } from '../../profile/name.js';
+import { reauthorizeCommand, syncauthCommand } from '../../profile/name.js';
 import { insidePrivateSubdir, ownSubdirProblem, ownUid, sharedBecause } from '../../publish/place.js';
 import { parseTemplateFlag } from '../../publish/template.js';
 
@@ -82,7 +82,7 @@ async function checkConfigDir(dir: string): Promise<Check> {
 /** The config file's line: what it records, or why it cannot be read; none for a config dir without one. */
 function checkConfigFile(context: CommandContext): Check | undefined {
   const file = configFileOf(context.settings.values.configDir);
-  if (context.configFileError !== undefined) return failed('config-file', file, context.configFileError, `fix ${file} by hand, or delete it and run \`syncauth setup\` again`);
+  if (context.configFileError !== undefined) return failed('config-file', file, context.configFileError, `fix ${file} by hand, or delete it and run \`${syncauthCommand('setup')}\` again`);
   const recorded = context.inputs.configFile?.profiles;
   if (!recorded) return undefined;
   const choices = Object.entries(recorded).map(([name, choice]) => `profile ${name}: ${String(choice.store ?? 'default')} store`);
@@ -127,7 +127,7 @@ async function checkStore(context: CommandContext, store: SecretStore): Promise<
     if (!key) {
       return exists
         ? { usable: false, check: { check: 'store', subject: file, status: 'fail', message: `${SETTINGS.storeKey.env} is not set, so the file cannot be opened`, fix: `set ${SETTINGS.storeKey.env} to the key the file was written with (other commands ask for it at a terminal)` } }
-        : { usable: false, check: { check: 'store', subject: file, status: 'warn', message: `the encrypted file store has no key: ${SETTINGS.storeKey.env} is not set`, fix: `set ${SETTINGS.storeKey.env} to a long random value (e.g. \`openssl rand -base64 32\`) before \`syncauth setup\`` } };
+        : { usable: false, check: { check: 'store', subject: file, status: 'warn', message: `the encrypted file store has no key: ${SETTINGS.storeKey.env} is not set`, fix: `set ${SETTINGS.storeKey.env} to a long random value (e.g. \`openssl rand -base64 32\`) before \`${syncauthCommand('setup')}\`` } };
     }
     try {
       const profiles = await store.listProfiles();
@@ -151,7 +151,7 @@ async function checkStore(context: CommandContext, store: SecretStore): Promise<
     // A config dir setup switched to the file store before it recorded that choice: the secrets are there.
     const check = failed('store', 'OS keychain', error, `on a host without a keychain, set ${SETTINGS.store.env}=file with ${SETTINGS.storeKey.env}, or ${SETTINGS.store.env}=env with the secrets in the environment`);
     if (!(await statOf(file))) return { usable: false, check };
-    const fix = `${file} exists: if the secrets are there, run with ${SETTINGS.store.env}=file (running \`syncauth setup\` again records that choice)`;
+    const fix = `${file} exists: if the secrets are there, run with ${SETTINGS.store.env}=file (running \`${syncauthCommand('setup')}\` again records that choice)`;
     return { usable: false, check: { ...check, fix } };
   }
 }
@@ -175,7 +175,7 @@ function relativeTime(iso: string, now: number): string {
 
 function stateProblems(name: string, state: ProfileState): Check[] {
   const setup = `run \`${reauthorizeCommand(name)}\``;
-  const refresh = `run \`syncauth refresh --profile ${name}\``;
+  const refresh = `run \`${syncauthCommand(`refresh --profile ${name}`)}\``;
   const checks: Check[] = [];
   if (state.needsReauthorization) {
     checks.push({ check: 'profile', subject: name, status: 'fail', message: 'needs re-authorization: Dropbox no longer accepts its grant', fix: `${setup} to authorize again` });
@@ -266,7 +266,7 @@ async function checkService(target: ServiceTarget): Promise<Check[]> {
       if (connectorId && !ids.has(connectorId)) {
         checks.push({
           check: 'service', subject, status: 'fail', message: `the source connector ${connectorId} of profile ${profile} is not on the service`,
-          fix: `run \`syncauth refresh --profile ${profile}\` to create it again`,
+          fix: `run \`${syncauthCommand(`refresh --profile ${profile}`)}\` to create it again`,
         });
       }
     }
@@ -275,7 +275,7 @@ async function checkService(target: ServiceTarget): Promise<Check[]> {
     if (isServiceError(error) && (error.code === 'SERVICE_UNAUTHORIZED' || error.code === 'SERVICE_FORBIDDEN')) {
       return [{
         check: 'service', subject, status: 'fail', message: `the service rejected the API key${of} (${error.status ?? 'no status'})`,
-        fix: `set ${SETTINGS.apiKey.env} to a key of the right workspace (API Keys in the service's web interface), then run \`syncauth setup${names.length === 1 ? ` --profile ${names[0]}` : ''}\` to store it`,
+        fix: `set ${SETTINGS.apiKey.env} to a key of the right workspace (API Keys in the service's web interface), then run \`${syncauthCommand(`setup${names.length === 1 ? ` --profile ${names[0]}` : ''}`)}\` to store it`,
       }];
     }
     if (isServiceError(error) && error.code === 'SERVICE_NETWORK') {
@@ -426,7 +426,7 @@ async function checkDaemon(listen: { host: string; port: number }): Promise<Chec
   return {
     check: 'daemon', subject: url, status: 'fail',
     message: `not ready${waiting.length > 0 ? ` (${waiting.join('; ')})` : ''}${body.coordinator === 'unreachable' ? '; its Redis coordinator is unreachable' : ''}`,
-    fix: 'see the daemon\'s log for the failing profile, and `syncauth doctor --profile NAME` for it',
+    fix: `see the daemon's log for the failing profile, and \`${syncauthCommand('doctor --profile NAME')}\` for it`,
   };
 }
 
@@ -526,7 +526,7 @@ export async function doctor(context: CommandContext, options: DoctorOptions = {
     checks.push(...(await checkProfile(context, name, state, kinds.get(kindOf.get(name) ?? v.store) === true, targets)));
   }
   if (names.length === 0 && (checks[0] as Check).status !== 'fail' && !checks.some((c) => c.check === 'profile')) {
-    checks.push({ check: 'profile', subject: '', status: 'warn', message: 'no profile is set up yet', fix: 'run `syncauth setup`' });
+    checks.push({ check: 'profile', subject: '', status: 'warn', message: 'no profile is set up yet', fix: `run \`${syncauthCommand('setup')}\`` });
   }
   // Without a profile, the service the environment names.
   if (targets.size === 0 && v.baseUrl && v.apiKey) {

@@ -1,5 +1,6 @@
 // `syncauth logout`: revoke the grant at Dropbox (so a copy of the refresh token elsewhere stops working too),
 // then delete the profile's secrets and state.
+import { syncauthCommand } from '../../profile/name.js';
 import { ExitCode, SyncauthError } from '../../errors.js';
 import { isOAuthError, revokeToken, renewAccessToken } from '../../oauth/index.js';
 import type { CommandContext } from '../context.js';
@@ -35,7 +36,7 @@ export async function logout(context: CommandContext, options: { revoke?: boolea
   }
   await session.profiles.delete(session.name);
   io.stderr.write(`✓ state of profile "${session.name}" deleted`);
-  io.stderr.write(session.state?.connectorId ? `; the source connector ${session.state.connectorId} is left on the service (\`syncauth source delete ${session.state.connectorId}\` removes it)\n` : '\n');
+  io.stderr.write(session.state?.connectorId ? `; the source connector ${session.state.connectorId} is left on the service (\`${syncauthCommand(`source delete ${session.state.connectorId}`)}\` removes it)\n` : '\n');
 }
 
 /**

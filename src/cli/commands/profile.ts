@@ -24,7 +24,7 @@ import { writeSection } from '../interrupt.js';
 import { counted, printJson, warn } from '../output.js';
 import { openSession, readSecrets, requireGrant, type ProfileSession } from '../session.js';
 import { sessionAccessToken } from './shared.js';
-import { reauthorizeCommand } from '../../profile/name.js';
+import { reauthorizeCommand, syncauthCommand } from '../../profile/name.js';
 
 // ---- profile set ----
 
@@ -141,7 +141,7 @@ export async function profileSet(context: CommandContext, options: ProfileSetOpt
   );
   const it = changes.length === 1 ? 'it' : 'them';
   const apply =
-    `\`syncauth refresh --profile ${name}\` applies ${it} to the service now; a running daemon takes ${it} up when ` +
+    `\`${syncauthCommand(`refresh --profile ${name}`)}\` applies ${it} to the service now; a running daemon takes ${it} up when ` +
     `reloaded (SIGHUP) and applies ${it} at its next renewal`;
   if (context.json) {
     printJson(context.io, { profile: name, changes: changes.map((c) => ({ setting: c.setting, from: c.from ?? null, to: c.to ?? null })), notes: [...notes, apply] });
@@ -183,14 +183,14 @@ async function checkChanges(session: ProfileSession, state: ProfileState, change
     notes.push(`workflow ${String(workflow.from)} keeps reading from the connector on the service; syncauth no longer updates it`);
   }
   if (schedule && schedule.to === undefined && !workflow && state.workflowId) {
-    notes.push(`the workflow's schedule on the service is left as it is; \`syncauth workflow update ${state.workflowId} --clear-schedule\` removes it there`);
+    notes.push(`the workflow's schedule on the service is left as it is; \`${syncauthCommand(`workflow update ${state.workflowId} --clear-schedule`)}\` removes it there`);
   }
   if (connectorName) {
     const old = state.connectorId ? `the connector ${state.connectorName ? `"${state.connectorName}" ` : ''}(${state.connectorId})` : undefined;
     notes.push(
       `the service cannot rename a connector: the next reconcile creates "${String(connectorName.to)}"` +
         `${state.workflowId || workflow?.to ? ' and points the workflow at it' : ''}` +
-        (old ? `; ${old} stays on the service until you delete it: \`syncauth source delete ${state.connectorId}\`` : ''),
+        (old ? `; ${old} stays on the service until you delete it: \`${syncauthCommand(`source delete ${state.connectorId}`)}\`` : ''),
     );
   }
   return notes;
@@ -225,7 +225,7 @@ async function checkWorkflow(client: ServiceClient, id: string, profile: string)
   } catch (error) {
     if (isServiceError(error) && error.status === 404) {
       throw new ValidationError([{ field: '--workflow-id', message: `the service has no workflow ${id} in the workspace of profile "${profile}"'s API key` }], {
-        hint: `\`syncauth workflow list --profile ${profile}\` lists the workflows there`,
+        hint: `\`${syncauthCommand(`workflow list --profile ${profile}`)}\` lists the workflows there`,
       });
     }
     throw checkFailed(error, '--workflow-id', `workflow ${id}`);
@@ -423,7 +423,7 @@ async function rotateAppSecret(context: CommandContext, session: ProfileSession)
   out.write(`✓ the app secret of profile "${name}" is replaced in the ${session.secrets.kind} store\n`);
   out.write(
     session.state?.connectorId
-      ? `the connector ${session.state.connectorId} on the service still holds the old app secret: \`syncauth refresh --profile ${name}\` updates it now; a running daemon does at its next renewal\n`
+      ? `the connector ${session.state.connectorId} on the service still holds the old app secret: \`${syncauthCommand(`refresh --profile ${name}`)}\` updates it now; a running daemon does at its next renewal\n`
       : 'a running daemon uses it at its next renewal\n',
   );
 }
@@ -471,7 +471,7 @@ export async function profileRekey(context: CommandContext): Promise<void> {
   });
   if (!existsSync(store.file)) {
     throw new SyncauthError('SYNCAUTH_NO_STORE', `there is no encrypted store at ${path.join(v.configDir, SECRET_FILE_NAME)}: nothing to re-key`, {
-      hint: `check ${SETTINGS.configDir.env}; a store is made by \`syncauth setup\` with ${SETTINGS.store.env}=file`,
+      hint: `check ${SETTINGS.configDir.env}; a store is made by \`${syncauthCommand('setup')}\` with ${SETTINGS.store.env}=file`,
     });
   }
   // The current key must open the store before a new one is asked for.
@@ -534,6 +534,6 @@ async function noSuchProfile(session: ProfileSession): Promise<SyncauthError> {
   const names = [...known].sort();
   return new SyncauthError('SYNCAUTH_NO_PROFILE', `there is no profile "${session.name}"; nothing was changed`, {
     exitCode: ExitCode.error,
-    hint: names.length > 0 ? `the existing profiles are: ${names.join(', ')}; name one with --profile` : 'there are no profiles yet: run `syncauth setup` first',
+    hint: names.length > 0 ? `the existing profiles are: ${names.join(', ')}; name one with --profile` : `there are no profiles yet: run \`${syncauthCommand('setup')}\` first`,
   });
 }

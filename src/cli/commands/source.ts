@@ -1,4 +1,5 @@
 // `syncauth source …`: connectors of any of the 21 types. Everything is validated before a request is made.
+import { syncauthCommand } from '../../profile/name.js';
 import { SyncauthError, ValidationError, ExitCode } from '../../errors.js';
 import type { ServiceClient } from '../../service/client.js';
 import { SOURCE_TYPES, type ConnectionCheck, type SourceConnectorInformation } from '../../service/models.js';
@@ -114,8 +115,8 @@ export function checkFailure(id: string, check: ConnectionCheck, fixHint?: strin
   const token = /token|invalid_grant|invalid_client/i.test(reason);
   const hint = fixHint ??
     (token
-      ? `renew the connector's credentials (\`syncauth refresh\`, or \`syncauth setup\` to authorize again), then run \`syncauth source check ${id}\``
-      : `fix the connector's config with \`syncauth source update ${id} --config FILE\`, then run \`syncauth source check ${id}\``);
+      ? `renew the connector's credentials (\`${syncauthCommand('refresh')}\`, or \`${syncauthCommand('setup')}\` to authorize again), then run \`${syncauthCommand(`source check ${id}`)}\``
+      : `fix the connector's config with \`${syncauthCommand(`source update ${id} --config FILE`)}\`, then run \`${syncauthCommand(`source check ${id}`)}\``);
   return new SyncauthError('SYNCAUTH_CHECK_FAILED', `the service could not use source connector ${id}: ${reason}`, { exitCode: ExitCode.error, hint });
 }
 

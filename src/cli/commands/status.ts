@@ -1,9 +1,10 @@
 // `syncauth status`: every profile at a glance; exit 4 when any needs re-authorization, 1 when any is incomplete or
 // failed its last renewal or reconcile, so a script or a monitoring check can act on it.
+import { resolveSettings } from '../../config.js';
 import { ExitCode, SyncauthError } from '../../errors.js';
 import { openSecretStore } from '../../credentials/index.js';
 import { openProfileStore, type ProfileState, type ProfileStore } from '../../profile/index.js';
-import { reauthorizeCommand } from '../../profile/name.js';
+import { reauthorizeCommand, syncauthCommand } from '../../profile/name.js';
 import { pendingSetups, recoverInterruptedSetup } from '../../sync/setup-journal.js';
 import type { CommandContext } from '../context.js';
 import { printJson, printRecord } from '../output.js';
@@ -31,7 +32,7 @@ interface Trouble {
  */
 function troubleOf(state: ProfileState): Trouble | undefined {
   const setupFix = reauthorizeCommand(state.profile);
-  const refreshFix = `syncauth refresh --profile ${state.profile}`;
+  const refreshFix = syncauthCommand(`refresh --profile ${state.profile}`);
   if (state.needsReauthorization) {
     return { state: 'needs re-authorization', summary: 'needs re-authorization', advice: `run \`${setupFix}\` to authorize again`, fix: setupFix };
   }
@@ -91,16 +92,18 @@ async function outstandingLinks(configDir: string, names: string[], now: number)
 }
 
 /**
- * Setups killed between their writes are finished or undone first, so that the list shows what is really there.
- * One that cannot be checked (its secret store does not open) is said, and the listing goes on.
+ * Setups killed between their writes are finished or undone first, so that the list shows what is really there,
+ * each in the secret store its profile uses (the one config.json records for it, unless a flag or the
+ * environment says otherwise). One that cannot be checked (its secret store does not open) is said, and the
+ * listing goes on.
  */
 async function recoverSetups(context: CommandContext, store: ProfileStore, only: string | undefined): Promise<void> {
   const pending = (await pendingSetups(store)).filter((name) => !only || name === only);
   if (pending.length === 0) return;
-  const { configDir, store: kind, storeKey } = context.settings.values;
   const say = (line: string) => context.io.stderr.write(`syncauth: ${line}\n`);
   for (const name of pending) {
     try {
+      const { configDir, store: kind, storeKey } = resolveSettings({ ...context.inputs, flags: { ...context.inputs.flags, profile: name } }).values;
       const secrets = openSecretStore({ kind, configDir, env: context.inputs.env, ...(storeKey ? { storeKey } : {}) });
       await recoverInterruptedSetup(store, secrets, name, say);
     } catch (error) {
@@ -125,7 +128,7 @@ export async function status(context: CommandContext): Promise<void> {
   if (context.json) {
     printJson(context.io, { profiles: rows });
   } else if (rows.length === 0) {
-    context.io.stdout.write('no profiles yet: run `syncauth setup` to create one\n');
+    context.io.stdout.write(`no profiles yet: run \`${syncauthCommand('setup')}\` to create one\n`);
   } else {
     for (const [i, s] of states.entries()) {
       const row = rows[i] as ReturnType<typeof summary>;

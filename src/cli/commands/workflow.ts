@@ -1,4 +1,5 @@
 // `syncauth workflow …`: the whole update request of the service, and the reads around it.
+import { syncauthCommand } from '../../profile/name.js';
 import { ValidationError, fieldName, type FieldIssue } from '../../errors.js';
 import {
   SCHEDULE_CRON, SCHEDULES, WorkflowNodeSchema, type WorkflowInformation, type WorkflowUpdate,
@@ -129,5 +130,5 @@ export async function runWorkflow(context: CommandContext, id: string): Promise<
   }
   context.io.stderr.write(`started job ${job.id} of workflow ${job.workflow_name} (${job.workflow_id})\n`);
   printRecord(context.io, { id: job.id, workflow_id: job.workflow_id, workflow_name: job.workflow_name, status: job.status, created_at: job.created_at });
-  context.io.stderr.write(`follow it with \`syncauth jobs show ${job.id}\`\n`);
+  context.io.stderr.write(`follow it with \`${syncauthCommand(`jobs show ${job.id}`)}\`\n`);
 }

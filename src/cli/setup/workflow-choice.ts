@@ -2,6 +2,7 @@
 // new one made for the connector, or none; then the schedule. Asked before the browser step, so the answer can
 // be shown among the changes; a new workflow is made only once the connector exists (nothing is written before
 // the grant).
+import { syncauthCommand } from '../../profile/name.js';
 import { SCHEDULE_CRON, SCHEDULES, type Schedule } from '../../service/constants.js';
 import type { ServiceClient } from '../../service/client.js';
 import type { WorkflowInformation } from '../../service/models.js';
@@ -38,7 +39,7 @@ export async function chooseWorkflow(client: ServiceClient, options: { connector
   const picked = await prompter.select<string>('Which workflow should read from the connector?', [
     ...sorted.map((w) => ({ value: w.id, label: `${w.name} (${w.id})`, hint: readsFrom(w, names) })),
     { value: NEW, label: 'A new workflow', hint: 'made once the connector exists' },
-    { value: NONE, label: 'None: the connector alone', hint: 'wire one later with `syncauth profile set --workflow-id`' },
+    { value: NONE, label: 'None: the connector alone', hint: `wire one later with \`${syncauthCommand('profile set --workflow-id')}\`` },
   ], { initial: sorted.length > 0 ? (sorted[0] as WorkflowInformation).id : NEW });
   if (picked === NONE) return { kind: 'none' };
   if (picked === NEW) {
@@ -59,7 +60,7 @@ async function askSchedule(workflow: WorkflowInformation | undefined, prompter: 
   const current = workflow ? cronOf(workflow) : undefined;
   const stay = workflow
     ? { value: KEEP, label: 'Keep its schedule', hint: current ? `cron ${current}` : 'it has none: runs by hand' }
-    : { value: MANUAL, label: 'No schedule', hint: 'run it with `syncauth workflow run ID`' };
+    : { value: MANUAL, label: 'No schedule', hint: `run it with \`${syncauthCommand('workflow run ID')}\`` };
   const picked = await prompter.select<string>('How often should it run?', [
     stay,
     ...SCHEDULES.map((s) => ({ value: s, label: s, hint: `cron ${SCHEDULE_CRON[s]}` })),
