@@ -3,7 +3,7 @@
 // writer replaced, a holder past the stale time keeps its lock, a holder whose lock vanished learns of it, and
 // a record written without a flush is still whole or absent.
 import type * as Fs from 'node:fs';
-import { mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, rmdirSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -119,7 +119,7 @@ describe('the lock', () => {
   test('a holder whose lock was removed under it is told through its signal', async () => {
     const lock = path.join(configDir, 'x.lock');
     const reason = await withFileLock(lock, async (signal) => {
-      rmdirSync(lock);
+      rmSync(lock);
       await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
       return signal.reason as Error;
     }, options(2_000));
