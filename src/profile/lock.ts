@@ -13,11 +13,13 @@
 // of this release still exclude each other; a directory lock is judged here as those releases judged it (its
 // mtime, its owner record). An earlier release cannot judge a link lock (it reads the link's target as a file
 // that does not exist, and waits): a link left by a killed holder of this release is taken over by the next
-// process of this release, or removed by hand. Waiting is bounded by our own loop, so the caller states a
-// time, not a number of attempts.
+// process of this release, or removed by hand. Where the file system refuses symbolic links (Windows without
+// the right to make them, FAT), the lock is a directory as before, without an owner record: it is taken over
+// after the stale time. Waiting is bounded by our own loop, so the caller states a time, not a number of
+// attempts.
 import { randomUUID } from 'node:crypto';
-import { symlinkSync, unlinkSync } from 'node:fs';
-import { link, lstat, readlink, rename, rm, unlink, lutimes } from 'node:fs/promises';
+import { mkdirSync, rmdirSync, symlinkSync, unlinkSync } from 'node:fs';
+import { link, lstat, readlink, rename, rm, unlink, lutimes, utimes } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -52,7 +54,7 @@ export async function withFileLock<T>(
     holding.stopRefreshing();
     // While the lock was ours, nobody else could make one at its path; once it was lost, what is there may be
     // the new holder's.
-    if (!holding.signal.aborted) quietly(() => unlinkSync(lockPath));
+    if (!holding.signal.aborted) quietly(() => (holding.directory ? rmdirSync(lockPath) : unlinkSync(lockPath)));
   }
 }
 
@@ -109,8 +111,13 @@ function isDeadHere(owner: Owner | undefined): boolean {
 interface Holding {
   /** Aborts when the lock is lost: removed, replaced, or not refreshable. */
   signal: AbortSignal;
+  /** The lock is a directory: the file system refused a link. */
+  directory: boolean;
   stopRefreshing(): void;
 }
+
+/** What a file system that makes no symbolic links answers. */
+const NO_LINKS = new Set(['EPERM', 'ENOTSUP', 'EOPNOTSUPP', 'ENOSYS']);
 
 const STALE_MIN_MS = 2_000;
 /** An mtime read back may be rounded by the file system; a later one than this means another holder's. */
@@ -127,7 +134,17 @@ async function acquire(lockPath: string, options: FileLockOptions): Promise<Hold
       symlinkSync(record, lockPath);
       return hold(lockPath, record, staleMs, takenAt);
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+      const code = (error as NodeJS.ErrnoException).code ?? '';
+      if (NO_LINKS.has(code)) {
+        try {
+          mkdirSync(lockPath, { mode: 0o700 });
+          return hold(lockPath, undefined, staleMs, takenAt);
+        } catch (inner) {
+          if ((inner as NodeJS.ErrnoException).code !== 'EEXIST') throw inner;
+        }
+      } else if (code !== 'EEXIST') {
+        throw error;
+      }
     }
     if (await takeOver(lockPath, staleMs, options.recordOwner === true)) continue;
     const remaining = deadline - Date.now();
@@ -198,9 +215,10 @@ async function takeOverDirectory(lockPath: string, mtimeMs: number, staleMs: num
 
 /**
  * Keeps a held lock fresh: every half stale time its mtime is moved to now, after checking that the link is
- * still the one this holder made. A holding shorter than that, as a renewal is, never pays for a refresh.
+ * still the one this holder made (`record`; a directory, undefined, by its mtime alone). A holding shorter
+ * than that, as a renewal is, never pays for a refresh.
  */
-function hold(lockPath: string, record: string, staleMs: number, takenAt: number): Holding {
+function hold(lockPath: string, record: string | undefined, staleMs: number, takenAt: number): Holding {
   const controller = new AbortController();
   let lastSet: number | undefined;
   let timer: NodeJS.Timeout | undefined;
@@ -215,14 +233,14 @@ function hold(lockPath: string, record: string, staleMs: number, takenAt: number
       return;
     }
     try {
-      const [target, { mtimeMs }] = await Promise.all([readlink(lockPath), lstat(lockPath)]);
+      const [target, { mtimeMs }] = await Promise.all([record === undefined ? undefined : readlink(lockPath), lstat(lockPath)]);
       const expected = lastSet ?? takenAt;
       if (target !== record || mtimeMs > expected + MTIME_SLACK_MS || (lastSet !== undefined && mtimeMs < lastSet - MTIME_SLACK_MS)) {
         lost('another process took it over');
         return;
       }
       const at = new Date();
-      await lutimes(lockPath, at, at);
+      await (record === undefined ? utimes(lockPath, at, at) : lutimes(lockPath, at, at));
       lastSet = at.getTime();
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code;
@@ -238,6 +256,7 @@ function hold(lockPath: string, record: string, staleMs: number, takenAt: number
   schedule();
   return {
     signal: controller.signal,
+    directory: record === undefined,
     stopRefreshing() {
       stopped = true;
       clearTimeout(timer);

@@ -12,7 +12,7 @@ import { openProfileStore } from '../../src/profile/index.js';
 import { writePrivateFile } from '../../src/profile/files.js';
 import { withFileLock } from '../../src/profile/lock.js';
 
-const crash = vi.hoisted(() => ({ armed: false, tmpfiles: [] as string[] }));
+const crash = vi.hoisted(() => ({ armed: false, tmpfiles: [] as string[], noLinks: false }));
 
 // The synchronous rename commits a write made without a flush: failing it is the crash to survive.
 vi.mock('node:fs', async (importOriginal) => {
@@ -23,7 +23,12 @@ vi.mock('node:fs', async (importOriginal) => {
     crash.tmpfiles.push(String(from));
     throw new Error('simulated crash during write');
   };
-  return { ...real, default: { ...real, renameSync }, renameSync };
+  // A file system that makes no symbolic links (Windows without the right to, FAT) refuses them so.
+  const symlinkSync = ((target: string, where: string) => {
+    if (crash.noLinks) throw Object.assign(new Error(`EPERM: operation not permitted, symlink '${target}' -> '${where}'`), { code: 'EPERM' });
+    return real.symlinkSync(target, where);
+  }) as typeof real.symlinkSync;
+  return { ...real, default: { ...real, renameSync, symlinkSync }, renameSync, symlinkSync };
 });
 
 let configDir: string;
@@ -31,6 +36,7 @@ beforeEach(() => {
   configDir = mkdtempSync(path.join(tmpdir(), 'syncauth-cheap-'));
   crash.armed = false;
   crash.tmpfiles = [];
+  crash.noLinks = false;
 });
 afterEach(() => rmSync(configDir, { recursive: true, force: true }));
 
@@ -115,6 +121,18 @@ describe('the lock', () => {
     expect(heldSignal?.aborted).toBe(false);
     expect(readdirSync(configDir)).toEqual([]);
   }, 20_000);
+
+  test('where the file system makes no links, is a directory that still excludes, and goes with its holder', async () => {
+    crash.noLinks = true;
+    const lock = path.join(configDir, 'x.lock');
+    const seen = await withFileLock(lock, async () => {
+      const inside = statSync(lock).isDirectory();
+      const other = await withFileLock(lock, async () => 'taken', { ...options(2_000), waitMs: 300 }).catch((error: Error) => error.message);
+      return { inside, other };
+    }, options(2_000));
+    expect(seen).toEqual({ inside: true, other: 'timed out' });
+    expect(readdirSync(configDir)).toEqual([]);
+  });
 
   test('a holder whose lock was removed under it is told through its signal', async () => {
     const lock = path.join(configDir, 'x.lock');
