@@ -81,7 +81,8 @@ function checksum(text: string): string {
  */
 export function writeRenewalRecord(file: string, profile: string, record: RenewalRecord): FileIdentity {
   const bytes = encodeRenewalRecord(profile, record);
-  const fd = openSync(file, constants.O_WRONLY | constants.O_CREAT | constants.O_NOFOLLOW, 0o600);
+  // O_NONBLOCK: a FIFO left at the name fails the open instead of holding it until a reader comes.
+  const fd = openSync(file, constants.O_WRONLY | constants.O_CREAT | constants.O_NOFOLLOW | constants.O_NONBLOCK, 0o600);
   try {
     const opened = fstatSync(fd);
     if (!opened.isFile() || (process.geteuid !== undefined && opened.uid !== process.geteuid())) {
@@ -107,22 +108,23 @@ const READ_ATTEMPTS = 3;
 export function readRenewalRecord(file: string, profile: string): { record: RenewalRecord | undefined; identity: FileIdentity } | undefined {
   let fd: number;
   try {
-    fd = openSync(file, constants.O_RDONLY | constants.O_NOFOLLOW);
+    fd = openSync(file, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     // ELOOP: a symbolic link where the record belongs is not ours to follow.
-    if (code === 'ENOENT' || code === 'ELOOP') return undefined;
+    if (code === 'ENOENT' || code === 'ELOOP' || code === 'ENXIO') return undefined;
     throw error;
   }
   try {
     const buffer = Buffer.alloc(RENEWAL_RECORD_SIZE + 1);
     for (let attempt = 1; ; attempt += 1) {
       const info = fstatSync(fd);
+      const identity = { ino: info.ino, size: info.size, mtimeMs: info.mtimeMs };
+      // Anything but a regular file (a FIFO, a device) holds no record and is not read from.
+      if (!info.isFile()) return { record: undefined, identity };
       const length = readSync(fd, buffer, 0, buffer.length, 0);
       const record = length === RENEWAL_RECORD_SIZE ? decodeRenewalRecord(profile, buffer.subarray(0, length)) : undefined;
-      if (record || attempt === READ_ATTEMPTS || !info.isFile()) {
-        return { record, identity: { ino: info.ino, size: info.size, mtimeMs: info.mtimeMs } };
-      }
+      if (record || attempt === READ_ATTEMPTS) return { record, identity };
     }
   } finally {
     closeSync(fd);

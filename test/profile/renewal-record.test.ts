@@ -2,6 +2,7 @@
 // writes, in place and without a flush: the state file (and its write lock) is left alone, every read of the
 // state shows the renewal, and a record that a crash left old, zeroed or torn reads as an older renewal or none,
 // never as an error and never as a later one than happened.
+import { execFileSync } from 'node:child_process';
 import { lstatSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -115,7 +116,7 @@ describe('the renewal record', () => {
     }
   });
 
-  test('overwrites a longer file whole, and follows no link at its name', async () => {
+  test('overwrites a longer file whole, and follows no link nor opens a FIFO at its name', async () => {
     const store = openProfileStore(configDir);
     await store.update('docs', () => ({ connectorId: 'conn-1' }));
     writeFileSync(store.recordFileOf('docs'), 'x'.repeat(4096));
@@ -132,6 +133,11 @@ describe('the renewal record', () => {
     expect(lstatSync(store.recordFileOf('docs')).isSymbolicLink()).toBe(true);
     // And a read does not follow it either.
     expect((await openProfileStore(configDir).read('docs'))?.lastRenewalAt).toBeUndefined();
+    // A FIFO at its name neither holds a write nor a read until a reader or writer comes.
+    rmSync(store.recordFileOf('docs'));
+    execFileSync('mkfifo', [store.recordFileOf('docs')]);
+    await expect(store.withLock('docs', () => store.recordRenewal('docs', record))).rejects.toThrow();
+    expect((await openProfileStore(configDir).read('docs'))?.connectorId).toBe('conn-1');
   });
 
   test('alone (a profile served from the environment) names the profile; delete removes it', async () => {
