@@ -4,7 +4,9 @@
 //   - the floor: a bare undici keep-alive POST of the refresh form, its JSON read, nothing else;
 //   - syncauth's renew function (`renewAccessToken`), the OAuth step alone;
 //   - the daemon's sweep of N due profiles, with everything it does per renewal: the cross-process lock, the
-//     state re-read and written, the held token.
+//     state re-read and the renewal recorded, the held token, its log line. Twice: the first sweep in a fresh
+//     config dir (every profile's first renewal there, which creates its files), then the next one, a token
+//     lifetime later on the daemon's clock, as every later sweep that renews is.
 // The floor is warmed up first. CPU is this process's user + system time (libuv's threads included), per renewal.
 // Not a test: nothing here fails on a number.
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -22,6 +24,7 @@ const SIZES = (process.env.BENCH_FLOOR_SIZES ?? '250,1000,4000').split(',').map(
 const CONCURRENCY = 16;
 const WARMUP = 500;
 const MARGIN_MS = 900_000;
+const LIFETIME_MS = 14_400_000; // the emulator's default
 
 /** Runs `count` jobs, `concurrency` at a time; returns wall ms and this process's CPU ms over them. */
 async function measure(count, concurrency, job) {
@@ -64,7 +67,9 @@ async function floorChild({ tokenUrl, grantsFile }) {
     const fn = await measure(n, CONCURRENCY, renew);
     const work = mkdtempSync(path.join(tmpdir(), 'syncauth-bench-floor-'));
     try {
+      let offset = 0;
       const daemon = await startDaemon({
+        now: () => Date.now() + offset,
         profiles: grants.refreshTokens.slice(0, n).map((refreshToken, i) => ({ name: `p${i}`, tokenUrl, grant: { ...app, refreshToken } })),
         profileStore: openProfileStore(work),
         renewMarginMs: MARGIN_MS,
@@ -72,13 +77,19 @@ async function floorChild({ tokenUrl, grantsFile }) {
         concurrency: CONCURRENCY,
         logger: await quietLogger(),
       });
-      let report;
-      const sweep = await measure(1, 1, async () => {
-        report = await daemon.sweep();
-      });
-      const renewed = report.profiles.filter((p) => p.renewal === 'renewed').length;
+      const timedSweep = async () => {
+        let report;
+        const sweep = await measure(1, 1, async () => {
+          report = await daemon.sweep();
+        });
+        return { ...sweep, renewed: report.profiles.filter((p) => p.renewal === 'renewed').length };
+      };
+      const sweep = await timedSweep();
+      // Inside the margin of the tokens just renewed: every profile is due again.
+      offset = LIFETIME_MS - MARGIN_MS / 2;
+      const next = await timedSweep();
       await daemon.close();
-      results.push({ n, floor, fn, sweep, renewed });
+      results.push({ n, floor, fn, sweep, next });
     } finally {
       rmSync(work, { recursive: true, force: true });
     }
@@ -98,15 +109,17 @@ export async function floorRows() {
     const grantsFile = path.join(work, 'grants.json');
     writeFileSync(grantsFile, JSON.stringify({ appKey: DEFAULT_APP.appKey, appSecret: DEFAULT_APP.appSecret, refreshTokens }));
     const { results } = await child('floor', { tokenUrl: emulator.tokenUrl, grantsFile }, { file: self, timeoutMs: 600_000 });
-    for (const { n, floor, fn, sweep, renewed } of results) {
+    for (const { n, floor, fn, sweep, next } of results) {
       const per = (m) => m.cpuMs / n;
-      const note = renewed === n ? '' : ` [only ${renewed} renewed]`;
+      const note = (m) => (m.renewed === n ? '' : ` [only ${m.renewed} renewed]`);
       rows.push([`N = ${n.toLocaleString('en-US')}, concurrency ${CONCURRENCY}: bare undici POST (floor), CPU / renewal`, per(floor), 'ms', 1, '']);
       rows.push(['  renew function (renewAccessToken), CPU / renewal', per(fn), 'ms', per(fn) / per(floor), '≤ 1.2x']);
-      rows.push([`  daemon sweep, CPU / renewal${note}`, per(sweep), 'ms', per(sweep) / per(floor), '≤ 1.5x']);
+      rows.push([`  daemon sweep, first in a fresh config dir, CPU / renewal${note(sweep)}`, per(sweep), 'ms', per(sweep) / per(floor), '≤ 2x (1.5x)']);
+      rows.push([`  daemon sweep, next (a token lifetime later), CPU / renewal${note(next)}`, per(next), 'ms', per(next) / per(floor), '≤ 2x (1.5x)']);
       rows.push(['  bare undici POST (floor), wall', floor.ms, 'ms', 1, '']);
       rows.push(['  renew function, wall', fn.ms, 'ms', fn.ms / floor.ms, '']);
-      rows.push([`  daemon sweep, wall${note}`, sweep.ms, 'ms', sweep.ms / floor.ms, '≤ 1.3x']);
+      rows.push([`  daemon sweep, first in a fresh config dir, wall${note(sweep)}`, sweep.ms, 'ms', sweep.ms / floor.ms, '≤ 2x (1.5x)']);
+      rows.push([`  daemon sweep, next (a token lifetime later), wall${note(next)}`, next.ms, 'ms', next.ms / floor.ms, '≤ 2x (1.5x)']);
     }
   } finally {
     await emulator.close();

@@ -15,7 +15,7 @@
 // Not a test: nothing here fails on a number.
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -195,15 +195,11 @@ async function besideDaemon(dir, profile) {
   }
 }
 
-/** Profiles of `dir` renewed since `since` (ms), from their state files. */
-function renewedSince(dir, since) {
-  let count = 0;
-  for (const file of readdirSync(path.join(dir, 'profiles'))) {
-    if (!file.endsWith('.json')) continue;
-    const state = JSON.parse(readFileSync(path.join(dir, 'profiles', file), 'utf8'));
-    if (Date.parse(state.lastRenewalAt ?? '') >= since) count += 1;
-  }
-  return count;
+/** Profiles of `dir` renewed since `since` (ms), from their state as the package reads it (renewal records laid over). */
+async function renewedSince(dir, since) {
+  const { openProfileStore } = await dist('profile/index.js');
+  const states = await openProfileStore(dir).list();
+  return states.filter((state) => Date.parse(state.lastRenewalAt ?? '') >= since).length;
 }
 
 /** Runs `setup --yes` for `profile` into `dir` against the emulator, approving as a browser would. */
@@ -291,7 +287,7 @@ export async function storedRows() {
       const genMs = performance.now() - genStart;
       const since = Date.now();
       const due = await once(dir);
-      const renewed = renewedSince(dir, since);
+      const renewed = await renewedSince(dir, since);
       const idle = await once(dir);
       let beside;
       try {

@@ -1,20 +1,25 @@
-// A lock that holds across processes: an atomic mkdir, whose mtime the holder keeps fresh while it holds it
-// long, so a lock left by a crashed process goes stale and is taken over. A lock can also name its holder's
-// process beside it, in `<lock>.owner`: a waiter on the same host that finds the holder dead takes the lock over
-// at once rather than after the stale time. The renewal lock and the profile state's write lock do (a renewal
-// waits on both); the other locks of a local write do without it. The record is a symbolic link whose target is
-// the text `host pid id` (as Emacs marks the files it edits): made, read and removed in one call each.
+// A lock that holds across processes: a symbolic link created at the lock's path (creating one is atomic, and
+// fails when anything is there), whose target is the text `host pid id` naming its holder (as Emacs marks the
+// files it edits). Taking it is one call, giving it back is one: the renewal path takes one per renewal, and
+// each directory operation it makes costs more than the HTTP exchange's own CPU (see `npm run bench`, the
+// renewal path against its floor). The holder keeps the link's mtime fresh while it holds it long (past half
+// the stale time), so a lock left by a crashed process goes stale and is taken over; a waiter on the same host
+// that finds the named holder dead takes the lock over at once (for the locks that ask for it, `recordOwner`).
+// Taking and giving back are synchronous calls: each is one local metadata operation, and a round trip
+// through libuv's thread pool costs several times that in CPU.
 //
-// The renewal path takes two of these per renewal, so a holding costs what it must and no more: mkdir to take
-// it and a symlink to name its holder, an unlink and rmdir to give it back, and (only when it is held past half
-// the stale time) a stat and a utimes per refresh. Taking, recording and giving back are synchronous calls: each is one local metadata operation of
-// some microseconds, and a round trip through libuv's thread pool costs several times that in CPU (see
-// `npm run bench`, the renewal path against its floor). The layout is the one proper-lockfile used before, so
-// a process of an earlier release and one of this release exclude each other. Waiting is bounded by our own
-// loop, so the caller states a time, not a number of attempts.
+// Earlier releases locked with a directory at the same path (proper-lockfile's layout), naming its holder in
+// `<lock>.owner`. Each kind of lock makes the other's creation fail, so a process of an earlier release and one
+// of this release still exclude each other; a directory lock is judged here as those releases judged it (its
+// mtime, its owner record). An earlier release cannot judge a link lock (it reads the link's target as a file
+// that does not exist, and waits): a link left by a killed holder of this release is taken over by the next
+// process of this release, or removed by hand. Where the file system refuses symbolic links (Windows without
+// the right to make them, FAT), the lock is a directory as before, without an owner record: it is taken over
+// after the stale time. Waiting is bounded by our own loop, so the caller states a time, not a number of
+// attempts.
 import { randomUUID } from 'node:crypto';
 import { mkdirSync, rmdirSync, symlinkSync, unlinkSync } from 'node:fs';
-import { readlink, rename, rm, stat, unlink, utimes } from 'node:fs/promises';
+import { link, lstat, readlink, rename, rm, unlink, lutimes, utimes } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -25,13 +30,17 @@ export interface FileLockOptions {
   staleMs: number;
   /** The error to throw when `waitMs` passes; it should name the lock and say what to do. */
   timeoutError: () => Error;
-  /** Record the holder's process beside the lock, so that waiters can take it over at once when it dies. */
+  /**
+   * A waiter on this host that finds the holder named in the lock dead takes it over at once, without waiting
+   * for the stale time (the renewal lock, a profile state's write lock, and others held around work a killed
+   * process may leave half done).
+   */
   recordOwner?: boolean;
 }
 
 /**
- * Runs `fn` while holding the lock directory `lockPath`. If the lock is lost while `fn` runs (its directory
- * removed or not refreshable for `staleMs`), the signal passed to `fn` is aborted; `fn` decides whether to stop.
+ * Runs `fn` while holding the lock `lockPath`. If the lock is lost while `fn` runs (removed, replaced or not
+ * refreshable for `staleMs`), the signal passed to `fn` is aborted; `fn` decides whether to stop.
  */
 export async function withFileLock<T>(
   lockPath: string,
@@ -39,40 +48,13 @@ export async function withFileLock<T>(
   options: FileLockOptions,
 ): Promise<T> {
   const holding = await acquire(lockPath, options);
-  // Best effort: without it, a crash is still recovered from, after the stale time.
-  const recorded = options.recordOwner === true && recordOwner(lockPath);
   try {
     return await fn(holding.signal);
   } finally {
     holding.stopRefreshing();
-    // While the lock was ours, nobody else wrote a record (ours names a live process); once it was lost, the
-    // record and the directory there may be the new holder's.
-    if (!holding.signal.aborted) {
-      if (recorded) quietly(() => unlinkSync(ownerFile(lockPath)));
-      quietly(() => rmdirSync(lockPath));
-    }
-  }
-}
-
-/**
- * Names this process as the holder. A record already there belongs to a holder that died and whose lock went
- * stale (the stale-time rule took it over, not a waiter here): left in place, it would let a waiter judge this
- * live holding dead, so it is replaced.
- */
-function recordOwner(lockPath: string): boolean {
-  const record = encodeOwner({ pid: process.pid, host: thisHost(), id: randomUUID() });
-  try {
-    symlinkSync(record, ownerFile(lockPath));
-    return true;
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') return false;
-  }
-  quietly(() => unlinkSync(ownerFile(lockPath)));
-  try {
-    symlinkSync(record, ownerFile(lockPath));
-    return true;
-  } catch {
-    return false;
+    // While the lock was ours, nobody else could make one at its path; once it was lost, what is there may be
+    // the new holder's.
+    if (!holding.signal.aborted) quietly(() => (holding.directory ? rmdirSync(lockPath) : unlinkSync(lockPath)));
   }
 }
 
@@ -80,12 +62,12 @@ function quietly(fn: () => void): void {
   try {
     fn();
   } catch {
-    // Best effort: a lock or record already gone is what was wanted.
+    // Best effort: a lock already gone is what was wanted.
   }
 }
 
 let host: string | undefined;
-/** The host name, asked once: a holder records it with every renewal lock. */
+/** The host name, asked once: every lock names it. */
 function thisHost(): string {
   host ??= hostname();
   return host;
@@ -106,8 +88,8 @@ function encodeOwner(owner: Owner): string {
   return `${owner.host} ${owner.pid} ${owner.id}`;
 }
 
-async function readOwner(file: string): Promise<Owner | undefined> {
-  const parts = (await readlink(file).catch(() => '')).split(' ');
+function decodeOwner(text: string | undefined): Owner | undefined {
+  const parts = (text ?? '').split(' ');
   const [host, pid, id] = parts;
   return parts.length === 3 && host && id && /^\d+$/.test(pid ?? '') ? { host, pid: Number(pid), id } : undefined;
 }
@@ -122,33 +104,20 @@ function isAlive(pid: number): boolean {
   }
 }
 
-/**
- * Takes over a lock whose holder on this host is no longer running. Of several waiters, only the one that
- * renames the owner record away removes the lock; the others find no record and wait as usual. Returns whether
- * the lock was removed, so the caller tries again at once.
- */
-async function takeOverFromDeadOwner(lockPath: string): Promise<boolean> {
-  const owner = await readOwner(ownerFile(lockPath));
-  if (!owner || owner.host !== thisHost() || owner.pid === process.pid || isAlive(owner.pid)) return false;
-  const claimed = `${ownerFile(lockPath)}.${randomUUID()}`;
-  try {
-    await rename(ownerFile(lockPath), claimed);
-  } catch {
-    return false;
-  }
-  // The record renamed must be the dead holder's, not one a new holder made in between.
-  const removed = (await readOwner(claimed))?.id === owner.id
-    ? await rm(lockPath, { recursive: true, force: true }).then(() => true, () => false)
-    : false;
-  await unlink(claimed).catch(() => undefined);
-  return removed;
+function isDeadHere(owner: Owner | undefined): boolean {
+  return owner !== undefined && owner.host === thisHost() && owner.pid !== process.pid && !isAlive(owner.pid);
 }
 
 interface Holding {
-  /** Aborts when the lock is lost: its directory removed, replaced, or not refreshable. */
+  /** Aborts when the lock is lost: removed, replaced, or not refreshable. */
   signal: AbortSignal;
+  /** The lock is a directory: the file system refused a link. */
+  directory: boolean;
   stopRefreshing(): void;
 }
+
+/** What a file system that makes no symbolic links answers. */
+const NO_LINKS = new Set(['EPERM', 'ENOTSUP', 'EOPNOTSUPP', 'ENOSYS']);
 
 const STALE_MIN_MS = 2_000;
 /** An mtime read back may be rounded by the file system; a later one than this means another holder's. */
@@ -157,16 +126,27 @@ const MTIME_SLACK_MS = 2_000;
 async function acquire(lockPath: string, options: FileLockOptions): Promise<Holding> {
   const staleMs = Math.max(options.staleMs, STALE_MIN_MS);
   const deadline = Date.now() + options.waitMs;
+  const record = encodeOwner({ pid: process.pid, host: thisHost(), id: randomUUID() });
   let delay = 10;
   for (;;) {
     const takenAt = Date.now();
     try {
-      mkdirSync(lockPath, { mode: 0o700 });
-      return hold(lockPath, staleMs, takenAt);
+      symlinkSync(record, lockPath);
+      return hold(lockPath, record, staleMs, takenAt);
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+      const code = (error as NodeJS.ErrnoException).code ?? '';
+      if (NO_LINKS.has(code)) {
+        try {
+          mkdirSync(lockPath, { mode: 0o700 });
+          return hold(lockPath, undefined, staleMs, takenAt);
+        } catch (inner) {
+          if ((inner as NodeJS.ErrnoException).code !== 'EEXIST') throw inner;
+        }
+      } else if (code !== 'EEXIST') {
+        throw error;
+      }
     }
-    if ((await removeIfStale(lockPath, staleMs)) || (await takeOverFromDeadOwner(lockPath))) continue;
+    if (await takeOver(lockPath, staleMs, options.recordOwner === true)) continue;
     const remaining = deadline - Date.now();
     if (remaining <= 0) throw options.timeoutError();
     // Jitter keeps several waiters from retrying in lockstep.
@@ -175,25 +155,70 @@ async function acquire(lockPath: string, options: FileLockOptions): Promise<Hold
   }
 }
 
-/** Removes a lock its holder stopped refreshing `staleMs` ago; true when it is gone (or was already). */
-async function removeIfStale(lockPath: string, staleMs: number): Promise<boolean> {
-  let mtimeMs: number;
+/**
+ * Removes the lock found at `lockPath` when its holder stopped refreshing it `staleMs` ago or (with
+ * `deadOwner`) is a process of this host that no longer runs. True when the lock is gone (or already was), so
+ * the caller tries again at once.
+ */
+async function takeOver(lockPath: string, staleMs: number, deadOwner: boolean): Promise<boolean> {
+  let info;
   try {
-    mtimeMs = (await stat(lockPath)).mtimeMs;
+    info = await lstat(lockPath);
   } catch (error) {
     return (error as NodeJS.ErrnoException).code === 'ENOENT';
   }
-  if (Date.now() - mtimeMs <= staleMs) return false;
-  await rm(lockPath, { recursive: true, force: true });
-  return true;
+  if (info.isDirectory()) return takeOverDirectory(lockPath, info.mtimeMs, staleMs, deadOwner);
+  if (!info.isSymbolicLink()) return false;
+  const target = await readlink(lockPath).catch(() => undefined);
+  if (target === undefined) return true;
+  if (!(Date.now() - info.mtimeMs > staleMs || (deadOwner && isDeadHere(decodeOwner(target))))) return false;
+  // Of several waiters that judged it so, only the one that renames it away removes it; the link renamed must
+  // still be the one judged (the same holder, not refreshed since), not one a new holder made in between,
+  // which is put back.
+  const claimed = `${lockPath}.${randomUUID()}`;
+  try {
+    await rename(lockPath, claimed);
+  } catch {
+    return false;
+  }
+  const [again, claimedInfo] = await Promise.all([readlink(claimed).catch(() => undefined), lstat(claimed).catch(() => undefined)]);
+  const same = again === target && claimedInfo?.mtimeMs === info.mtimeMs;
+  if (!same) await link(claimed, lockPath).catch(() => undefined);
+  await unlink(claimed).catch(() => undefined);
+  return same;
+}
+
+/** An earlier release's lock directory, judged as that release judged it. */
+async function takeOverDirectory(lockPath: string, mtimeMs: number, staleMs: number, deadOwner: boolean): Promise<boolean> {
+  if (Date.now() - mtimeMs > staleMs) {
+    await rm(lockPath, { recursive: true, force: true });
+    // An owner record left beside it would let an earlier release's waiter judge the next holder dead.
+    await unlink(ownerFile(lockPath)).catch(() => undefined);
+    return true;
+  }
+  if (!deadOwner) return false;
+  const owner = decodeOwner(await readlink(ownerFile(lockPath)).catch(() => undefined));
+  if (!isDeadHere(owner)) return false;
+  const claimed = `${ownerFile(lockPath)}.${randomUUID()}`;
+  try {
+    await rename(ownerFile(lockPath), claimed);
+  } catch {
+    return false;
+  }
+  // The record renamed must be the dead holder's, not one a new holder made in between.
+  const removed = decodeOwner(await readlink(claimed).catch(() => undefined))?.id === owner?.id
+    ? await rm(lockPath, { recursive: true, force: true }).then(() => true, () => false)
+    : false;
+  await unlink(claimed).catch(() => undefined);
+  return removed;
 }
 
 /**
- * Keeps a held lock fresh: every half stale time its mtime is moved to now, after checking that the directory
- * is still the one this holder made (present, and not touched since by anyone else). A holding shorter than
- * that, as a renewal is, never pays for a refresh.
+ * Keeps a held lock fresh: every half stale time its mtime is moved to now, after checking that the link is
+ * still the one this holder made (`record`; a directory, undefined, by its mtime alone). A holding shorter
+ * than that, as a renewal is, never pays for a refresh.
  */
-function hold(lockPath: string, staleMs: number, takenAt: number): Holding {
+function hold(lockPath: string, record: string | undefined, staleMs: number, takenAt: number): Holding {
   const controller = new AbortController();
   let lastSet: number | undefined;
   let timer: NodeJS.Timeout | undefined;
@@ -208,17 +233,18 @@ function hold(lockPath: string, staleMs: number, takenAt: number): Holding {
       return;
     }
     try {
-      const { mtimeMs } = await stat(lockPath);
+      const [target, { mtimeMs }] = await Promise.all([record === undefined ? undefined : readlink(lockPath), lstat(lockPath)]);
       const expected = lastSet ?? takenAt;
-      if (mtimeMs > expected + MTIME_SLACK_MS || (lastSet !== undefined && mtimeMs < lastSet - MTIME_SLACK_MS)) {
+      if (target !== record || mtimeMs > expected + MTIME_SLACK_MS || (lastSet !== undefined && mtimeMs < lastSet - MTIME_SLACK_MS)) {
         lost('another process took it over');
         return;
       }
       const at = new Date();
-      await utimes(lockPath, at, at);
+      await (record === undefined ? utimes(lockPath, at, at) : lutimes(lockPath, at, at));
       lastSet = at.getTime();
     } catch (error) {
-      lost((error as NodeJS.ErrnoException).code === 'ENOENT' ? 'its directory was removed' : `it could not be refreshed (${(error as NodeJS.ErrnoException).code ?? 'error'})`);
+      const code = (error as NodeJS.ErrnoException).code;
+      lost(code === 'ENOENT' ? 'it was removed' : code === 'EINVAL' ? 'another process took it over' : `it could not be refreshed (${code ?? 'error'})`);
       return;
     }
     if (!stopped) schedule();
@@ -230,6 +256,7 @@ function hold(lockPath: string, staleMs: number, takenAt: number): Holding {
   schedule();
   return {
     signal: controller.signal,
+    directory: record === undefined,
     stopRefreshing() {
       stopped = true;
       clearTimeout(timer);

@@ -1,7 +1,9 @@
 // Per-profile state files. Readers never lock: every write is an atomic rename, so a read sees a whole file.
 // Writers take a short per-profile lock around read-modify-write, so two processes never lose each other's
 // changes; renewals take a second, longer lock of their own (withLock) so a slow network call never blocks
-// plain state updates such as `status` recording an error.
+// plain state updates such as `status` recording an error. A successful renewal writes neither the state file
+// nor its lock: it overwrites the profile's renewal record (renewal-record.ts), which only the renewal lock's
+// holder writes, and every read of the state overlays the record's expiry and renewal time on the file's.
 import { randomUUID } from 'node:crypto';
 import { statSync } from 'node:fs';
 import { open, readdir, rm } from 'node:fs/promises';
@@ -11,6 +13,7 @@ import { redactDeep } from '../redact.js';
 import { ProfileStoreError } from './errors.js';
 import { ensurePrivateDir, writePrivateFile, type FileIdentity } from './files.js';
 import { withFileLock } from './lock.js';
+import { readRenewalRecord, writeRenewalRecord, type RenewalRecord } from './renewal-record.js';
 import { assertProfileName, isProfileName } from './name.js';
 import { ProfileStateSchema, stateVersionOf } from './state.js';
 import type { ProfileState, ProfileStateDraft } from './state.js';
@@ -45,9 +48,17 @@ export interface ProfileStore {
   readonly dir: string;
   /** The state file of a profile. */
   fileOf(name: string): string;
-  /** The profile's state, or undefined when it has none. Throws PROFILE_CORRUPT for a file that does not validate. */
+  /** The renewal record of a profile (renewal-record.ts). */
+  recordFileOf(name: string): string;
+  /**
+   * The profile's state, the renewal record overlaid (its expiry and renewal time, when later than the state
+   * file's), or undefined when it has neither. Throws PROFILE_CORRUPT for a state file that does not validate.
+   */
   read(name: string): Promise<ProfileState | undefined>;
-  /** Names of the profiles that have a state file, sorted; no file is parsed, so one corrupt file hides nothing. */
+  /**
+   * Names of the profiles that have a state file or a renewal record, sorted; no file is parsed, so one corrupt
+   * file hides nothing.
+   */
   names(): Promise<string[]>;
   /** Every profile's state, sorted by name. Throws PROFILE_CORRUPT if any file does not validate. */
   list(): Promise<ProfileState[]>;
@@ -60,8 +71,14 @@ export interface ProfileStore {
     mutate: (current: ProfileState | undefined) => ProfileStateDraft | undefined,
     options?: UpdateOptions,
   ): Promise<ProfileState | undefined>;
-  /** Removes the state file, even a corrupt one. */
+  /** Removes the state file, even a corrupt one, and the renewal record. */
   delete(name: string): Promise<void>;
+  /**
+   * Records a successful renewal (the token's expiry and when it was renewed) in the profile's renewal record,
+   * without the state file's write lock and without a flush. Only the holder of the profile's renewal lock
+   * (withLock) may call it: that lock is what keeps two writers of the record apart.
+   */
+  recordRenewal(name: string, record: RenewalRecord): Promise<void>;
   /**
    * Runs `fn` holding the profile's renewal lock, which excludes other processes' renewals of the same profile
    * (not state updates: call update() inside). Re-read the state inside `fn`: another process may have renewed
@@ -85,6 +102,19 @@ export function openProfileStore(configDir: string, options: ProfileStoreOptions
   // new inode through a rename, and an edit in place changes mtime, so a match means the same bytes. A hit
   // costs one stat instead of open, read, close and a parse; the renewal path reads the state twice per renewal.
   const known = new Map<string, { identity: FileIdentity; state: ProfileState }>();
+  // The same for renewal records, which are overwritten in place: the inode stays, and two writes within one
+  // tick of the file system's clock may leave the same mtime. So an entry read is trusted only once its mtime
+  // is older than the time it was read by more than that tick (as git treats a racily clean index entry); until
+  // then it is read again. A record this process wrote is trusted while unchanged: it wrote it holding the
+  // renewal lock, and another holder's write in the same tick could only make it look older than it is, which
+  // costs at most an early renewal (whose re-read under the lock, after the tick, sees the other one).
+  // `overlaid` is the last state the record was laid over, and the result.
+  const knownRecords = new Map<string, {
+    identity: FileIdentity;
+    record: RenewalRecord | undefined;
+    trusted: (mtimeMs: number) => boolean;
+    overlaid?: { base: ProfileState | undefined; state: ProfileState | undefined };
+  }>();
   // The directory is checked (created, tightened) once per store; a write that finds it gone checks again.
   let dirReady: Promise<void> | undefined;
   const ensureDir = (): Promise<void> => {
@@ -110,19 +140,23 @@ export function openProfileStore(configDir: string, options: ProfileStoreOptions
     assertProfileName(name);
     return path.join(dir, `${name}.json`);
   };
+  const recordFileOf = (name: string): string => {
+    assertProfileName(name);
+    return path.join(dir, `${name}${RECORD_SUFFIX}`);
+  };
 
+  /** The state file alone. */
   async function readState(name: string): Promise<ProfileState | undefined> {
     const file = fileOf(name);
     const cached = known.get(name);
-    if (cached) {
-      // Synchronous: one local stat, cheaper than a thread-pool round trip.
-      const info = statSync(file, { throwIfNoEntry: false });
-      if (!info) {
-        known.delete(name);
-        return undefined;
-      }
-      if (sameIdentity(info, cached.identity)) return cached.state;
+    // Synchronous: one local stat, cheaper than a thread-pool round trip (and than the error of an open that
+    // finds no file, as a profile without a state file would at every read).
+    const info = statSync(file, { throwIfNoEntry: false });
+    if (!info) {
+      known.delete(name);
+      return undefined;
     }
+    if (cached && sameIdentity(info, cached.identity)) return cached.state;
     let text: string;
     let identity: FileIdentity;
     try {
@@ -143,6 +177,40 @@ export function openProfileStore(configDir: string, options: ProfileStoreOptions
     }
     const state = parseState(name, file, text);
     known.set(name, { identity, state });
+    return state;
+  }
+
+  /** The renewal record's entry, read again unless the cached one is known to be current. */
+  function readRecord(name: string): (typeof knownRecords extends Map<string, infer E> ? E : never) | undefined {
+    const file = recordFileOf(name);
+    const cached = knownRecords.get(name);
+    // One stat, which (unlike an open) costs no error object when there is no record, as for most profiles
+    // of an earlier release until their first renewal here.
+    const info = statSync(file, { throwIfNoEntry: false });
+    if (!info) {
+      knownRecords.delete(name);
+      return undefined;
+    }
+    if (cached && sameIdentity(info, cached.identity) && cached.trusted(info.mtimeMs)) return cached;
+    const readAt = Date.now();
+    const read = readRenewalRecord(file, name);
+    if (!read) {
+      knownRecords.delete(name);
+      return undefined;
+    }
+    const entry = { identity: read.identity, record: read.record, trusted: (mtimeMs: number) => mtimeMs < readAt - RACY_MS };
+    knownRecords.set(name, entry);
+    return entry;
+  }
+
+  /** The state file with the renewal record laid over it. */
+  async function readMerged(name: string): Promise<ProfileState | undefined> {
+    const base = await readState(name);
+    const entry = readRecord(name);
+    if (!entry?.record) return base;
+    if (entry.overlaid && entry.overlaid.base === base) return entry.overlaid.state;
+    const state = overlay(name, base, entry.record);
+    entry.overlaid = { base, state };
     return state;
   }
 
@@ -173,12 +241,15 @@ export function openProfileStore(configDir: string, options: ProfileStoreOptions
       throw error;
     }
     // Temporary files of an interrupted atomic write end in a random suffix, lock directories in `.lock`:
-    // neither matches `<valid name>.json` as a regular file.
-    return entries
-      .filter((entry) => entry.isFile() && entry.name.endsWith('.json'))
-      .map((entry) => entry.name.slice(0, -'.json'.length))
-      .filter(isProfileName)
-      .sort();
+    // neither matches `<valid name>.json` or `<valid name>.renewed` as a regular file.
+    const names = new Set<string>();
+    for (const entry of entries) {
+      if (!entry.isFile()) continue;
+      const suffix = entry.name.endsWith('.json') ? '.json' : entry.name.endsWith(RECORD_SUFFIX) ? RECORD_SUFFIX : undefined;
+      const name = suffix ? entry.name.slice(0, -suffix.length) : '';
+      if (isProfileName(name)) names.add(name);
+    }
+    return [...names].sort();
   }
 
   function writeLocked<T>(name: string, fn: () => Promise<T>): Promise<T> {
@@ -202,9 +273,10 @@ export function openProfileStore(configDir: string, options: ProfileStoreOptions
   return {
     dir,
     fileOf,
+    recordFileOf,
 
     read(name) {
-      return readState(name);
+      return readMerged(name);
     },
 
     names: listNames,
@@ -212,7 +284,7 @@ export function openProfileStore(configDir: string, options: ProfileStoreOptions
     async list() {
       const states = [];
       for (const name of await listNames()) {
-        const state = await readState(name);
+        const state = await readMerged(name);
         if (state) states.push(state);
       }
       return states;
@@ -223,7 +295,8 @@ export function openProfileStore(configDir: string, options: ProfileStoreOptions
       return retryingOnMissingDir(() => writeLocked(name, async () => {
         let current: ProfileState | undefined;
         try {
-          current = await readState(name);
+          // With the renewal record laid over: a write keeps the latest renewal's fields in the state file too.
+          current = await readMerged(name);
         } catch (error) {
           if (!(updateOptions.resetCorrupt && error instanceof ProfileStoreError && error.code === 'PROFILE_CORRUPT')) {
             throw error;
@@ -232,7 +305,9 @@ export function openProfileStore(configDir: string, options: ProfileStoreOptions
         const draft = mutate(current);
         if (draft === undefined) {
           known.delete(name);
+          knownRecords.delete(name);
           await rm(file, { force: true });
+          await rm(recordFileOf(name), { force: true });
           return undefined;
         }
         if (current !== undefined && draft === current) return current;
@@ -265,7 +340,7 @@ export function openProfileStore(configDir: string, options: ProfileStoreOptions
         });
         const state = deepFreeze(parsed.data);
         known.set(name, { identity, state });
-        return state;
+        return readMerged(name);
       }));
     },
 
@@ -273,12 +348,25 @@ export function openProfileStore(configDir: string, options: ProfileStoreOptions
       const file = fileOf(name);
       try {
         known.delete(name);
-        await writeLocked(name, () => rm(file, { force: true }));
+        knownRecords.delete(name);
+        await writeLocked(name, async () => {
+          await rm(file, { force: true });
+          await rm(recordFileOf(name), { force: true });
+        });
       } catch (error) {
         // No directory means no state and nowhere to put a lock: already deleted.
         if ((error as NodeJS.ErrnoException).code === 'ENOENT') return;
         throw error;
       }
+    },
+
+    async recordRenewal(name, record) {
+      const file = recordFileOf(name);
+      await retryingOnMissingDir(async () => {
+        knownRecords.delete(name);
+        const identity = writeRenewalRecord(file, name, record);
+        knownRecords.set(name, { identity, record, trusted: () => true });
+      });
     },
 
     async withLock(name, fn, lockOptions = {}) {
@@ -301,6 +389,28 @@ export function openProfileStore(configDir: string, options: ProfileStoreOptions
       });
     },
   };
+}
+
+/** The renewal record's file name after the profile's name. */
+const RECORD_SUFFIX = '.renewed';
+/** More than a file system's timestamp tick (a jiffy, a few ms, on Linux; 2 s on FAT). */
+const RACY_MS = 2_500;
+
+/**
+ * The state with the record's renewal laid over it, when the record's is the later one (the state file holds
+ * an earlier release's renewals, and those `setup` and `profile rotate` record). A profile with a record and no
+ * state file (one served from the environment) reads as a state of the record alone.
+ */
+function overlay(name: string, base: ProfileState | undefined, record: RenewalRecord): ProfileState | undefined {
+  const recorded = base?.lastRenewalAt === undefined ? undefined : Date.parse(base.lastRenewalAt);
+  if (base && recorded !== undefined && recorded >= record.lastRenewalAt) return base;
+  const lastRenewalAt = new Date(record.lastRenewalAt).toISOString();
+  return deepFreeze({
+    ...(base ?? { version: 1 as const, profile: name, createdAt: lastRenewalAt }),
+    accessTokenExpiresAt: new Date(record.accessTokenExpiresAt).toISOString(),
+    lastRenewalAt,
+    updatedAt: base && Date.parse(base.updatedAt) > record.lastRenewalAt ? base.updatedAt : lastRenewalAt,
+  });
 }
 
 function sameIdentity(info: { ino: number; size: number; mtimeMs: number }, identity: FileIdentity): boolean {

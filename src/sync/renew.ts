@@ -50,14 +50,14 @@ export async function renewHoldingLock(options: RenewOptions): Promise<TokenSet>
     await options.onNewRefreshToken(tokens.refreshToken);
   }
   await options.onNewAccessToken?.(tokens);
-  await profiles.update(name, (current) => ({
-    ...baseState(current),
-    accessTokenExpiresAt: new Date(tokens.expiresAt).toISOString(),
-    lastRenewalAt: new Date(options.now?.() ?? Date.now()).toISOString(),
-    lastError: undefined,
-    needsReauthorization: false,
-    // What it records is learnt again by the next renewal: no flush to disk (see UpdateOptions.durable).
-  }), { durable: false });
+  // The renewal record, which only this lock's holder writes: no write lock, no new file, no flush (what it
+  // records is learnt again by the next renewal; see renewal-record.ts).
+  await profiles.recordRenewal(name, { accessTokenExpiresAt: tokens.expiresAt, lastRenewalAt: options.now?.() ?? Date.now() });
+  // A failure recorded before (a renewal, a reconcile, setup) is cleared in the state file, as before.
+  const state = await profiles.read(name);
+  if (state?.lastError !== undefined || state?.needsReauthorization === true) {
+    await profiles.update(name, (current) => ({ ...baseState(current), lastError: undefined, needsReauthorization: false }), { durable: false });
+  }
   return tokens;
 }
 

@@ -77,10 +77,15 @@ describe('a config dir written by the previous release', () => {
     expect(token.stdout).toBe(`${ISSUED}\n`);
     expect(forms.at(-1)?.get('refresh_token')).toBe(REFRESH_TOKEN);
 
+    // The state file keeps its format; the renewal went to the profile's renewal record, and status shows it.
     const state = JSON.parse(readFileSync(path.join(configDir, 'profiles/docs.json'), 'utf8')) as Record<string, unknown>;
     expect(state.version).toBe(1);
-    expect(Date.parse(String(state.accessTokenExpiresAt))).toBeGreaterThan(Date.now() + 3 * 3_600_000);
-    expect(statSync(path.join(configDir, 'profiles/docs.json')).mode & 0o777).toBe(0o600);
+    expect(statSync(path.join(configDir, 'profiles/docs.renewed')).mode & 0o777).toBe(0o600);
+    const after = await runCli(['status', '--json', '--profile', 'docs'], { env });
+    expect(after.code).toBe(0);
+    const reported = JSON.stringify(JSON.parse(after.stdout));
+    const expiry = /"accessTokenExpiresAt":"([^"]+)"/.exec(reported)?.[1];
+    expect(Date.parse(String(expiry))).toBeGreaterThan(Date.now() + 3 * 3_600_000);
     // The secrets file still opens with the same key, the grant in it unchanged.
     expect(await openFileSecretStore({ configDir, storeKey: () => STORE_KEY }).get('docs')).toMatchObject({ refresh_token: REFRESH_TOKEN });
   });

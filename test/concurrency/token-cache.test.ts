@@ -143,15 +143,16 @@ describe.concurrent('syncauth token with a kept access token', () => {
     const kept = await printed(p);
     const forced = await printed(p, { force: true });
     const files = filesUnder(p.home.configDir);
-    expect(files.map((f) => path.relative(p.home.configDir, f)).sort()).toEqual(['profiles/canary.json', 'secrets.enc', 'secrets/canary.enc', 'secrets/canary.token']);
+    expect(files.map((f) => path.relative(p.home.configDir, f)).sort()).toEqual(['profiles/canary.json', 'profiles/canary.renewed', 'secrets.enc', 'secrets/canary.enc', 'secrets/canary.token']);
     for (const file of files) {
       const text = readFileSync(file, 'utf8');
       for (const secret of [kept, forced, p.refreshToken, ob.app.appSecret]) expect(text, file).not.toContain(secret);
     }
-    // The state keeps the expiry, as before, and nothing of the token.
-    const state = JSON.parse(readFileSync(openProfileStore(p.home.configDir).fileOf(p.name), 'utf8')) as Record<string, unknown>;
+    // The state file keeps nothing of the token; the renewal record the expiry, which a read of the state shows.
+    const store = openProfileStore(p.home.configDir);
+    const state = JSON.parse(readFileSync(store.fileOf(p.name), 'utf8')) as Record<string, unknown>;
     expect(Object.keys(state)).not.toContain('access_token');
-    expect(state.accessTokenExpiresAt).toEqual(expect.any(String));
+    expect((await store.read(p.name))?.accessTokenExpiresAt).toEqual(expect.any(String));
   });
 });
 

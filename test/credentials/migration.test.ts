@@ -30,7 +30,12 @@ vi.mock('node:fs', async (importOriginal) => {
     if (crash.readOnly && String(dir).endsWith('.lock')) throw Object.assign(new Error('read-only file system'), { code: 'EROFS' });
     return real.mkdirSync(dir, options);
   }) as typeof real.mkdirSync;
-  return { ...real, default: { ...real, renameSync, mkdirSync }, renameSync, mkdirSync };
+  // A lock is a link made at its path: on a read-only file system that fails as the directory did.
+  const symlinkSync = ((target: string, where: string) => {
+    if (crash.readOnly && String(where).endsWith('.lock')) throw Object.assign(new Error('read-only file system'), { code: 'EROFS' });
+    return real.symlinkSync(target, where);
+  }) as typeof real.symlinkSync;
+  return { ...real, default: { ...real, renameSync, mkdirSync, symlinkSync }, renameSync, mkdirSync, symlinkSync };
 });
 
 const FIXTURE = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures/secrets-v2.enc');

@@ -273,15 +273,14 @@ async function renews(gateway: Gateway, ob: Onboarding, refreshToken: string): P
   return res.status;
 }
 
-/** Lock directories under `dir` (a killed holder leaves them behind). */
+/** Locks under `dir` (a killed holder leaves them behind): links, and an earlier release's directories. */
 function lockDirs(dir: string): string[] {
   if (!existsSync(dir)) return [];
   const out: string[] = [];
   for (const entry of readdirSync(dir, { withFileTypes: true })) {
-    if (!entry.isDirectory()) continue;
     const full = path.join(dir, entry.name);
-    if (entry.name.endsWith('.lock')) out.push(full);
-    else out.push(...lockDirs(full));
+    if (entry.name.endsWith('.lock') && (entry.isSymbolicLink() || entry.isDirectory())) out.push(full);
+    else if (entry.isDirectory()) out.push(...lockDirs(full));
   }
   return out;
 }

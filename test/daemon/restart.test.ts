@@ -2,7 +2,7 @@
 // that was broken at start is picked up again once fixed, and a renewal lock left by a killed process is
 // taken over as soon as its owner is found dead, not after the stale time.
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { lstatSync, mkdirSync, readFileSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -138,8 +138,8 @@ describe('the renewal lock', () => {
       `import { openProfileStore } from ${JSON.stringify(lockModule)};
        await openProfileStore(${JSON.stringify(dir)}).withLock('p1', async () => { process.stdout.write('locked\\n'); await new Promise(() => setInterval(() => undefined, 1_000)); });`,
     );
-    // Killed while holding it: no exit handler ran, so the lock and its owner record are left behind.
-    expect(existsSync(path.join(dir, 'profiles', 'p1.renewal.lock'))).toBe(true);
+    // Killed while holding it: no exit handler ran, so the lock (a link naming its holder) is left behind.
+    expect(lstatSync(path.join(dir, 'profiles', 'p1.renewal.lock'), { throwIfNoEntry: false })?.isSymbolicLink()).toBe(true);
     const started = performance.now();
     const waited = await store.withLock('p1', async () => performance.now() - started, { waitMs: 30_000 });
     console.log(`lock of a killed process taken over after ${Math.round(waited)} ms (stale time 10 s)`);
@@ -170,6 +170,47 @@ describe('the renewal lock', () => {
   });
 });
 
+// Earlier releases locked with a directory at the lock's path and named its holder in `<lock>.owner`; during an
+// upgrade one of their processes may still hold a lock, and each kind of lock must keep the other out.
+describe("an earlier release's lock directory", () => {
+  async function liveAndDeadPids(): Promise<{ live: ReturnType<typeof spawn>; dead: number }> {
+    const dead = spawn(process.execPath, ['-e', '0']);
+    await new Promise((resolve) => dead.once('exit', resolve));
+    const live = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)']);
+    return { live, dead: dead.pid as number };
+  }
+
+  it('held by a live process keeps this release out; held by a dead one is taken over at once', async () => {
+    const dir = tempDir();
+    const store = openProfileStore(dir, { staleMs: 10_000 });
+    const lock = path.join(dir, 'profiles', 'p1.renewal.lock');
+    const { live, dead } = await liveAndDeadPids();
+    try {
+      mkdirSync(lock, { recursive: true });
+      symlinkSync(`${hostname()} ${live.pid} an-earlier-release`, `${lock}.owner`);
+      await expect(store.withLock('p1', async () => 'taken', { waitMs: 1_000 })).rejects.toMatchObject({ code: 'PROFILE_LOCK_TIMEOUT' });
+      // The holder dies: its record now names a dead process.
+      const record = `${lock}.owner`;
+      unlinkSync(record);
+      symlinkSync(`${hostname()} ${dead} an-earlier-release`, record);
+      const started = performance.now();
+      expect(await store.withLock('p1', async () => 'taken', { waitMs: 30_000 })).toBe('taken');
+      expect(performance.now() - started).toBeLessThan(2_000);
+    } finally {
+      live.kill();
+    }
+  });
+
+  it('cannot be made while this release holds the lock', async () => {
+    const dir = tempDir();
+    const store = openProfileStore(dir);
+    await store.withLock('p1', async () => {
+      // What an earlier release does to take it: the directory.
+      expect(() => mkdirSync(path.join(dir, 'profiles', 'p1.renewal.lock'))).toThrow(expect.objectContaining({ code: 'EEXIST' }));
+    });
+  });
+});
+
 describe('the state write lock', () => {
   // Found by the real-process soak (seed 2): a replica killed while it wrote a profile's state (just after a
   // renewal) left that write's lock behind, and the restarted replica's next renewal of the profile held a fresh
@@ -189,7 +230,7 @@ describe('the state write lock', () => {
          return current;
        });`,
     );
-    expect(existsSync(path.join(dir, 'profiles', 'p1.json.lock'))).toBe(true);
+    expect(lstatSync(path.join(dir, 'profiles', 'p1.json.lock'), { throwIfNoEntry: false })?.isSymbolicLink()).toBe(true);
     const started = performance.now();
     await store.update('p1', (current) => ({ ...current, connectorId: 'after' }));
     const waited = performance.now() - started;

@@ -11,6 +11,7 @@ import {
   DEFAULT_APP, DEFAULT_EMULATOR_API_KEY, connectionSettings, startEmulator, type EmulatorApp, type EmulatorOptions, type RunningEmulator, type StoredSource,
 } from '../../src/emulator/index.js';
 import { createAuthorizationRequest, exchangeCode } from '../../src/oauth/index.js';
+import { decodeRenewalRecord } from '../../src/profile/renewal-record.js';
 import { CLI, nodeWarningError, tempDir, type CliResult } from './cli.js';
 
 export const AUTHORIZE_URL_PATTERN = /\s(http:\/\/127\.0\.0\.1:\d+\/oauth2\/authorize\?\S+)/;
@@ -329,9 +330,14 @@ export function profileFile(home: Home, profile: string): string {
   return path.join(home.configDir, 'profiles', `${profile}.json`);
 }
 
+/** The state file, with the renewal record laid over it when its renewal is the later one (as a read of the store does). */
 export function readProfileState(home: Home, profile: string): Record<string, unknown> | undefined {
   const file = profileFile(home, profile);
-  return existsSync(file) ? (JSON.parse(readText(file)) as Record<string, unknown>) : undefined;
+  const state = existsSync(file) ? (JSON.parse(readText(file)) as Record<string, unknown>) : undefined;
+  const recordFile = path.join(home.configDir, 'profiles', `${profile}.renewed`);
+  const record = existsSync(recordFile) ? decodeRenewalRecord(profile, readFileSync(recordFile)) : undefined;
+  if (!state || !record || Date.parse(String(state.lastRenewalAt ?? 0)) >= record.lastRenewalAt) return state;
+  return { ...state, accessTokenExpiresAt: new Date(record.accessTokenExpiresAt).toISOString(), lastRenewalAt: new Date(record.lastRenewalAt).toISOString() };
 }
 
 /** The secrets the encrypted store holds for `profile`, opened with the home's key. */

@@ -3,7 +3,7 @@
 // writer replaced, a holder past the stale time keeps its lock, a holder whose lock vanished learns of it, and
 // a record written without a flush is still whole or absent.
 import type * as Fs from 'node:fs';
-import { mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, rmdirSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -12,7 +12,7 @@ import { openProfileStore } from '../../src/profile/index.js';
 import { writePrivateFile } from '../../src/profile/files.js';
 import { withFileLock } from '../../src/profile/lock.js';
 
-const crash = vi.hoisted(() => ({ armed: false, tmpfiles: [] as string[] }));
+const crash = vi.hoisted(() => ({ armed: false, tmpfiles: [] as string[], noLinks: false }));
 
 // The synchronous rename commits a write made without a flush: failing it is the crash to survive.
 vi.mock('node:fs', async (importOriginal) => {
@@ -23,7 +23,12 @@ vi.mock('node:fs', async (importOriginal) => {
     crash.tmpfiles.push(String(from));
     throw new Error('simulated crash during write');
   };
-  return { ...real, default: { ...real, renameSync }, renameSync };
+  // A file system that makes no symbolic links (Windows without the right to, FAT) refuses them so.
+  const symlinkSync = ((target: string, where: string) => {
+    if (crash.noLinks) throw Object.assign(new Error(`EPERM: operation not permitted, symlink '${target}' -> '${where}'`), { code: 'EPERM' });
+    return real.symlinkSync(target, where);
+  }) as typeof real.symlinkSync;
+  return { ...real, default: { ...real, renameSync, symlinkSync }, renameSync, symlinkSync };
 });
 
 let configDir: string;
@@ -31,6 +36,7 @@ beforeEach(() => {
   configDir = mkdtempSync(path.join(tmpdir(), 'syncauth-cheap-'));
   crash.armed = false;
   crash.tmpfiles = [];
+  crash.noLinks = false;
 });
 afterEach(() => rmSync(configDir, { recursive: true, force: true }));
 
@@ -116,10 +122,22 @@ describe('the lock', () => {
     expect(readdirSync(configDir)).toEqual([]);
   }, 20_000);
 
+  test('where the file system makes no links, is a directory that still excludes, and goes with its holder', async () => {
+    crash.noLinks = true;
+    const lock = path.join(configDir, 'x.lock');
+    const seen = await withFileLock(lock, async () => {
+      const inside = statSync(lock).isDirectory();
+      const other = await withFileLock(lock, async () => 'taken', { ...options(2_000), waitMs: 300 }).catch((error: Error) => error.message);
+      return { inside, other };
+    }, options(2_000));
+    expect(seen).toEqual({ inside: true, other: 'timed out' });
+    expect(readdirSync(configDir)).toEqual([]);
+  });
+
   test('a holder whose lock was removed under it is told through its signal', async () => {
     const lock = path.join(configDir, 'x.lock');
     const reason = await withFileLock(lock, async (signal) => {
-      rmdirSync(lock);
+      rmSync(lock);
       await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
       return signal.reason as Error;
     }, options(2_000));
