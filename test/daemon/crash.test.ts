@@ -19,7 +19,7 @@
 // Kill timings come from a seeded generator; the seed is printed, and SYNCAUTH_CRASH_SEED=<seed> repeats the
 // choices (not the timing of the processes, which the machine decides).
 import { spawn } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, utimesSync } from 'node:fs';
+import { existsSync, lutimesSync, readdirSync, readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
@@ -435,7 +435,8 @@ describe('kill -9 of the daemon during renewal and reconcile', () => {
       checkTimes.push(Date.now() - checkedAt);
       // As if the stale time had passed since the kill: the next run takes the locks over at once.
       const past = new Date(Date.now() - LOCK_STALE_MS - 1_000);
-      for (const lock of locks) utimesSync(lock, past, past);
+      // lutimes: a lock is a symbolic link naming its holder (its own mtime is what is judged), or a directory.
+      for (const lock of locks) lutimesSync(lock, past, past);
     }
 
     // A last run, left to complete a cycle and stopped gracefully: exactly one connector, the recorded one,
