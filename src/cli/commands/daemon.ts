@@ -37,7 +37,7 @@ import { accessTokenKeeper, accessTokenReader } from '../../sync/token-cache.js'
 import { baseState } from '../../sync/renew.js';
 import type { CommandContext } from '../context.js';
 import { openSession, readSecrets, requireGrant, type ProfileSession, type ResolvedSecrets } from '../session.js';
-import { configFileLabel, prepareProfileSinks, withDaemonConfigFile } from '../daemon-config.js';
+import { configFileLabel, notifyUrlFileLabel, prepareProfileSinks, withDaemonConfigFile } from '../daemon-config.js';
 import { notifySettingsOf, startNotifier } from './notify.js';
 import { reauthLinkFor, reauthSettingIssues, startReauthPage } from '../reauth.js';
 
@@ -418,7 +418,7 @@ async function runDaemon(given: CommandContext, givenOptions: DaemonCommandOptio
   const v = context.settings.values;
   const settings = checkSettings(context, options);
   // Checked before anything starts: a bad URL or secret is exit 2, with nothing sent or written.
-  const notify = notifySettingsOf(context, options);
+  const notify = notifySettingsOf(context, options, label(context, 'notifyFormat'), notifyUrlFileLabel(options));
   const log = createLogger({ level: v.logLevel as LogLevel, secretHeaders: [v.apiKeyHeader] });
   configured.report(log);
   const store = openProfileStore(v.configDir);
