@@ -1,8 +1,9 @@
 // Signals that reach the real `syncauth daemon` while it is still starting, before its running handlers are in
 // place. The start is held open by a Redis that accepts the connection and never answers (the daemon waits its
-// deadline for it, then starts without it): a SIGTERM then is a clean stop (exit 0, as docs/daemon.md promises,
-// within a generous bound, no lock directory or temporary file left), not Node's default death by the signal; a
-// SIGHUP then does not kill it either, and it goes on to start and serve.
+// deadline for it, then starts without it): a SIGTERM then is a clean stop (exit 0, as docs/daemon.md promises;
+// 143 for a one-shot --once, as a pass stopped later exits), within a generous bound, no lock directory or
+// temporary file left, not Node's default death by the signal; a SIGHUP then does not kill it either, and it
+// goes on to start and serve.
 import { readdirSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
@@ -53,14 +54,14 @@ afterEach(async () => {
   for (const close of closers.splice(0)) await close();
 });
 
-async function startingDaemon() {
+async function startingDaemon(args: string[] = []) {
   const emu = await emulator();
   const grant = await obtainGrant(emu);
   const home = tempDir('syncauth-start-signals-');
   const redis = await silentRedis();
   closers.push(redis.close);
   const env = { ...containerEnv(emu, grant, home, { profile: 'docs' }), SYNCAUTH_TOKEN_FILE: path.join(home, 'token') };
-  const daemon = spawnDaemon(env, home, ['--redis-url', redis.url]);
+  const daemon = spawnDaemon(env, home, ['--redis-url', redis.url, ...args]);
   closers.push(async () => {
     if (daemon.child.exitCode === null && daemon.child.signalCode === null) daemon.child.kill('SIGKILL');
   });
@@ -84,6 +85,15 @@ describe('signals while the daemon starts', () => {
     expect(JSON.parse(stopping as string)).toMatchObject({ signal: 'SIGTERM', during: 'start' });
     expect(daemon.out.stdout).toContain('"event":"daemon.stopped"');
     expect(daemon.out.stdout).not.toContain('daemon started');
+    expect(leftovers(home)).toEqual([]);
+  });
+
+  it('SIGTERM during the start of one pass (--once): exit 143, as a stopped pass exits, nothing left behind', async () => {
+    const { daemon, home } = await startingDaemon(['--once']);
+    daemon.child.kill('SIGTERM');
+    expect(await daemon.exited, daemon.out.stdout + daemon.out.stderr).toBe(143);
+    expect(daemon.child.signalCode).toBeNull();
+    expect(daemon.out.stdout).toContain('"during":"start"');
     expect(leftovers(home)).toEqual([]);
   });
 

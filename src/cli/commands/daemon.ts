@@ -433,6 +433,8 @@ async function runDaemon(given: CommandContext, givenOptions: DaemonCommandOptio
     await close().catch((error: unknown) => log.error({ event: 'daemon.stop_failed', op: 'stop', err: error }, 'shutdown was not clean'));
     log.info({ event: 'daemon.stopped', op: 'stop' }, 'stopped');
     if (once) process.exit(ONCE_STOPPED[signal] ?? ExitCode.error);
+    // As after a later stop: a wait the start left pending (Redis's connection) must not hold the exit up.
+    setTimeout(() => process.exit(process.exitCode ?? ExitCode.ok), 2_000).unref();
     return true;
   };
   log.debug({ event: 'daemon.starting', op: 'start' }, 'loading the profiles');
