@@ -29,6 +29,25 @@ const SETTING_KEYS: readonly [SettingName, string][] = [
   ['sweep', 'daemon.sweep'],
   ['redisUrl', 'daemon.redis_url'],
   ['logLevel', 'daemon.log_level'],
+  ['notifyFormat', 'daemon.notify_format'],
+  ['notifyConnectorFailingAfter', 'daemon.notify_connector_failing_after'],
+  ['reauthListen', 'daemon.reauth_listen'],
+  ['publicUrl', 'daemon.public_url'],
+  ['reauthLinkTtl', 'daemon.reauth_link_ttl'],
+];
+
+/**
+ * Keys the running daemon cannot take on SIGHUP (who is told, and the page's listener, origin and link life are
+ * set up once at start): a reload that changes one is rejected whole, with the reason logged, and nothing of
+ * the file is applied, so that the daemon never runs half on the old file and half on the new.
+ */
+const START_ONLY_KEYS: readonly string[] = [
+  'daemon.notify_urls',
+  'daemon.notify_format',
+  'daemon.notify_connector_failing_after',
+  'daemon.reauth_listen',
+  'daemon.public_url',
+  'daemon.reauth_link_ttl',
 ];
 
 /** A daemon option (flags only) the file may give, its flag and its key there. */
@@ -40,6 +59,8 @@ const OPTION_KEYS: readonly [keyof DaemonCommandOptions, string, string][] = [
   ['template', '--template', 'sinks.templates'],
   ['socketMode', '--socket-mode', 'sinks.socket.mode'],
   ['socketGroup', '--socket-group', 'sinks.socket.group'],
+  // SYNCAUTH_NOTIFY_URL wins too (see below).
+  ['notifyUrl', '--notify-url', 'daemon.notify_urls'],
 ];
 
 function valueAt(config: DaemonFileConfig, key: string): unknown {
@@ -50,13 +71,21 @@ function valueAt(config: DaemonFileConfig, key: string): unknown {
 
 /** The key's value as the flag would take it. */
 function asFlag(key: string, value: unknown): string | string[] {
-  if (key === 'profiles') return value as string[];
+  if (key === 'profiles' || key === 'daemon.notify_urls') return value as string[];
   if (key === 'sinks.templates') return (value as { source: string; dest: string; mode?: string }[]).map((t) => `${t.source}:${t.dest}${t.mode !== undefined ? `:${t.mode}` : ''}`);
   return String(value);
 }
 
 /** The file's label for each setting it gave, by settings object: how the daemon's messages name them. */
 const fileLabels = new WeakMap<object, Partial<Record<SettingName, string>>>();
+
+/** The file's label for the notify URLs, by options object, when they came from the file. */
+const notifyUrlLabels = new WeakMap<object, string>();
+
+/** `FILE line N: daemon.notify_urls` when the daemon's notify URLs came from the configuration file. */
+export function notifyUrlFileLabel(options: DaemonCommandOptions): string | undefined {
+  return notifyUrlLabels.get(options);
+}
 
 /** `FILE line N: key` when the setting came from the configuration file; undefined otherwise. */
 export function configFileLabel(context: CommandContext, name: SettingName): string | undefined {
@@ -171,6 +200,7 @@ export async function withDaemonConfigFile(context: CommandContext, options: Dae
   const merged: Record<string, unknown> = { ...values };
   const labels: Partial<Record<SettingName, string>> = {};
   const clashes: { key: string; winner: string }[] = [];
+  let notifyUrlLabel: string | undefined;
   for (const [name, key] of SETTING_KEYS) {
     const value = valueAt(config, key);
     if (value === undefined) continue;
@@ -194,10 +224,17 @@ export async function withDaemonConfigFile(context: CommandContext, options: Dae
       clashes.push({ key, winner: flag });
       continue;
     }
+    // The notify URLs have a variable as well as a flag; it wins over the file as the flag does.
+    if (option === 'notifyUrl' && sources.notifyUrl === 'env') {
+      clashes.push({ key, winner: SETTINGS.notifyUrl.env });
+      continue;
+    }
+    if (option === 'notifyUrl') notifyUrlLabel = config.where(key);
     nextOptions[option] = asFlag(key, value);
   }
   const settings = { ...context.settings, values: merged as Settings };
   fileLabels.set(settings, labels);
+  if (notifyUrlLabel) notifyUrlLabels.set(nextOptions, notifyUrlLabel);
   const flagProfiles = options.profile && options.profile.length > 0 ? options.profile : undefined;
   const started = config;
   return {
@@ -222,6 +259,15 @@ export async function withDaemonConfigFile(context: CommandContext, options: Dae
       }
       // A key a flag or variable overrides changes nothing, now or at a restart.
       const overridden = new Set(clashes.map((clash) => clash.key));
+      const startOnly = START_ONLY_KEYS.filter((key) => !overridden.has(key) && JSON.stringify(valueAt(started, key)) !== JSON.stringify(valueAt(next, key)));
+      if (startOnly.length > 0) {
+        const reason = `${startOnly.join(', ')} changed, and ${startOnly.length === 1 ? 'it is' : 'they are'} set up once at start: restart the daemon to change ${startOnly.length === 1 ? 'it' : 'them'}`;
+        log.error(
+          { event: 'daemon.config_rejected', op: 'load', file, keys: startOnly, reason },
+          `SIGHUP: ${file} was not applied, the daemon keeps its configuration: ${reason}`,
+        );
+        return false;
+      }
       const changed = [...SETTING_KEYS.map(([, key]) => key), ...OPTION_KEYS.map(([, , key]) => key).filter((key) => key !== 'profiles')].filter(
         (key) => !overridden.has(key) && JSON.stringify(valueAt(started, key)) !== JSON.stringify(valueAt(next, key)),
       );

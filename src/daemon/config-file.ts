@@ -12,6 +12,7 @@ import { ValidationError, type FieldIssue } from '../errors.js';
 import { parseMode, parseSocketMode, resolveGroup } from '../publish/file.js';
 import { FileRefusedError, readRegularFile } from '../publish/safe-read.js';
 import { isProfileName } from '../profile/index.js';
+import { parseNotifyUrl } from '../notify/targets.js';
 import { checkSchedule } from './cron.js';
 import { checkRedisUrl } from './redis.js';
 
@@ -53,6 +54,12 @@ export interface DaemonFileConfig {
     max_renewals_per_second?: number;
     shutdown_timeout?: number;
     log_level?: string;
+    notify_urls?: string[];
+    notify_format?: string;
+    notify_connector_failing_after?: number;
+    reauth_listen?: string;
+    public_url?: string;
+    reauth_link_ttl?: string | number;
   };
   /** `FILE line N: key.path`, naming a key in messages; the key's line when it is in the file. */
   where(key: string | readonly (string | number)[]): string;
@@ -122,7 +129,53 @@ const daemonSchema = z.strictObject({
   max_renewals_per_second: z.number().positive().optional(),
   shutdown_timeout: z.number().int().min(1).max(600).optional(),
   log_level: z.string().optional(),
+  // Who is told when a person is needed, and the re-authorization page. Their secrets are never keys here.
+  notify_urls: z.array(z.string()).min(1, 'names no URL; leave the key out to send no notices').optional(),
+  notify_format: z.string().optional(),
+  notify_connector_failing_after: z.number().int().min(1).max(7 * 24 * 3600).optional(),
+  reauth_listen: z.string().optional(),
+  public_url: z.string().optional(),
+  reauth_link_ttl: z.union([z.string(), z.number().int()]).optional(),
 });
+
+/**
+ * Secrets never come from this file (it is readable where a token file's path is, and is often kept in a
+ * repository): a key that names one is refused, naming the variable that takes it.
+ */
+const SECRET_KEYS: Readonly<Record<string, string>> = Object.freeze({
+  notify_secret: 'SYNCAUTH_NOTIFY_SECRET',
+  store_key: 'SYNCAUTH_STORE_KEY',
+  api_key: 'SYNCAUTH_API_KEY',
+  app_key: 'SYNCAUTH_APP_KEY',
+  app_secret: 'SYNCAUTH_APP_SECRET',
+  refresh_token: 'SYNCAUTH_REFRESH_TOKEN',
+  grant_key: 'SYNCAUTH_GRANT_KEY',
+});
+/** Other names that say "secret": refused too, without a variable to name. */
+const SECRET_LOOKING = /secret|password|passphrase|credential|private_key|(^|_)token$/i;
+
+/** The issues of secret keys at the top level or under `daemon`; their keys are not reported again as unknown. */
+function secretKeyIssues(content: unknown, where: (keys: readonly PropertyKey[]) => string): { issues: FieldIssue[]; keys: Set<string> } {
+  const issues: FieldIssue[] = [];
+  const keys = new Set<string>();
+  const scan = (at: unknown, prefix: string[]): void => {
+    if (at === null || typeof at !== 'object' || Array.isArray(at)) return;
+    for (const key of Object.keys(at)) {
+      const variable = SECRET_KEYS[key];
+      if (variable === undefined && !SECRET_LOOKING.test(key)) continue;
+      keys.add([...prefix, key].join('.'));
+      issues.push({
+        field: where([...prefix, key]),
+        message: variable
+          ? `is a secret, and secrets are never read from this file: set ${variable} in the daemon's environment instead (a systemd credential or an EnvironmentFile of mode 0600, a Kubernetes Secret)`
+          : "looks like a secret, and secrets are never read from this file: give it to the daemon through its environment (see docs/configuration.md)",
+      });
+    }
+  };
+  scan(content, []);
+  if (content !== null && typeof content === 'object') scan((content as Record<string, unknown>).daemon, ['daemon']);
+  return { issues, keys };
+}
 
 const schema = z.strictObject({
   version: z.literal(1, { error: 'must be 1 (the only version of this file so far)' }),
@@ -191,19 +244,23 @@ export function parseDaemonConfig(text: string, file: string): DaemonFileConfig 
     // Aliases that would expand without bound (a "billion laughs" file).
     throw new ValidationError([{ field: label(1, '(syntax)'), message: (error as Error).message }]);
   }
+  const secrets = secretKeyIssues(content, where);
   const result = schema.safeParse(content);
-  if (!result.success) {
-    const issues: FieldIssue[] = [];
-    for (const issue of result.error.issues) {
+  if (!result.success || secrets.issues.length > 0) {
+    const issues: FieldIssue[] = [...secrets.issues];
+    for (const issue of result.error?.issues ?? []) {
       if (issue.code === 'unrecognized_keys') {
-        for (const key of issue.keys) issues.push({ field: where([...issue.path, key]), message: 'is not a key of this file (see deploy/syncauth.yaml)' });
+        for (const key of issue.keys) {
+          if (secrets.keys.has([...issue.path, key].join('.'))) continue;
+          issues.push({ field: where([...issue.path, key]), message: 'is not a key of this file (see deploy/syncauth.yaml)' });
+        }
       } else {
         issues.push({ field: where(issue.path), message: issue.message });
       }
     }
     throw new ValidationError(issues);
   }
-  const data = result.data;
+  const data = result.data as z.infer<typeof schema>;
   const config: DaemonFileConfig = {
     file,
     ...(data.profiles !== undefined ? { profiles: data.profiles.names } : {}),
@@ -233,6 +290,11 @@ function checkValues(config: DaemonFileConfig): void {
   if (daemon.sweep !== undefined) check('daemon.sweep', (field) => checkSchedule(daemon.sweep as string, field));
   if (daemon.redis_url !== undefined) check('daemon.redis_url', (field) => checkRedisUrl(daemon.redis_url as string, field));
   if (daemon.log_level !== undefined) check('daemon.log_level', () => SETTINGS.logLevel.parse(daemon.log_level as string));
+  daemon.notify_urls?.forEach((url, i) => check(['daemon', 'notify_urls', i], (field) => parseNotifyUrl(url, field)));
+  if (daemon.notify_format !== undefined) check('daemon.notify_format', () => SETTINGS.notifyFormat.parse(daemon.notify_format as string));
+  if (daemon.reauth_listen !== undefined) check('daemon.reauth_listen', () => SETTINGS.reauthListen.parse(daemon.reauth_listen as string));
+  if (daemon.public_url !== undefined) check('daemon.public_url', () => SETTINGS.publicUrl.parse(daemon.public_url as string));
+  if (daemon.reauth_link_ttl !== undefined) check('daemon.reauth_link_ttl', () => SETTINGS.reauthLinkTtl.parse(String(daemon.reauth_link_ttl)));
   if (sinks.token_file?.mode !== undefined) check('sinks.token_file.mode', (field) => parseMode(sinks.token_file?.mode as string, field));
   if (sinks.socket?.mode !== undefined) check('sinks.socket.mode', (field) => parseSocketMode(sinks.socket?.mode as string, field));
   sinks.templates?.forEach((t, i) => {

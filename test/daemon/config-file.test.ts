@@ -7,11 +7,12 @@ import { parse as parseYaml } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CONFIG_KEYS, parseDaemonConfig, readDaemonConfig } from '../../src/daemon/config-file.js';
 import { ValidationError } from '../../src/errors.js';
-import { grantRefreshToken, newHome, onboardingEnv, runCli, startOnboarding, type Onboarding } from '../helpers/onboarding.js';
+import { freePort, grantRefreshToken, newHome, onboardingEnv, runCli, startOnboarding, type Onboarding } from '../helpers/onboarding.js';
 import { waitFor } from '../helpers/wait.js';
 import { prepareProfileSinks } from '../../src/cli/daemon-config.js';
 import { captureLog, tempDir } from './helpers.js';
 import { spawnDaemon } from './process.js';
+import { startReceiver } from '../notify/receiver.js';
 
 function issuesOf(text: string, file = '/etc/syncauth/syncauth.yaml'): string[] {
   try {
@@ -89,6 +90,66 @@ describe('the configuration file, parsed and checked', () => {
     expect(issuesOf('version: 1\nsinks:\n  token_file:\n    path: run/token\n')).toEqual([expect.stringMatching(/line 4: sinks\.token_file\.path: must be an absolute path/)]);
     expect(issuesOf('version: 1\ndaemon:\n  concurrency: 2\n  concurrency: 3\n')).toEqual([expect.stringMatching(/line 4: \(syntax\): .*unique/i)]);
     expect(issuesOf('{"version": 1, "daemon": {"concurrency": 0}}')).toEqual([expect.stringMatching(/line 1: daemon\.concurrency: /)]);
+  });
+});
+
+const NOTICES = `version: 1
+daemon:
+  notify_urls:
+    - https://hooks.example.com/syncauth
+    - https://chat.example.com/hook
+  notify_format: slack
+  notify_connector_failing_after: 1800
+  reauth_listen: 127.0.0.1:8443
+  public_url: https://syncauth.example.com
+  reauth_link_ttl: 48h
+`;
+
+describe('the settings of notices and the re-authorization page in the file', () => {
+  it('takes the notify URLs (a list), format and threshold, and the page\'s listen address, public URL and link lifetime', () => {
+    const config = parseDaemonConfig(NOTICES, '/etc/syncauth/syncauth.yaml');
+    expect(config.daemon).toEqual({
+      notify_urls: ['https://hooks.example.com/syncauth', 'https://chat.example.com/hook'],
+      notify_format: 'slack',
+      notify_connector_failing_after: 1800,
+      reauth_listen: '127.0.0.1:8443',
+      public_url: 'https://syncauth.example.com',
+      reauth_link_ttl: '48h',
+    });
+    expect(parseDaemonConfig(NOTICES.replace('48h', '3600'), '/x.yaml').daemon.reauth_link_ttl).toBe(3600);
+  });
+
+  it('names each bad value by its line and key, with the same checks as the flags', () => {
+    const bad = NOTICES.replace('https://chat.example.com/hook', 'ftp://chat.example.com/hook')
+      .replace('notify_format: slack', 'notify_format: teams')
+      .replace('1800', '-5')
+      .replace('127.0.0.1:8443', 'nowhere')
+      .replace('https://syncauth.example.com', 'http://syncauth.example.com')
+      .replace('48h', '10s');
+    expect(issuesOf(bad)).toEqual([
+      expect.stringMatching(/line 7: daemon\.notify_connector_failing_after: /),
+    ]);
+    expect(issuesOf(bad.replace('-5', '60'))).toEqual([
+      expect.stringMatching(/line 5: daemon\.notify_urls\[1\]: /),
+      expect.stringMatching(/line 6: daemon\.notify_format: must be one of: standard, slack/),
+      expect.stringMatching(/line 8: daemon\.reauth_listen: /),
+      expect.stringMatching(/line 9: daemon\.public_url: must be https/),
+      expect.stringMatching(/line 10: daemon\.reauth_link_ttl: must be a duration from 1m to 30d/),
+    ]);
+    expect(issuesOf('version: 1\ndaemon:\n  notify_urls: []\n')).toEqual([expect.stringMatching(/line 3: daemon\.notify_urls: names no URL/)]);
+    expect(issuesOf('version: 1\ndaemon:\n  notify_urls: https://one.example.com/hook\n')).toEqual([expect.stringMatching(/line 3: daemon\.notify_urls: .*expected array/)]);
+  });
+
+  it('refuses a secret, naming the variable that takes it, and never repeats its value', () => {
+    const secret = 'whsec_c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0';
+    const issues = issuesOf(`${NOTICES}  notify_secret: ${secret}\nstore_key: abcdefghijklmnop\n`);
+    expect(issues).toEqual([
+      expect.stringMatching(/line 12: store_key: is a secret, and secrets are never read from this file: set SYNCAUTH_STORE_KEY in the daemon's environment/),
+      expect.stringMatching(/line 11: daemon\.notify_secret: is a secret, and secrets are never read from this file: set SYNCAUTH_NOTIFY_SECRET in the daemon's environment/),
+    ]);
+    expect(issues.join('\n')).not.toContain(secret);
+    expect(issuesOf('version: 1\ndaemon:\n  redis_password: hunter2hunter2\n')).toEqual([expect.stringMatching(/line 3: daemon\.redis_password: looks like a secret/)]);
+    expect(issuesOf('version: 1\ndaemon:\n  grant_key: x\n')).toEqual([expect.stringMatching(/line 3: daemon\.grant_key: .*set SYNCAUTH_GRANT_KEY/)]);
   });
 });
 
@@ -405,6 +466,87 @@ daemon:
       expect(statSync(`${out}/c/beta.token`).mode & 0o777).toBe(0o640);
       expect(existsSync(`${out}/b/beta.token`)).toBe(false);
       expect(readFileSync(`${out}/a/alpha.token`, 'utf8')).toBe(alphaToken);
+    } finally {
+      daemon.child.kill('SIGKILL');
+    }
+  }, 90_000);
+
+  it('takes the notices and the page from the file, a variable winning; SIGHUP rejects a change to them whole', async () => {
+    const home = newHome();
+    for (const profile of ['alpha', 'beta']) {
+      const env = onboardingEnv(ob, home, { SYNCAUTH_REFRESH_TOKEN: await grantRefreshToken(ob), SYNCAUTH_PROFILE: profile });
+      const setup = await runCli(['setup', '--yes', '--connector-name', `conn-${profile}`], { env, cwd: home.dir });
+      expect(setup.code, setup.stderr).toBe(0);
+    }
+    const receiver = await startReceiver();
+    const pagePort = await freePort();
+    const file = path.join(home.dir, 'syncauth.yaml');
+    const config = (profiles: string, publicUrl: string): string => `version: 1
+profiles: ${profiles}
+sinks:
+  token_file: {path: "${home.dir}/{profile}.token"}
+daemon:
+  listen: 127.0.0.1:0
+  notify_urls: [http://127.0.0.1:9/not-this-one]
+  notify_format: standard
+  notify_connector_failing_after: 120
+  reauth_listen: 127.0.0.1:${pagePort}
+  public_url: ${publicUrl}
+  reauth_link_ttl: 2h
+`;
+    const env = {
+      PATH: process.env.PATH ?? '/usr/bin:/bin',
+      HOME: home.dir,
+      SYNCAUTH_CONFIG_DIR: home.configDir,
+      SYNCAUTH_STORE: 'file',
+      SYNCAUTH_STORE_KEY: home.storeKey,
+      SYNCAUTH_NOTIFY_SECRET: `whsec_${Buffer.from('config-file-test-secret-32-bytes').toString('base64')}`,
+    };
+    // The page needs both halves; the file's line names the half that is given.
+    writeFileSync(file, config('[alpha]', 'https://x.example.com').replace(/\n {2}public_url: .*\n/, '\n'), { mode: 0o600 });
+    const half = await runCli(['daemon', '--config', file], { env, cwd: home.dir });
+    expect(half.code).toBe(2);
+    expect(half.stderr).toMatch(/syncauth\.yaml line 10: daemon\.reauth_listen: needs a public URL/);
+    // A secret in the file: exit 2 naming the variable, nothing started.
+    writeFileSync(file, `${config('[alpha]', `http://127.0.0.1:${pagePort}`)}  notify_secret: whsec_bm90LWluLXRoZS1maWxlLXBsZWFzZQ==\n`);
+    const secret = await runCli(['daemon', '--config', file], { env, cwd: home.dir });
+    expect(secret.code).toBe(2);
+    expect(secret.stderr).toMatch(/line 13: daemon\.notify_secret: is a secret.*SYNCAUTH_NOTIFY_SECRET/);
+    expect(secret.stderr).not.toContain('bm90LWluLXRoZS1maWxlLXBsZWFzZQ');
+
+    writeFileSync(file, config('[alpha]', `http://127.0.0.1:${pagePort}`));
+    // SYNCAUTH_NOTIFY_URL wins over the file's notify_urls, as every variable does.
+    const daemon = spawnDaemon({ ...env, SYNCAUTH_NOTIFY_URL: receiver.url }, home.dir, ['--config', file]);
+    const lines = (event: string): Record<string, unknown>[] =>
+      daemon.out.stdout.split('\n').filter((l) => l.includes(`"${event}"`)).map((l) => JSON.parse(l) as Record<string, unknown>);
+    try {
+      await daemon.started();
+      expect(lines('daemon.config_overridden')).toEqual([expect.objectContaining({ key: 'daemon.notify_urls', winner: 'SYNCAUTH_NOTIFY_URL' })]);
+      expect(lines('daemon.started')[0]).toMatchObject({ notify: [new URL(receiver.url).origin], notifyFormat: 'standard' });
+      // The page listens where the file says, and knows its public URL (a wrong Host is refused like a wrong link).
+      // (The page opens just after the start line.)
+      const page = await waitFor('the page', () => fetch(`http://127.0.0.1:${pagePort}/reauthorize/${'A'.repeat(43)}`).catch(() => undefined), 10_000);
+      expect(page.status).toBe(404);
+      expect(page.headers.get('referrer-policy')).toBe('no-referrer');
+
+      // A reload that changes the page's public URL (and adds a profile): rejected whole, with the reason.
+      writeFileSync(file, config('[alpha, beta]', 'https://syncauth.example.com'));
+      daemon.child.kill('SIGHUP');
+      const rejected = await waitFor('the rejection', () => lines('daemon.config_rejected')[0]);
+      expect(rejected).toMatchObject({ keys: ['daemon.public_url'] });
+      expect(String(rejected.reason)).toMatch(/daemon\.public_url changed, and it is set up once at start: restart the daemon/);
+      expect(lines('daemon.config_reloaded')).toEqual([]);
+      expect(lines('daemon.reloaded')).toEqual([]);
+      const listen = String(lines('daemon.started')[0]?.listen);
+      const served = Object.keys(((await (await fetch(`${listen}/readyz`)).json()) as { profiles: Record<string, unknown> }).profiles);
+      expect(served).toEqual(['alpha']);
+      expect((await fetch(`http://127.0.0.1:${pagePort}/reauthorize/${'A'.repeat(43)}`)).status).toBe(404);
+
+      // The same change without the page's key: applied.
+      writeFileSync(file, config('[alpha, beta]', `http://127.0.0.1:${pagePort}`));
+      daemon.child.kill('SIGHUP');
+      await waitFor('the reload', () => lines('daemon.config_reloaded')[0]);
+      expect(lines('daemon.config_rejected')).toHaveLength(1);
     } finally {
       daemon.child.kill('SIGKILL');
     }

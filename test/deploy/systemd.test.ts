@@ -15,11 +15,14 @@ import { freePort } from '../helpers/onboarding.js';
 import { startNotifyReceiver, type NotifyReceiver } from './notify-socket.js';
 import { environmentOf, expandSpecifiers, readUnit, splitCommand, valueOf, type Unit } from './unit-file.js';
 import { findExecutable } from '../helpers/executables.js';
+import { startReceiver as startWebhookReceiver } from '../notify/receiver.js';
 
 const UNITS = path.join(ROOT, 'deploy/systemd');
 const SERVICE = path.join(UNITS, 'syncauth.service');
 const ONCE = path.join(UNITS, 'syncauth-once.service');
 const TIMER = path.join(UNITS, 'syncauth-once.timer');
+/** The drop-in that turns on the re-authorization page and the notices (docs/when-a-person-is-needed.md). */
+const DROP_IN = path.join(UNITS, 'syncauth.service.d', 'reauthorization.conf');
 /** A bare name, which systemd looks up on its fixed search path (install.test.ts checks it against real installs). */
 const INSTALLED_BINARY = 'syncauth';
 
@@ -53,6 +56,9 @@ function stageUnits(transform: (text: string) => string = (t) => t): { dir: stri
     writeFileSync(target, transform(text.split(`ExecStart=${INSTALLED_BINARY} `).join(`ExecStart=${binary} `)));
     return target;
   });
+  // systemd-analyze reads the service's drop-ins from the directory beside it, as systemd does.
+  mkdirSync(path.join(dir, 'syncauth.service.d'));
+  writeFileSync(path.join(dir, 'syncauth.service.d', path.basename(DROP_IN)), transform(readFileSync(DROP_IN, 'utf8')));
   return { dir, files };
 }
 
@@ -79,6 +85,10 @@ describe.skipIf(skipAnalyze)('the systemd units', () => {
     const typo = stageUnits((text) => text.replace('ProtectSystem=strict', 'ProtectSytem=strict'));
     const result = await run(analyze as string, ['verify', '--man=no', ...typo.files], { cwd: typo.dir });
     expect(linesAboutOurUnits(result.output).join('\n')).toMatch(/Unknown key 'ProtectSytem'/);
+    // In the drop-in too.
+    const dropInTypo = stageUnits((text) => text.replace('Environment=SYNCAUTH_PUBLIC_URL', 'Enviroment=SYNCAUTH_PUBLIC_URL'));
+    const dropInResult = await run(analyze as string, ['verify', '--man=no', ...dropInTypo.files], { cwd: dropInTypo.dir });
+    expect(linesAboutOurUnits(dropInResult.output).join('\n')).toMatch(/reauthorization\.conf:\d+: Unknown key 'Enviroment'/);
 
     const missing = stageUnits((text) => text.replace(/ExecStart=\S+/, 'ExecStart=/nonexistent/syncauth'));
     const failed = await run(analyze as string, ['verify', '--man=no', ...missing.files], { cwd: missing.dir });
@@ -211,6 +221,45 @@ describe('the daemon as the service runs it', () => {
       expect(await exited).toBe(0);
     } finally {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    }
+  });
+
+  it('with the drop-in: the page on loopback behind its public URL, notices sent, the secret only from the environment file', async () => {
+    const dropIn = readUnit(DROP_IN);
+    const added = environmentOf(dropIn);
+    expect(added.SYNCAUTH_REAUTH_LISTEN).toMatch(/^127\.0\.0\.1:\d+$/);
+    expect(added.SYNCAUTH_PUBLIC_URL).toMatch(/^https:\/\//);
+    expect(added.SYNCAUTH_NOTIFY_URL).toMatch(/^https:\/\//);
+    // No secret in the drop-in's settings; its comments send it to the 0600 environment file.
+    const settings = readFileSync(DROP_IN, 'utf8').split('\n').filter((line) => !line.startsWith('#'));
+    expect(settings.filter((line) => /SECRET|STORE_KEY|API_KEY|REFRESH_TOKEN/.test(line))).toEqual([]);
+    expect(readFileSync(DROP_IN, 'utf8')).toMatch(/SYNCAUTH_NOTIFY_SECRET=whsec_.*\n(.*\n)*.*mode 0600|mode 0600(.*\n)*.*SYNCAUTH_NOTIFY_SECRET=whsec_/);
+    // The real daemon with the unit's environment and the drop-in's, ports made free and the receiver local.
+    const emu = await emulator({ tokenLifetimeSeconds: 3600 });
+    const grant = await obtainGrant(emu);
+    const home = tempDir('syncauth-unit-dropin-');
+    const receiver = await startWebhookReceiver();
+    const pagePort = await freePort();
+    const env: Record<string, string> = {
+      ...containerEnv(emu, grant, home, { tokenFile: path.join(home, 'token') }),
+      ...added,
+      SYNCAUTH_REAUTH_LISTEN: `127.0.0.1:${pagePort}`,
+      SYNCAUTH_NOTIFY_URL: receiver.url,
+      // The environment file's line.
+      SYNCAUTH_NOTIFY_SECRET: `whsec_${Buffer.alloc(32, 9).toString('base64')}`,
+    };
+    const daemon = spawnDaemon(env, home);
+    try {
+      const start = await daemon.started();
+      expect(start).toMatchObject({ notify: [new URL(receiver.url).origin] });
+      // The page answers on loopback, only for the public host (what the proxy passes through).
+      const answer = await waitFor('the page', () => fetch(`http://127.0.0.1:${pagePort}/reauthorize/${'A'.repeat(43)}`, { headers: { host: new URL(added.SYNCAUTH_PUBLIC_URL as string).host } }).catch(() => undefined));
+      expect(answer.status).toBe(404);
+      expect(answer.headers.get('content-security-policy')).toContain("frame-ancestors 'none'");
+      daemon.child.kill('SIGTERM');
+      expect(await daemon.exited).toBe(0);
+    } finally {
+      if (daemon.child.exitCode === null && daemon.child.signalCode === null) daemon.child.kill('SIGKILL');
     }
   });
 

@@ -140,6 +140,11 @@ const HOW: Record<string, How> = {
   'syncauth daemon --profile docs --token-file /run/syncauth/token --reauth-listen 127.0.0.1:8443 --public-url https://syncauth.example.com': {
     background: { ready: (out) => logged('daemon.started')(out), stop: 'SIGTERM' },
   },
+  // docs/when-a-person-is-needed.md: the page and the notices together; the block's export comes from here.
+  'syncauth daemon --profile docs --token-file /run/syncauth/token --reauth-listen 127.0.0.1:8443 --public-url https://syncauth.example.com --notify-url https://hooks.example.com/syncauth': {
+    env: () => ({ SYNCAUTH_NOTIFY_SECRET: `whsec_${Buffer.alloc(32, 7).toString('base64')}` }),
+    background: { ready: (out) => logged('daemon.started')(out) && out.includes('"notify":["https://hooks.example.com"]'), stop: 'SIGTERM' },
+  },
   // docs/exec.md: worker.py exits 0 only when it was given a token (and, with --clean-env, nothing else secret).
   'syncauth exec --profile docs --watch -- python3 worker.py': {},
 };

@@ -1,24 +1,47 @@
 // The loop as a person meets it, end to end: a real daemon process (file store, token file, health listener,
-// re-authorization page on 127.0.0.1), the grant revoked at the emulated Dropbox, the daemon parks the profile,
-// a link is minted (`syncauth reauth-link`; the notice that will carry it is not part of this run), and a real
-// headless Chromium opens it, goes to the emulated Dropbox, clicks Allow and lands back on the success page.
-// Within seconds the token file holds a live token of the new grant, the connector holds the grant, the check
-// passed, /readyz is 200 and `status` exits 0. The time from revocation to the fresh token is printed.
+// re-authorization page on 127.0.0.1, --notify-url to a webhook receiver that verifies each signature with the
+// reference `standardwebhooks` library), the grant revoked at the emulated Dropbox, the daemon parks the profile
+// and the receiver gets `profile.reauthorization_needed` carrying the link; a real headless Chromium opens the
+// link from that notice, goes to the emulated Dropbox, clicks Allow and lands back on the success page. No
+// shell command runs in between. Within seconds the token file holds a live token of the new grant, the
+// connector holds the grant, the check passed, `profile.reauthorized` arrived, /readyz is 200 and `status`
+// exits 0; the link is spent (a second open gets the forged link's 404). The time from revocation to the fresh
+// token is printed.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Browser } from 'playwright-core';
+import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_APP, DEFAULT_EMULATOR_API_KEY, startEmulator, type EmulatorApp, type RunningEmulator } from '../../src/emulator/index.js';
 import { CLI, tempDir } from '../helpers/cli.js';
 import { chromiumAvailability, launchChromium } from '../helpers/chromium.js';
 import { freePort, newestRefreshToken, onboardingEnv, runCli, runWithApproval, type Home, type Onboarding } from '../helpers/onboarding.js';
+import { startReceiver, type Receiver } from '../notify/receiver.js';
 
 const availability = chromiumAvailability();
 if (availability.skip) console.warn(`test/e2e/reauth.test.ts: ${availability.reason}`);
 
 const PROFILE = 'docs';
+const NOTIFY_SECRET = `whsec_${randomBytes(32).toString('base64')}`;
+
+interface Notice {
+  type: string;
+  data: { profile?: string; link?: string; linkExpiresAt?: string; ask?: number };
+}
+
+/** Every notice the receiver took, each verified as a receiver would (a bad signature throws). */
+function verifiedNotices(receiver: Receiver): Notice[] {
+  const hook = new Webhook(NOTIFY_SECRET);
+  return receiver.received.map((request) =>
+    hook.verify(request.body, {
+      'webhook-id': String(request.headers['webhook-id']),
+      'webhook-timestamp': String(request.headers['webhook-timestamp']),
+      'webhook-signature': String(request.headers['webhook-signature']),
+    }) as Notice,
+  );
+}
 
 describe.skipIf(availability.skip)('re-authorization in a real browser (headless Chromium)', () => {
   let browser: Browser | undefined;
@@ -35,7 +58,7 @@ describe.skipIf(availability.skip)('re-authorization in a real browser (headless
     await emulator?.close();
   });
 
-  it('revoked, parked, one click at Dropbox, and the daemon renews, reconciles and checks with the new grant', async () => {
+  it('revoked, told with a link, one click at Dropbox, and the daemon renews, reconciles, checks and tells it is over', async () => {
     if (!browser) throw new Error('no browser');
     const setupRedirect = `http://127.0.0.1:${await freePort()}/callback`;
     const pagePort = await freePort();
@@ -64,10 +87,12 @@ describe.skipIf(availability.skip)('re-authorization in a real browser (headless
       SYNCAUTH_STORE_KEY: home.storeKey,
       SYNCAUTH_RENEW_MARGIN: '35',
       SYNCAUTH_PUBLIC_URL: publicUrl,
+      SYNCAUTH_NOTIFY_SECRET: NOTIFY_SECRET,
     };
+    const receiver = await startReceiver();
     daemon = spawn(process.execPath, [
       CLI, 'daemon', '--profile', PROFILE, '--token-file', tokenFile, '--sweep', '* * * * * *',
-      '--listen', `127.0.0.1:${healthPort}`, '--reauth-listen', `127.0.0.1:${pagePort}`, '--log-level', 'info',
+      '--listen', `127.0.0.1:${healthPort}`, '--reauth-listen', `127.0.0.1:${pagePort}`, '--notify-url', receiver.url, '--log-level', 'info',
     ], { cwd: dir, env: daemonEnv, stdio: ['ignore', 'pipe', 'pipe'] });
     let logs = '';
     daemon.stdout?.setEncoding('utf8').on('data', (d: string) => (logs += d));
@@ -85,16 +110,18 @@ describe.skipIf(availability.skip)('re-authorization in a real browser (headless
     const parkedAt = performance.now();
     expect(logs).toContain('"event":"profile.reauthorization_needed"');
 
-    const linkRun = await runCli(['reauth-link', '--profile', PROFILE], { env: { ...daemonEnv }, cwd: dir });
-    expect(linkRun.code, linkRun.stderr).toBe(0);
-    const link = linkRun.stdout.trim();
+    // The notice, signed, carrying the link: the person's only way to the page.
+    const needed = async (): Promise<Notice | undefined> => verifiedNotices(receiver).find((n) => n.type === 'profile.reauthorization_needed');
+    await expect.poll(needed, { timeout: 20_000, interval: 100 }).toBeDefined();
+    const toldAt = performance.now();
+    const notice = (await needed()) as Notice;
+    expect(notice.data).toMatchObject({ profile: PROFILE, ask: 1 });
+    const link = notice.data.link as string;
     expect(link).toMatch(new RegExp(`^${publicUrl}/reauthorize/[A-Za-z0-9_-]{43}$`));
+    expect(Date.parse(notice.data.linkExpiresAt ?? '')).toBeGreaterThan(Date.now());
     const token = link.split('/').pop() as string;
-    const before = await runCli(['status', '--profile', PROFILE], { env: daemonEnv, cwd: dir });
-    expect(before.code).toBe(4);
-    expect(before.stdout).toMatch(/reauthorization link:\s+outstanding, expires /);
-    expect(`${before.stdout}${before.stderr}`).not.toContain(token);
-
+    // What the operator sees meanwhile, without a shell: /readyz names the profile's reason.
+    expect((await readyz()).status).toBe(503);
     const context = await browser.newContext();
     try {
       const page = await context.newPage();
@@ -143,11 +170,33 @@ describe.skipIf(availability.skip)('re-authorization in a real browser (headless
     expect(after.code, after.stdout + after.stderr).toBe(0);
     expect(after.stdout).not.toContain('reauthorization link');
     expect(logs).toContain('"event":"reauth.completed"');
+    // The loop closed is told too, signed as well.
+    await expect.poll(() => verifiedNotices(receiver).map((n) => n.type), { timeout: 10_000, interval: 100 }).toContain('profile.reauthorized');
+    expect(verifiedNotices(receiver).find((n) => n.type === 'profile.reauthorized')?.data).toMatchObject({ profile: PROFILE });
+    expect(verifiedNotices(receiver).filter((n) => n.type === 'profile.reauthorization_needed')).toHaveLength(1);
+
+    // The link in the notice is spent: opened again, it gets the very 404 a forged link gets.
+    const again = await fetch(link);
+    const forged = await fetch(`${publicUrl}/reauthorize/${randomBytes(32).toString('base64url')}`);
+    expect(again.status).toBe(404);
+    expect(forged.status).toBe(404);
+    expect(await again.text()).toBe(await forged.text());
+    const context2 = await browser.newContext();
+    try {
+      const page = await context2.newPage();
+      const reopened = await page.goto(link);
+      expect(reopened?.status()).toBe(404);
+    } finally {
+      await context2.close();
+    }
+    const bodies = receiver.received.map((r) => `${r.body}\n${JSON.stringify(r.headers)}`).join('\n');
     // No secret in the daemon's log.
-    for (const secret of [first, second, app.appSecret, token]) expect(logs).not.toContain(secret);
+    for (const secret of [first, second, app.appSecret, token, NOTIFY_SECRET]) expect(logs).not.toContain(secret);
+    for (const secret of [first, second, app.appSecret, NOTIFY_SECRET, ...emulator.state.accessTokens.keys()]) expect(bodies).not.toContain(secret);
     console.log(
       `re-authorization loop: revocation to parked ${Math.round(parkedAt - revokedAt)} ms; ` +
-        `revocation to a fresh token in the file ${Math.round(freshAt - revokedAt)} ms (link minted, page, Dropbox, back, store, renew, reconcile, check)`,
+        `revocation to the notice with its link ${Math.round(toldAt - revokedAt)} ms; ` +
+        `revocation to a fresh token in the file ${Math.round(freshAt - revokedAt)} ms (notice, page, Dropbox, back, store, renew, reconcile, check)`,
     );
   }, 120_000);
 });

@@ -37,7 +37,7 @@ import { accessTokenKeeper, accessTokenReader } from '../../sync/token-cache.js'
 import { baseState } from '../../sync/renew.js';
 import type { CommandContext } from '../context.js';
 import { openSession, readSecrets, requireGrant, type ProfileSession, type ResolvedSecrets } from '../session.js';
-import { configFileLabel, prepareProfileSinks, withDaemonConfigFile } from '../daemon-config.js';
+import { configFileLabel, notifyUrlFileLabel, prepareProfileSinks, withDaemonConfigFile } from '../daemon-config.js';
 import { notifySettingsOf, startNotifier } from './notify.js';
 import { reauthLinkFor, reauthSettingIssues, startReauthPage } from '../reauth.js';
 
@@ -359,20 +359,87 @@ async function checkTokenFiles(context: CommandContext, template: string, names:
   await checkTokenFilePlaces(template, names, label(context, 'tokenFile'));
 }
 
+/**
+ * SIGTERM, SIGINT and SIGHUP while the daemon starts (reading the configuration, loading profiles, starting the
+ * listeners), before its running handlers are in place: without this, Node's default action ends the process
+ * mid-write, leaving a lock directory or a temporary file behind. A stop is remembered and honoured at the next
+ * step of the start (what was started is closed cleanly); a reload is done once started. A second stop signal
+ * exits at once, as it does later.
+ */
+interface HeldSignals {
+  stop?: NodeJS.Signals;
+  /** Settles when a stop signal arrives: a wait of the start (Redis answering) races it. */
+  stopped: Promise<void>;
+  reload: boolean;
+  release(): void;
+}
+
+function holdSignals(): HeldSignals {
+  let stopped = (): void => undefined;
+  const held: HeldSignals = {
+    stopped: new Promise<void>((resolve) => (stopped = resolve)),
+    reload: false,
+    release: () => {
+      process.off('SIGTERM', onStop);
+      process.off('SIGINT', onStop);
+      process.off('SIGHUP', onReload);
+    },
+  };
+  const onStop = (signal: NodeJS.Signals): void => {
+    if (held.stop) process.exit(ExitCode.error);
+    held.stop = signal;
+    stopped();
+  };
+  const onReload = (): void => {
+    held.reload = true;
+  };
+  process.on('SIGTERM', onStop);
+  process.on('SIGINT', onStop);
+  process.on('SIGHUP', onReload);
+  return held;
+}
+
+/** The exit code of a one-shot run that a signal stopped, as the shell reports it (the daemon proper exits 0). */
+const ONCE_STOPPED: Partial<Record<NodeJS.Signals, number>> = { SIGINT: 130, SIGTERM: 143 };
+
 export async function daemon(given: CommandContext, givenOptions: DaemonCommandOptions = {}): Promise<void> {
+  const held = holdSignals();
+  try {
+    await runDaemon(given, givenOptions, held);
+  } finally {
+    held.release();
+  }
+}
+
+async function runDaemon(given: CommandContext, givenOptions: DaemonCommandOptions, held: HeldSignals): Promise<void> {
   // --config FILE: its keys join the settings and options; flags and variables win (see src/cli/daemon-config.ts).
   const configured = await withDaemonConfigFile(given, givenOptions);
   const { context, options } = configured;
   const v = context.settings.values;
   const settings = checkSettings(context, options);
   // Checked before anything starts: a bad URL or secret is exit 2, with nothing sent or written.
-  const notify = notifySettingsOf(context, options);
+  const notify = notifySettingsOf(context, options, label(context, 'notifyFormat'), notifyUrlFileLabel(options));
   const log = createLogger({ level: v.logLevel as LogLevel, secretHeaders: [v.apiKeyHeader] });
   configured.report(log);
   const store = openProfileStore(v.configDir);
   const load = () => loadProfiles(context, store, settings.requested);
 
+  const once = options.once === true;
+  /** A stop asked for during the start: log it, close what was started, and end the run (true) as a stop would. */
+  const stoppedDuringStart = async (close: () => Promise<void> = async () => undefined): Promise<boolean> => {
+    const signal = held.stop;
+    if (!signal) return false;
+    log.info({ event: 'daemon.stopping', op: 'stop', signal, during: 'start' }, `${signal} while starting: stopping before serving`);
+    await close().catch((error: unknown) => log.error({ event: 'daemon.stop_failed', op: 'stop', err: error }, 'shutdown was not clean'));
+    log.info({ event: 'daemon.stopped', op: 'stop' }, 'stopped');
+    if (once) process.exit(ONCE_STOPPED[signal] ?? ExitCode.error);
+    // As after a later stop: a wait the start left pending (Redis's connection) must not hold the exit up.
+    setTimeout(() => process.exit(process.exitCode ?? ExitCode.ok), 2_000).unref();
+    return true;
+  };
+  log.debug({ event: 'daemon.starting', op: 'start' }, 'loading the profiles');
   const initial = await load();
+  if (await stoppedDuringStart()) return;
   if (initial.length === 0) {
     throw new SyncauthError('SYNCAUTH_NO_PROFILES', 'there is no profile to serve: no profile is stored and the environment holds no Dropbox grant', {
       exitCode: ExitCode.authRequired,
@@ -398,11 +465,11 @@ export async function daemon(given: CommandContext, givenOptions: DaemonCommandO
 
   const coordinator = v.redisUrl ? await createRedisCoordinator({ url: v.redisUrl, logger: log }) : undefined;
   // A replica that starts while Redis is away still starts: it renews nothing, says so, and reports not ready.
-  await coordinator?.ready().catch(() => undefined);
+  // A stop during that wait need not sit it out.
+  await Promise.race([coordinator?.ready().catch(() => undefined), held.stopped]);
   // A reminder of a profile this daemon renews again (set up anew while no daemon ran) ends instead of asking.
   const served: { daemon?: RunningDaemon } = {};
   const isResolved = (profile: string): boolean => served.daemon?.status().profiles.find((p) => p.name === profile)?.ready === true;
-  const once = options.once === true;
   // With the re-authorization page on, each ask carries a fresh link to it (a one-shot run serves no page).
   const linkFor = notify && !once ? await reauthLinkFor(context) : undefined;
   const notifier = notify
@@ -410,6 +477,10 @@ export async function daemon(given: CommandContext, givenOptions: DaemonCommandO
     : undefined;
 
   if (once && (v.listen || v.socket)) log.info({ event: 'daemon.once', op: 'start' }, '--once serves nothing: the health listener and the socket are not started');
+  if (await stoppedDuringStart(async () => {
+    await notifier?.close();
+    await coordinator?.close();
+  })) return;
   let running: RunningDaemon;
   try {
     running = await startDaemon({
@@ -441,6 +512,11 @@ export async function daemon(given: CommandContext, givenOptions: DaemonCommandO
   }
   served.daemon = running;
   if (once) {
+    if (await stoppedDuringStart(async () => {
+      await running.close();
+      await notifier?.close();
+    })) return;
+    held.release();
     try {
       await onePass(context, running, log);
     } finally {
@@ -490,7 +566,9 @@ export async function daemon(given: CommandContext, givenOptions: DaemonCommandO
     if (next) settings.requested = next.requested;
     return next ? { profileSinks: next.profileSinks } : {};
   };
-  await untilStopped(running, log, readiness, reconfigure);
+  // From here the running handlers take the signals; one that came during the start is acted on at once.
+  held.release();
+  await untilStopped(running, log, readiness, reconfigure, held);
   await notifier?.close();
   await closeReauth?.().catch(() => undefined);
   // Everything was closed; should a stray handle keep the event loop alive, do not hang the container's stop.
@@ -557,7 +635,13 @@ function reportReadiness(running: RunningDaemon, log: Logger): () => void {
   return () => clearInterval(timer);
 }
 
-function untilStopped(running: RunningDaemon, log: Logger, stopReadiness: () => void, reconfigure: () => Promise<{ profileSinks?: Map<string, ProfileSinks> } | false>): Promise<void> {
+function untilStopped(
+  running: RunningDaemon,
+  log: Logger,
+  stopReadiness: () => void,
+  reconfigure: () => Promise<{ profileSinks?: Map<string, ProfileSinks> } | false>,
+  held: Pick<HeldSignals, 'stop' | 'reload'>,
+): Promise<void> {
   return new Promise<void>((resolve) => {
     let stopping = false;
     const reload = (): void => {
@@ -586,5 +670,7 @@ function untilStopped(running: RunningDaemon, log: Logger, stopReadiness: () => 
     process.on('SIGTERM', stop);
     process.on('SIGINT', stop);
     process.on('SIGHUP', reload);
+    if (held.stop) stop(held.stop);
+    else if (held.reload) reload();
   });
 }

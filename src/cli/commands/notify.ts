@@ -16,14 +16,14 @@ export interface NotifyFlags {
  * The notify settings of a command, or undefined when no URL is set. Flags win over SYNCAUTH_NOTIFY_URL. A bad
  * URL, format or secret is a ValidationError naming the flag or variable (exit 2), before anything is sent.
  */
-export function notifySettingsOf(context: CommandContext, flags: NotifyFlags, formatField?: string): NotifySettings | undefined {
+export function notifySettingsOf(context: CommandContext, flags: NotifyFlags, formatField?: string, urlField?: string): NotifySettings | undefined {
   const v = context.settings.values;
   const fromFlags = (flags.notifyUrl ?? []).length > 0;
   const urls = fromFlags ? (flags.notifyUrl as string[]) : v.notifyUrl ? [v.notifyUrl] : [];
   if (urls.length === 0) return undefined;
   const settings = resolveNotifySettings({
     urls,
-    urlField: fromFlags ? '--notify-url' : 'SYNCAUTH_NOTIFY_URL',
+    urlField: urlField ?? (fromFlags ? '--notify-url' : 'SYNCAUTH_NOTIFY_URL'),
     format: v.notifyFormat,
     formatField: formatField ?? (context.settings.sources.notifyFormat === 'flag' ? '--notify-format' : 'SYNCAUTH_NOTIFY_FORMAT'),
     ...(v.notifySecret !== undefined ? { secret: v.notifySecret } : {}),
