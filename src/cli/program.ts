@@ -182,7 +182,7 @@ Examples:
   syncauth exec --watch --signal HUP --template rclone.conf.tpl:/run/app/rclone.conf:0600 -- ./app --config /run/app/rclone.conf`)
     .action(lazy(() => import('./commands/exec.js'), 'exec', 'own'));
 
-  addSettingOptions(program.command('daemon'), ['configDir', 'store', 'renewMargin', 'sweep', 'tokenFile', 'tokenFileMode', 'tokenFileGroup', 'socket', 'listen', 'reauthListen', 'publicUrl', 'reauthLinkTtl', 'redisUrl', 'logLevel', 'config', 'notifyFormat', 'notifyConnectorFailingAfter'])
+  addSettingOptions(program.command('daemon'), ['configDir', 'store', 'renewMargin', 'sweep', 'tokenFile', 'tokenFileMode', 'tokenFileGroup', 'socket', 'listen', 'reauthListen', 'publicUrl', 'reauthLinkTtl', 'redisUrl', 'onReauthorized', 'logLevel', 'config', 'notifyFormat', 'notifyConnectorFailingAfter'])
     .description("the sidecar: keep every profile's access token fresh and its connector reconciled, report health")
     // Repeatable, so not registered through addSettingOptions (one value per setting there).
     .option('--profile <name>', 'serve this profile (repeatable; default: every stored profile, or one made of SYNCAUTH_* variables)',

@@ -45,7 +45,10 @@ export interface ReauthProfile {
   /** The Dropbox account recorded for the profile. */
   accountId?: string;
   access: FolderAccess;
-  /** Whether a new grant can be stored where the profile's secrets live (not the read-only env store). */
+  /**
+   * Whether the daemon can keep a new grant: stored where the profile's secrets live, or, for the read-only env
+   * store, held in memory and shared with the replicas (a grant record) or handed to --on-reauthorized.
+   */
   writable: boolean;
 }
 
@@ -379,6 +382,7 @@ export async function startReauthServer(options: ReauthServerOptions): Promise<R
           ...(result.reconciled !== undefined ? { reconciled: result.reconciled } : {}),
           ...(result.check ? { check: result.check.ok } : {}),
           ...(result.error ? { error: result.error } : {}),
+          ...(result.warning ? { warning: result.warning } : {}),
           ...(accountId !== profile.accountId ? { accountChanged: true } : {}),
         },
         ok ? `profile "${name}" is authorized again` : `re-authorization of profile "${name}" did not complete: ${result.error ?? 'see the page'}`,
@@ -459,6 +463,7 @@ function resultText(name: string, folder: string | undefined, result: Reauthoriz
         `Profile "${name}" has a new grant${where} and renews again.`,
         ...(result.reconciled ? ['The connector holds a fresh token.'] : []),
         ...(result.check?.ok ? ["The service's connection check passed."] : []),
+        ...(result.warning ? [`Warning: ${result.warning}`] : []),
         'You can close this tab.',
       ],
     };
@@ -474,6 +479,7 @@ function resultText(name: string, folder: string | undefined, result: Reauthoriz
       ...(result.reconciled === false ? ['Updating the connector with it failed; the daemon keeps trying.'] : []),
       ...(result.check && !result.check.ok ? [`The service's connection check failed: ${result.check.message ?? 'no reason given'}.`] : []),
       ...(result.error ? [result.error] : []),
+      ...(result.warning ? [`Warning: ${result.warning}`] : []),
     ],
   };
 }

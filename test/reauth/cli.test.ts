@@ -34,6 +34,39 @@ describe('the re-authorization settings', () => {
   });
 });
 
+describe('the settings of replicas sharing a new grant', () => {
+  const page = ['--reauth-listen', '127.0.0.1:0', '--public-url', 'https://syncauth.example.com'];
+  const redis = ['--redis-url', 'redis://127.0.0.1:1'];
+  const key = Buffer.alloc(32, 7).toString('base64');
+  it.each([
+    ['Redis and the page without a grant key', [...page, ...redis], {}, 'SYNCAUTH_GRANT_KEY', 'is required with --redis-url and --reauth-listen'],
+    ['a grant key that is not 32 bytes', [...page, ...redis], { SYNCAUTH_GRANT_KEY: 'c2hvcnQ=' }, 'SYNCAUTH_GRANT_KEY', 'must be 32 random bytes in base64'],
+    ['a grant key without Redis', page, { SYNCAUTH_GRANT_KEY: key }, 'SYNCAUTH_GRANT_KEY', 'is used only with --redis-url'],
+    ['--on-reauthorized without the page', ['--on-reauthorized', 'cat > /dev/null'], {}, '--on-reauthorized', 'needs the re-authorization page'],
+  ])('%s: exit 2 naming it, the key never echoed', async (_what, flags, env, field, message) => {
+    const { dir } = await withProfile();
+    const result = await runInProcess(['daemon', '--profile', 'docs', '--token-file', path.join(dir, 'token'), ...flags], { cwd: dir, env });
+    expect(result.code, result.stderr).toBe(2);
+    expect(result.stderr).toContain(field);
+    expect(result.stderr).toContain(message);
+    if (env.SYNCAUTH_GRANT_KEY) expect(result.stderr).not.toContain(env.SYNCAUTH_GRANT_KEY);
+    expect(existsSync(path.join(dir, 'token'))).toBe(false);
+  });
+
+  it('a grant key in a .env is not used, and a grant key given as a flag is refused', async () => {
+    const { dir } = await withProfile();
+    const { writeFileSync } = await import('node:fs');
+    writeFileSync(path.join(dir, '.env'), `SYNCAUTH_GRANT_KEY=${key}\n`);
+    const fromDotenv = await runInProcess(['daemon', '--profile', 'docs', '--token-file', path.join(dir, 'token'), ...page, ...redis], { cwd: dir });
+    expect(fromDotenv.code).toBe(2);
+    expect(fromDotenv.stderr).toContain('SYNCAUTH_GRANT_KEY');
+    expect(fromDotenv.stderr).toContain('is required');
+    const asFlag = await runInProcess(['daemon', '--profile', 'docs', '--grant-key', key], { cwd: dir });
+    expect(asFlag.code).toBe(2);
+    expect(asFlag.stderr).not.toContain(key);
+  });
+});
+
 describe('syncauth reauth-link', () => {
   it('without a public URL: exit 2 naming it, and no link is minted', async () => {
     const { dir, configDir } = await withProfile();

@@ -39,7 +39,7 @@ import type { CommandContext } from '../context.js';
 import { openSession, readSecrets, requireGrant, type ProfileSession, type ResolvedSecrets } from '../session.js';
 import { configFileLabel, prepareProfileSinks, withDaemonConfigFile } from '../daemon-config.js';
 import { notifySettingsOf, startNotifier } from './notify.js';
-import { reauthLinkFor, reauthSettingIssues, startReauthPage } from '../reauth.js';
+import { grantHook, grantKeyOf, reauthLinkFor, reauthSettingIssues, startReauthPage } from '../reauth.js';
 
 /** A temporary file this old is no write in progress (those take milliseconds): its writer died. */
 const LEFTOVER_AGE_MS = 10_000;
@@ -409,6 +409,7 @@ export async function daemon(given: CommandContext, givenOptions: DaemonCommandO
     ? await startNotifier(notify, { configDir: v.configDir, redisUrl: v.redisUrl, ...(v.redisUrl ? { redisWhere: redisTarget(v.redisUrl) } : {}), log, isResolved, ...(linkFor ? { linkFor } : {}) })
     : undefined;
 
+  const grantKey = grantKeyOf(context);
   if (once && (v.listen || v.socket)) log.info({ event: 'daemon.once', op: 'start' }, '--once serves nothing: the health listener and the socket are not started');
   let running: RunningDaemon;
   try {
@@ -430,6 +431,8 @@ export async function daemon(given: CommandContext, givenOptions: DaemonCommandO
       ...(v.listen && !once ? { listen: v.listen } : {}),
       ...(coordinator ? { coordinator } : {}),
       ...(notifier ? { notices: notifier } : {}),
+      ...(grantKey ? { grantKey } : {}),
+      ...(v.onReauthorized && !once ? { onReauthorized: grantHook(context, v.onReauthorized, log) } : {}),
       connectorFailingAfterMs: v.notifyConnectorFailingAfter * 1000,
       shutdownTimeoutMs: settings.shutdownTimeoutMs,
       logger: log,
