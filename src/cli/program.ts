@@ -121,7 +121,7 @@ Examples:
     .option('--force', 'renew even when the stored access token still has more than the margin to live')
     .addHelpText('after', '\nExample:\n  curl -H "Authorization: Bearer $(syncauth token)" -X POST https://api.dropboxapi.com/2/users/get_current_account')
     .action(lazy(() => import('./commands/token.js'), 'token'));
-  addSettingOptions(program.command('reauth-link'), ['profile', 'configDir', 'publicUrl', 'reauthLinkTtl'])
+  addSettingOptions(program.command('reauth-link'), ['profile', 'configDir', 'publicUrl', 'reauthLinkTtl', 'redisUrl'])
     .description("mint a link to the daemon's re-authorization page for a profile and print it on stdout (a credential)")
     .option('--allow-account-change', 'the link may move the profile to another Dropbox account')
     .addHelpText('after', `

@@ -7,6 +7,8 @@ import type { DaemonGrant, RunningDaemon } from '../daemon/index.js';
 import { ValidationError, type FieldIssue } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { FolderAccess } from '../oauth/index.js';
+import type { LinkStore } from '../reauth/links.js';
+import type { RoundStore } from '../reauth/redis-store.js';
 import type { ReauthProfile } from '../reauth/server.js';
 import type { CommandContext } from './context.js';
 import { openSession, readSecrets, requireGrant } from './session.js';
@@ -55,15 +57,40 @@ export function grantKeyOf(context: CommandContext): Buffer | undefined {
 }
 
 
-/** Starts the page when configured; returns what closes it. */
-export async function startReauthPage(context: CommandContext, running: RunningDaemon, log: Logger): Promise<(() => Promise<void>) | undefined> {
+/** Where the page's links and authorize rounds live: the config dir and memory, or Redis with --redis-url. */
+export interface ReauthStores {
+  links: LinkStore;
+  /** Absent: the page keeps its rounds in memory. */
+  rounds?: RoundStore;
+  close(): Promise<void>;
+}
+
+/**
+ * The stores of the page, when it is on: with --redis-url, Redis, so that a link minted by the replica that sent
+ * the notice opens on any replica and an authorize round may come back to another; otherwise the config dir.
+ */
+export async function openReauthStores(context: CommandContext): Promise<ReauthStores | undefined> {
   const v = context.settings.values;
   if (!v.reauthListen || !v.publicUrl) return undefined;
-  const [{ startReauthServer }, { fileLinkStore }] = await Promise.all([import('../reauth/server.js'), import('../reauth/links.js')]);
+  if (v.redisUrl) {
+    const { RedisReauthStore } = await import('../reauth/redis-store.js');
+    const store = await RedisReauthStore.open({ url: v.redisUrl });
+    return { links: store.links, rounds: store.rounds, close: () => store.close() };
+  }
+  const { fileLinkStore } = await import('../reauth/links.js');
+  return { links: fileLinkStore(v.configDir), close: async () => undefined };
+}
+
+/** Starts the page when configured; returns what closes it. */
+export async function startReauthPage(context: CommandContext, running: RunningDaemon, log: Logger, stores: ReauthStores | undefined): Promise<(() => Promise<void>) | undefined> {
+  const v = context.settings.values;
+  if (!v.reauthListen || !v.publicUrl || !stores) return undefined;
+  const { startReauthServer } = await import('../reauth/server.js');
   const server = await startReauthServer({
     listen: v.reauthListen,
     publicUrl: v.publicUrl,
-    links: fileLinkStore(v.configDir),
+    links: stores.links,
+    ...(stores.rounds ? { rounds: stores.rounds } : {}),
     profile: (name) => describeProfile(context, running, name),
     reauthorized: (name, grant) => running.reauthorized(name, grant),
     log,
@@ -93,13 +120,13 @@ async function describeProfile(context: CommandContext, running: RunningDaemon, 
 
 /**
  * What the daemon's notices call to put a link in a `profile.reauthorization_needed` notice: a fresh link per
- * ask, its digest stored in the config dir so it survives a restart. Undefined while the page is off.
+ * ask, its digest stored (the config dir, or Redis with replicas) so it survives a restart. Undefined while the page is off.
  */
-export async function reauthLinkFor(context: CommandContext): Promise<((profile: string) => Promise<{ url: string; expiresAt: number }>) | undefined> {
+export async function reauthLinkFor(context: CommandContext, stores: ReauthStores | undefined): Promise<((profile: string) => Promise<{ url: string; expiresAt: number }>) | undefined> {
   const v = context.settings.values;
-  if (!v.reauthListen || !v.publicUrl) return undefined;
-  const { fileLinkStore, linkMinter } = await import('../reauth/links.js');
-  const minter = linkMinter(fileLinkStore(v.configDir), { publicUrl: v.publicUrl, ttlMs: v.reauthLinkTtl * 1000 });
+  if (!v.reauthListen || !v.publicUrl || !stores) return undefined;
+  const { linkMinter } = await import('../reauth/links.js');
+  const minter = linkMinter(stores.links, { publicUrl: v.publicUrl, ttlMs: v.reauthLinkTtl * 1000 });
   return (profile) => minter.linkFor(profile);
 }
 

@@ -29,6 +29,7 @@ import {
   type TokenSet,
 } from '../oauth/index.js';
 import { hashToken, TOKEN_PATTERN, type LinkRecord, type LinkStore } from './links.js';
+import type { PendingRound, RoundStore } from './redis-store.js';
 import { FORBIDDEN_PAGE, NOT_FOUND_PAGE, RATE_LIMITED_PAGE, resultPage, startPage } from './page.js';
 
 /** What the page needs to know of a profile; the app credentials never leave the process but in Dropbox calls. */
@@ -57,6 +58,8 @@ export interface ReauthServerOptions {
   /** The public origin, e.g. https://syncauth.example.com: links, the redirect URI and the Host check use it. */
   publicUrl: string;
   links: LinkStore;
+  /** Where authorize rounds wait for their callback: Redis with replicas (redis-store.ts); default this process's memory. */
+  rounds?: RoundStore;
   /** The profile a link is bound to, as the daemon serves it; undefined when it is not served. */
   profile(name: string): Promise<ReauthProfile | undefined>;
   /** Hands the new grant to the daemon (RunningDaemon.reauthorized). */
@@ -84,13 +87,26 @@ const PENDING_MAX = 2_000;
 const BUCKETS_MAX = 10_000;
 const FORM_LIMIT_BYTES = 4_096;
 
-interface Pending {
-  profile: string;
-  linkHash: string;
-  codeVerifier: string;
-  /** Absent for the paste form (Dropbox's code display). */
-  redirectUri?: string;
-  expiresAt: number;
+type Pending = PendingRound;
+
+/** Authorization rounds in this process's memory, by the digest of their state: one-time, bound to their link. */
+export function memoryRoundStore(): RoundStore {
+  const pending = new Map<string, Pending>();
+  return {
+    async remember(state, entry, at) {
+      for (const [key, p] of pending) if (p.expiresAt <= at) pending.delete(key);
+      const same = [...pending].filter(([, p]) => p.linkHash === entry.linkHash);
+      for (const [key] of same.slice(0, Math.max(0, same.length - (PENDING_PER_LINK - 1)))) pending.delete(key);
+      if (pending.size >= PENDING_MAX) pending.delete(pending.keys().next().value as string);
+      pending.set(digest(state), entry);
+    },
+    async take(state, at) {
+      const key = digest(state);
+      const entry = pending.get(key);
+      pending.delete(key);
+      return entry && entry.expiresAt > at ? entry : undefined;
+    },
+  };
 }
 
 /** A token bucket per client address, charged only by refused requests. */
@@ -149,7 +165,7 @@ export async function startReauthServer(options: ReauthServerOptions): Promise<R
   const log = options.log;
   const limiter = new RefusalLimiter(options.refusalsPerMinute ?? 20, now);
   /** Authorization attempts by the digest of their state: one-time, bound to the link that started them. */
-  const pending = new Map<string, Pending>();
+  const rounds = options.rounds ?? memoryRoundStore();
   /** Profiles whose new grant is being stored: one completion at a time each. */
   const busy = new Set<string>();
   let limitedLogged = 0;
@@ -195,22 +211,10 @@ export async function startReauthServer(options: ReauthServerOptions): Promise<R
     return true;
   };
 
-  const remember = (state: string, entry: Pending): void => {
-    const at = now();
-    for (const [key, p] of pending) if (p.expiresAt <= at) pending.delete(key);
-    const same = [...pending].filter(([, p]) => p.linkHash === entry.linkHash);
-    for (const [key] of same.slice(0, Math.max(0, same.length - (PENDING_PER_LINK - 1)))) pending.delete(key);
-    if (pending.size >= PENDING_MAX) pending.delete(pending.keys().next().value as string);
-    pending.set(digest(state), entry);
-  };
-
   /** The attempt a state names, removed (one-time), when it is unexpired. */
-  const take = (state: string | null): Pending | undefined => {
+  const take = async (state: string | null): Promise<Pending | undefined> => {
     if (!state || state.length > 200) return undefined;
-    const key = digest(state);
-    const entry = pending.get(key);
-    pending.delete(key);
-    return entry && entry.expiresAt > now() ? entry : undefined;
+    return rounds.take(state, now());
   };
 
   async function openPage(req: IncomingMessage, res: ServerResponse, token: string): Promise<void> {
@@ -230,8 +234,8 @@ export async function startReauthServer(options: ReauthServerOptions): Promise<R
     const withRedirect = createAuthorizationRequest({ authorizeUrl: profile.authorizeUrl, appKey: profile.appKey, redirectUri });
     const forPaste = createAuthorizationRequest({ authorizeUrl: profile.authorizeUrl, appKey: profile.appKey });
     const expiresAt = Math.min(now() + PENDING_TTL_MS, link.expiresAt);
-    remember(withRedirect.state, { profile: profile.name, linkHash, codeVerifier: withRedirect.codeVerifier, redirectUri, expiresAt });
-    remember(forPaste.state, { profile: profile.name, linkHash, codeVerifier: forPaste.codeVerifier, expiresAt });
+    await rounds.remember(withRedirect.state, { profile: profile.name, linkHash, codeVerifier: withRedirect.codeVerifier, redirectUri, expiresAt }, now());
+    await rounds.remember(forPaste.state, { profile: profile.name, linkHash, codeVerifier: forPaste.codeVerifier, expiresAt }, now());
     log.info({ event: 'reauth.page_opened', op: 'reauth', profile: profile.name }, `the re-authorization page of profile "${profile.name}" was opened`);
     send(
       res,
@@ -252,7 +256,7 @@ export async function startReauthServer(options: ReauthServerOptions): Promise<R
 
   async function callback(req: IncomingMessage, res: ServerResponse, params: URLSearchParams): Promise<void> {
     const state = params.get('state');
-    const attempt = take(state);
+    const attempt = await take(state);
     if (!attempt || attempt.redirectUri === undefined) {
       refuse(req, res, 'reauth.state_refused');
       return;
@@ -277,7 +281,7 @@ export async function startReauthServer(options: ReauthServerOptions): Promise<R
       return;
     }
     const form = await readForm(req);
-    const attempt = take(form?.get('state') ?? null);
+    const attempt = await take(form?.get('state') ?? null);
     const code = form?.get('code')?.trim() ?? '';
     if (!attempt || attempt.redirectUri !== undefined || attempt.linkHash !== hashToken(token) || code === '') {
       refuse(req, res, 'reauth.state_refused');

@@ -51,7 +51,7 @@ async function replica(
 ): Promise<Replica> {
   const log = captureLog();
   const daemon = await startDaemon({
-    profiles: () => [{ name: 'docs', tokenUrl: emu.tokenUrl, ...profile() }],
+    profiles: async () => [{ name: 'docs', tokenUrl: emu.tokenUrl, ...profile() }],
     profileStore: openProfileStore(tempDir()),
     renewMarginMs: 5_000,
     schedule: false,

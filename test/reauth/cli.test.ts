@@ -39,7 +39,7 @@ describe('the settings of replicas sharing a new grant', () => {
   const redis = ['--redis-url', 'redis://127.0.0.1:1'];
   const key = Buffer.alloc(32, 7).toString('base64');
   it.each([
-    ['Redis and the page without a grant key', [...page, ...redis], {}, 'SYNCAUTH_GRANT_KEY', 'is required with --redis-url and --reauth-listen'],
+    ['Redis and the page without a grant key', [...page, ...redis], {} as Record<string, string>, 'SYNCAUTH_GRANT_KEY', 'is required with --redis-url and --reauth-listen'],
     ['a grant key that is not 32 bytes', [...page, ...redis], { SYNCAUTH_GRANT_KEY: 'c2hvcnQ=' }, 'SYNCAUTH_GRANT_KEY', 'must be 32 random bytes in base64'],
     ['a grant key without Redis', page, { SYNCAUTH_GRANT_KEY: key }, 'SYNCAUTH_GRANT_KEY', 'is used only with --redis-url'],
     ['--on-reauthorized without the page', ['--on-reauthorized', 'cat > /dev/null'], {}, '--on-reauthorized', 'needs the re-authorization page'],

@@ -39,7 +39,7 @@ import type { CommandContext } from '../context.js';
 import { openSession, readSecrets, requireGrant, type ProfileSession, type ResolvedSecrets } from '../session.js';
 import { configFileLabel, prepareProfileSinks, withDaemonConfigFile } from '../daemon-config.js';
 import { notifySettingsOf, startNotifier } from './notify.js';
-import { grantHook, grantKeyOf, reauthLinkFor, reauthSettingIssues, startReauthPage } from '../reauth.js';
+import { grantHook, grantKeyOf, openReauthStores, reauthLinkFor, reauthSettingIssues, startReauthPage } from '../reauth.js';
 
 /** A temporary file this old is no write in progress (those take milliseconds): its writer died. */
 const LEFTOVER_AGE_MS = 10_000;
@@ -404,7 +404,8 @@ export async function daemon(given: CommandContext, givenOptions: DaemonCommandO
   const isResolved = (profile: string): boolean => served.daemon?.status().profiles.find((p) => p.name === profile)?.ready === true;
   const once = options.once === true;
   // With the re-authorization page on, each ask carries a fresh link to it (a one-shot run serves no page).
-  const linkFor = notify && !once ? await reauthLinkFor(context) : undefined;
+  const reauthStores = once ? undefined : await openReauthStores(context);
+  const linkFor = notify ? await reauthLinkFor(context, reauthStores) : undefined;
   const notifier = notify
     ? await startNotifier(notify, { configDir: v.configDir, redisUrl: v.redisUrl, ...(v.redisUrl ? { redisWhere: redisTarget(v.redisUrl) } : {}), log, isResolved, ...(linkFor ? { linkFor } : {}) })
     : undefined;
@@ -439,6 +440,7 @@ export async function daemon(given: CommandContext, givenOptions: DaemonCommandO
     });
   } catch (error) {
     await notifier?.close();
+    await reauthStores?.close();
     await coordinator?.close();
     throw relabel(context, error);
   }
@@ -474,9 +476,10 @@ export async function daemon(given: CommandContext, givenOptions: DaemonCommandO
   );
   let closeReauth: (() => Promise<void>) | undefined;
   try {
-    closeReauth = await startReauthPage(context, running, log);
+    closeReauth = await startReauthPage(context, running, log, reauthStores);
   } catch (error) {
     await running.close();
+    await reauthStores?.close();
     throw relabel(context, error);
   }
   const readiness = reportReadiness(running, log);
@@ -496,6 +499,7 @@ export async function daemon(given: CommandContext, givenOptions: DaemonCommandO
   await untilStopped(running, log, readiness, reconfigure);
   await notifier?.close();
   await closeReauth?.().catch(() => undefined);
+  await reauthStores?.close().catch(() => undefined);
   // Everything was closed; should a stray handle keep the event loop alive, do not hang the container's stop.
   setTimeout(() => process.exit(process.exitCode ?? ExitCode.ok), 2_000).unref();
 }
