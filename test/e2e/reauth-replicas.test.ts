@@ -122,6 +122,10 @@ describe.skipIf(skip)('re-authorization with two replicas on Redis and the env s
     let a = start('a', old, homes.a);
     let b = start('b', old, homes.b);
     await waitFor('both replicas renewing with the first grant', () => (tokenGrant(a) === old.refreshToken && tokenGrant(b) === old.refreshToken ? true : undefined), 30_000);
+    // The env store's profile learns its Dropbox account while the grant works (the page accepts only that
+    // account's grant); a deployment has long done so when a grant is revoked.
+    const recorded = (replica: Replica) => replica.logs().includes('"event":"account.recorded"');
+    await waitFor('both replicas recording the account', () => (recorded(a) && recorded(b) ? true : undefined), 30_000);
 
     // The user unlinks the app at Dropbox: both replicas find out at their next renewals.
     emu.revokeGrant(old.refreshToken);
