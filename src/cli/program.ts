@@ -131,7 +131,7 @@ Whoever opens it can give the profile a new grant of its own Dropbox account: se
 Example:
   syncauth reauth-link --profile docs --public-url https://syncauth.example.com`)
     .action(lazy(() => import('./commands/reauth-link.js'), 'reauthLink'));
-  jsonOption(addSettingOptions(program.command('status'), ['profile', 'configDir']))
+  jsonOption(addSettingOptions(program.command('status'), ['profile', 'configDir', 'redisUrl']))
     .description('every profile: token expiry, connector, workflow, last renewal and error; exit 4 if one needs re-authorization')
     .action(lazy(() => import('./commands/status.js'), 'status'));
   jsonOption(addSettingOptions(program.command('refresh'), [...DROPBOX, 'baseUrl', 'apiKeyHeader']))

@@ -4,9 +4,11 @@
 // says one is outstanding and until when, never the link.
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { openProfileStore } from '../../src/profile/index.js';
 import { hashToken, LINKS_FILE_NAME } from '../../src/reauth/links.js';
+import { RedisReauthStore } from '../../src/reauth/redis-store.js';
+import { redisAvailability, startRedisServer, type RedisServer } from '../helpers/redis.js';
 import { tempDir } from '../helpers/cli.js';
 import { runInProcess } from '../helpers/in-process.js';
 
@@ -110,3 +112,34 @@ describe('syncauth reauth-link', () => {
     expect(`${text.stdout}${text.stderr}${json.stdout}${json.stderr}`).not.toContain(token);
   });
 });
+
+const redisCheck = redisAvailability();
+
+describe.skipIf(redisCheck.skip)('reauth-link and status with --redis-url (replicas)', () => {
+  let redis: RedisServer | undefined;
+  afterAll(async () => {
+    await redis?.kill();
+  });
+
+  it('the link is kept in Redis, where every replica\'s page looks, not in the config dir; status reads it there', async () => {
+    redis = await startRedisServer(redisCheck);
+    const { dir, configDir } = await withProfile();
+    const env = { SYNCAUTH_REDIS_URL: redis.url };
+    const result = await runInProcess(['reauth-link', '--profile', 'docs', '--public-url', 'https://syncauth.example.com'], { cwd: dir, env });
+    expect(result.code, result.stderr).toBe(0);
+    const token = result.stdout.trim().split('/').pop() as string;
+    expect(existsSync(path.join(configDir, LINKS_FILE_NAME))).toBe(false);
+    const store = await RedisReauthStore.open({ url: redis.url });
+    try {
+      expect(await store.links.find(hashToken(token), Date.now())).toMatchObject({ profile: 'docs' });
+    } finally {
+      await store.close();
+    }
+    const withRedis = await runInProcess(['status', '--profile', 'docs'], { cwd: dir, env });
+    expect(withRedis.stdout).toMatch(/reauthorization link:\s+outstanding, expires /);
+    expect(`${withRedis.stdout}${withRedis.stderr}`).not.toContain(token);
+    const withoutRedis = await runInProcess(['status', '--profile', 'docs'], { cwd: dir });
+    expect(withoutRedis.stdout).not.toContain('reauthorization link');
+  });
+});
+
