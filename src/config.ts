@@ -202,6 +202,14 @@ export const SETTINGS = {
     describe: 'how long a re-authorization link lives, e.g. 72h',
   },
   redisUrl: { env: 'SYNCAUTH_REDIS_URL', dotenv: false, flag: 'redis-url', parse: nonEmpty, describe: 'coordinate replicas' },
+  // Seals the grant replicas share after a re-authorization: it decides who can read a refresh token kept in
+  // Redis and which records are adopted, so, like the store's key, it comes only from the real environment.
+  grantKey: { env: 'SYNCAUTH_GRANT_KEY', dotenv: false, secret: true, parse: nonEmpty, describe: 'key sealing the grant replicas share (32 bytes, base64)' },
+  // A command run with each new grant on stdin: the daemon's own configuration, never a .env's.
+  onReauthorized: {
+    env: 'SYNCAUTH_ON_REAUTHORIZED', dotenv: false, flag: 'on-reauthorized', parse: nonEmpty,
+    describe: 'run this command (sh -c) with a grant obtained by re-authorization on stdin, to store it where a restart reads it',
+  },
   // Who is told when a person is needed: never from a `.env`. The flag (--notify-url, repeatable) is the daemon's own.
   notifyUrl: { env: 'SYNCAUTH_NOTIFY_URL', dotenv: false, parse: nonEmpty, describe: 'send notices to these URLs (comma-separated)' },
   notifySecret: { env: 'SYNCAUTH_NOTIFY_SECRET', dotenv: true, secret: true, parse: nonEmpty, describe: 'signing secret of the notices (whsec_...)' },

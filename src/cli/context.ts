@@ -54,7 +54,7 @@ const PLACEHOLDERS: Partial<Record<string, string>> = {
   dropboxApiUrl: 'url', redirectUri: 'url', renewMargin: 'seconds', sweep: 'cron', tokenFile: 'path', tokenFileMode: 'mode',
   tokenFileGroup: 'group', socket: 'path', listen: 'host:port', redisUrl: 'url', logLevel: 'level', config: 'file',
   notifyFormat: 'standard|slack', notifyConnectorFailingAfter: 'seconds',
-  reauthListen: 'host:port', publicUrl: 'url', reauthLinkTtl: 'duration',
+  reauthListen: 'host:port', publicUrl: 'url', reauthLinkTtl: 'duration', onReauthorized: 'command',
 };
 
 /** Adds the flags of the given settings to a command, with their env names in the help text. */

@@ -121,7 +121,7 @@ Examples:
     .option('--force', 'renew even when the stored access token still has more than the margin to live')
     .addHelpText('after', '\nExample:\n  curl -H "Authorization: Bearer $(syncauth token)" -X POST https://api.dropboxapi.com/2/users/get_current_account')
     .action(lazy(() => import('./commands/token.js'), 'token'));
-  addSettingOptions(program.command('reauth-link'), ['profile', 'configDir', 'publicUrl', 'reauthLinkTtl'])
+  addSettingOptions(program.command('reauth-link'), ['profile', 'configDir', 'publicUrl', 'reauthLinkTtl', 'redisUrl'])
     .description("mint a link to the daemon's re-authorization page for a profile and print it on stdout (a credential)")
     .option('--allow-account-change', 'the link may move the profile to another Dropbox account')
     .addHelpText('after', `
@@ -131,7 +131,7 @@ Whoever opens it can give the profile a new grant of its own Dropbox account: se
 Example:
   syncauth reauth-link --profile docs --public-url https://syncauth.example.com`)
     .action(lazy(() => import('./commands/reauth-link.js'), 'reauthLink'));
-  jsonOption(addSettingOptions(program.command('status'), ['profile', 'configDir']))
+  jsonOption(addSettingOptions(program.command('status'), ['profile', 'configDir', 'redisUrl']))
     .description('every profile: token expiry, connector, workflow, last renewal and error; exit 4 if one needs re-authorization')
     .action(lazy(() => import('./commands/status.js'), 'status'));
   jsonOption(addSettingOptions(program.command('refresh'), [...DROPBOX, 'baseUrl', 'apiKeyHeader']))
@@ -182,7 +182,7 @@ Examples:
   syncauth exec --watch --signal HUP --template rclone.conf.tpl:/run/app/rclone.conf:0600 -- ./app --config /run/app/rclone.conf`)
     .action(lazy(() => import('./commands/exec.js'), 'exec', 'own'));
 
-  addSettingOptions(program.command('daemon'), ['configDir', 'store', 'renewMargin', 'sweep', 'tokenFile', 'tokenFileMode', 'tokenFileGroup', 'socket', 'listen', 'reauthListen', 'publicUrl', 'reauthLinkTtl', 'redisUrl', 'logLevel', 'config', 'notifyFormat', 'notifyConnectorFailingAfter'])
+  addSettingOptions(program.command('daemon'), ['configDir', 'store', 'renewMargin', 'sweep', 'tokenFile', 'tokenFileMode', 'tokenFileGroup', 'socket', 'listen', 'reauthListen', 'publicUrl', 'reauthLinkTtl', 'redisUrl', 'onReauthorized', 'logLevel', 'config', 'notifyFormat', 'notifyConnectorFailingAfter'])
     .description("the sidecar: keep every profile's access token fresh and its connector reconciled, report health")
     // Repeatable, so not registered through addSettingOptions (one value per setting there).
     .option('--profile <name>', 'serve this profile (repeatable; default: every stored profile, or one made of SYNCAUTH_* variables)',

@@ -16,6 +16,7 @@ import type { DaemonClock } from './runtime.js';
 import { startHealthServer } from './server.js';
 import type { ReauthorizationResult, ReauthorizedGrant } from './events.js';
 import type { DaemonOptions, DaemonStatus, ProfileEntry, RunningDaemon, SweepReport } from './types.js';
+import { GrantSharing } from './grant-sharing.js';
 import { ProfileWorker } from './worker.js';
 import type { WorkerContext } from './worker-context.js';
 
@@ -108,6 +109,8 @@ export class Daemon implements RunningDaemon {
       templates,
       serviceClient: options.serviceClient,
       notices: options.notices,
+      grants: GrantSharing.of(options.coordinator, options.grantKey, this.#log),
+      onReauthorized: options.onReauthorized,
       coordinatorHealth: { down: (error: unknown) => this.#coordinatorDown(error), up: () => this.#coordinatorUp() },
     });
   }

@@ -54,4 +54,9 @@ export interface ReauthorizationResult {
   check?: { ok: boolean; message?: string };
   /** What failed, in words, when something did. */
   error?: string;
+  /**
+   * What works now but would not survive a restart, in words: the grant is held in memory only, the
+   * --on-reauthorized command failed, or the other replicas could not be given the grant.
+   */
+  warning?: string;
 }

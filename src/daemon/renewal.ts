@@ -20,6 +20,8 @@ import type { WorkerContext } from './worker-context.js';
 export interface RenewalWorker {
   holdToken(token: HeldToken): void;
   park(reason: ParkReason, failure: Failure, until: Parked['until'], secretsVersion: string | undefined): void;
+  /** Takes a newer grant another replica shared, if there is one; whether it did. */
+  adoptShared(): Promise<boolean>;
 }
 
 export class ProfileRenewer {
@@ -203,6 +205,11 @@ export class ProfileRenewer {
     const { config, random, log } = this.#ctx;
     const failure = classifyFailure(error);
     if (failure.kind === 'terminal' || failure.kind === 'configuration') {
+      // Another replica may have shared a newer grant (a re-authorization there): try it before giving up.
+      if (isOAuthError(error, 'OAUTH_INVALID_GRANT') && (await this.#worker.adoptShared())) {
+        rt.backoff = rt.backoff.waitUntil(0);
+        return this.#settle('failed');
+      }
       // Another process may have stored a new grant since this one was read: try it before giving up.
       if (isOAuthError(error, 'OAUTH_INVALID_GRANT') && profile.readGrant) {
         try {

@@ -41,6 +41,14 @@ export class ProfileRuntime {
   /** Failed loads in a row, and when (monotonic) to try loading again. */
   loadBackoff = Backoff.none;
   grant: DaemonGrant | undefined;
+  /**
+   * When the grant in use was issued by a re-authorization (this replica's or one shared through the grant
+   * record), epoch ms. Undefined for a grant read from the store or the environment: the store does not record
+   * when a grant was stored, so such a grant counts as older than any record.
+   */
+  grantIssuedAt: number | undefined;
+  /** The grant the profile's last load read (from its store or the environment), to tell a reload's news from it. */
+  loadedGrant: DaemonGrant | undefined;
   /** The access token this process holds. */
   token: HeldToken | undefined;
   /** The newest expiry known: ours, or one another process or replica recorded. */
@@ -184,8 +192,7 @@ export class ProfileRuntime {
   }
 
   /** Whether `grant` differs from the one in memory (compared in memory only, never logged). */
-  grantDiffers(grant: DaemonGrant): boolean {
-    const current = this.grant;
+  grantDiffers(grant: DaemonGrant, current: DaemonGrant | undefined = this.grant): boolean {
     return !current || current.appKey !== grant.appKey || current.appSecret !== grant.appSecret || current.refreshToken !== grant.refreshToken;
   }
 }

@@ -151,6 +151,17 @@ export interface DaemonOptions {
    * too long, no live token too long); it only queues, delivery is its own (see src/notify/).
    */
   notices?: NoticeSink;
+  /**
+   * With a coordinator that keeps grant records: the key (32 bytes) sealing the grant a re-authorization brings,
+   * so every replica adopts it (see grant-record.ts and grant-sharing.ts). Without it, a re-authorization reaches
+   * only the replica that completed it.
+   */
+  grantKey?: Buffer;
+  /**
+   * Runs after a re-authorization's grant is stored (or held) by this replica, to put it where a restart reads
+   * it (the operator's --on-reauthorized command). Resolves with whether it succeeded; never throws.
+   */
+  onReauthorized?: (profile: string, grant: DaemonGrant) => Promise<{ ok: boolean; message?: string }>;
   /** How long reconciles of a connector fail before `connector.failing` is told. Default 15 min. */
   connectorFailingAfterMs?: number;
   /** Extra options for every service client (a test's dispatcher, timeouts; each call's overall deadline is 20 s by default). */

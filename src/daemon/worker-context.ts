@@ -10,6 +10,7 @@ import type { RateGate, Semaphore } from './limiter.js';
 import type { DaemonMetrics } from './metrics.js';
 import type { DaemonClock } from './runtime.js';
 import type { NoticeSink } from './events.js';
+import type { GrantSharing } from './grant-sharing.js';
 import type { DaemonOptions } from './types.js';
 
 /** What a worker may use of the daemon: its settings and shared parts, nothing of other profiles. */
@@ -36,6 +37,10 @@ export interface WorkerContext {
   readonly serviceClient: DaemonOptions['serviceClient'];
   /** Where notices for a person go, when someone listens. */
   readonly notices: NoticeSink | undefined;
+  /** The grant record replicas share after a re-authorization, when a coordinator and a key make one. */
+  readonly grants: GrantSharing | undefined;
+  /** The operator's command for a re-authorization's grant (--on-reauthorized). */
+  readonly onReauthorized: DaemonOptions['onReauthorized'];
   /** The coordinator's reachability is the daemon's, told once however many workers notice. */
   readonly coordinatorHealth: { down(error: unknown): void; up(): void };
 }

@@ -21,8 +21,9 @@ import { ProfileRenewer } from './renewal.js';
 import { ProfileRuntime, type HeldToken } from './runtime.js';
 import { healthOf, profileStatus } from './status.js';
 import type { ReauthorizationResult, ReauthorizedGrant } from './events.js';
-import type { ParkReason, ProfileEntry, ProfileLoadFailure, ProfileStatus, ReconcileOutcome, SweepEntry } from './types.js';
+import type { DaemonGrant, DaemonProfile, ParkReason, ProfileEntry, ProfileLoadFailure, ProfileStatus, ReconcileOutcome, SweepEntry } from './types.js';
 import type { WorkerContext } from './worker-context.js';
+import type { SealedGrant } from './grant-record.js';
 
 export function isLoadFailure(entry: ProfileEntry): entry is ProfileLoadFailure {
   return 'error' in entry;
@@ -46,6 +47,7 @@ export class ProfileWorker {
     this.#renewer = new ProfileRenewer(this.#rt, ctx, {
       holdToken: (token) => this.#holdToken(token),
       park: (reason, failure, until, secretsVersion) => this.#park(reason, failure, until, secretsVersion),
+      adoptShared: () => this.#adoptShared('invalid_grant'),
     });
     this.#reconciler = new ProfileReconciler(this.#rt, ctx);
     if (ctx.notices) this.#rt.notices = new ProfileNotices(ctx.notices, name, ctx.log, ctx.clock.wall());
@@ -56,6 +58,8 @@ export class ProfileWorker {
     const worker = new ProfileWorker(entry.name, ctx);
     worker.#applyEntry(entry);
     if (!worker.#rt.parked) await worker.#observeInitialState();
+    // At start the newest of the store's grant and the shared record wins; the store's counts as the older.
+    await worker.#adoptShared('start');
     await worker.#adoptPublished();
     return worker;
   }
@@ -162,20 +166,72 @@ export class ProfileWorker {
    */
   async reauthorized(grant: ReauthorizedGrant, checkTimeoutMs: number): Promise<ReauthorizationResult> {
     const rt = this.#rt;
-    const log = this.#ctx.log;
+    const { log, grants, onReauthorized } = this.#ctx;
     const profile = rt.config;
     if (!profile) return { stored: false, error: `profile "${rt.name}" is not loaded: ${rt.loadError?.message ?? 'unknown reason'}` };
-    if (!profile.storeGrant) return { stored: false, error: `the secrets of profile "${rt.name}" are read-only here (the env store): a new grant cannot be stored` };
-    try {
-      await profile.storeGrant({ appKey: grant.appKey, appSecret: grant.appSecret, refreshToken: grant.refreshToken }, grant.accountId || undefined);
-    } catch (error) {
-      const failure = classifyFailure(error);
-      log.error({ profile: rt.name, event: 'reauth.store_failed', op: 'reauth', errorCode: failure.code }, `could not store the new grant of profile "${rt.name}": ${failure.message}`);
-      return { stored: false, error: `storing the new grant failed: ${failure.message}` };
+    if (!profile.storeGrant && !grants && !onReauthorized) {
+      return { stored: false, error: `the secrets of profile "${rt.name}" are read-only here (the env store): a new grant cannot be stored` };
     }
+    const fresh = { appKey: grant.appKey, appSecret: grant.appSecret, refreshToken: grant.refreshToken };
+    if (profile.storeGrant) {
+      try {
+        await profile.storeGrant(fresh, grant.accountId || undefined);
+      } catch (error) {
+        const failure = classifyFailure(error);
+        log.error({ profile: rt.name, event: 'reauth.store_failed', op: 'reauth', errorCode: failure.code }, `could not store the new grant of profile "${rt.name}": ${failure.message}`);
+        return { stored: false, error: `storing the new grant failed: ${failure.message}` };
+      }
+    }
+    // Later than the grant in use, even on a clock that stepped back: the newer grant is the one that wins.
+    const issuedAt = Math.max(this.#now(), (rt.grantIssuedAt ?? 0) + 1);
+    rt.grant = fresh;
+    rt.grantIssuedAt = issuedAt;
     rt.accountRecorded = Boolean(grant.accountId);
     rt.accountId = grant.accountId || undefined;
-    log.info({ profile: rt.name, event: 'reauth.grant_stored', op: 'reauth' }, `stored the new grant of profile "${rt.name}"; renewing with it`);
+    const warnings: string[] = [];
+    if (profile.storeGrant) {
+      log.info({ profile: rt.name, event: 'reauth.grant_stored', op: 'reauth' }, `stored the new grant of profile "${rt.name}"; renewing with it`);
+    } else {
+      log.info({ profile: rt.name, event: 'reauth.grant_held', op: 'reauth' }, `holding the new grant of profile "${rt.name}" in memory (its secrets are read-only here); renewing with it`);
+      // Nothing the store says changes, so nothing else un-parks it.
+      this.#unpark('a new grant was authorized');
+    }
+    if (grants) {
+      try {
+        const shared = await grants.write(rt.name, { ...fresh, ...(grant.accountId ? { accountId: grant.accountId } : {}), issuedAt });
+        if (shared) log.info({ profile: rt.name, event: 'grant.shared', op: 'reauth', issuedAt: new Date(issuedAt).toISOString() }, `shared the new grant of profile "${rt.name}" with the other replicas, sealed`);
+        else log.warn({ profile: rt.name, event: 'grant.share_refused', op: 'reauth' }, `did not share the new grant of profile "${rt.name}": Redis holds one issued later`);
+      } catch (error) {
+        const failure = classifyFailure(error);
+        log.error({ profile: rt.name, event: 'grant.share_failed', op: 'reauth', errorCode: failure.code }, `could not share the new grant of profile "${rt.name}" with the other replicas: ${failure.message}`);
+        warnings.push('The other replicas could not be given the new grant (Redis did not answer); they keep failing until this is done again.');
+      }
+    } else if (!profile.storeGrant && !onReauthorized) {
+      warnings.push('The new grant is held in memory only: a restart reads the old one from the environment.');
+    }
+    // Beside the renewal: the command has its own deadline, and the page waits for both.
+    const hook = onReauthorized ? this.#runHook(onReauthorized, fresh) : undefined;
+    const result = await this.#renewWithNewGrant(profile, checkTimeoutMs);
+    const hookWarning = await hook;
+    if (hookWarning) warnings.push(hookWarning);
+    return warnings.length > 0 ? { ...result, warning: warnings.join(' ') } : result;
+  }
+
+  /** The operator's --on-reauthorized command: a warning in words when it failed, for the page. */
+  async #runHook(hook: NonNullable<WorkerContext['onReauthorized']>, grant: DaemonGrant): Promise<string | undefined> {
+    const rt = this.#rt;
+    const result = await hook(rt.name, grant).catch((error: unknown) => ({ ok: false, message: classifyFailure(error).message }));
+    if (result.ok) {
+      this.#ctx.log.info({ profile: rt.name, event: 'reauth.hook_succeeded', op: 'reauth' }, `the --on-reauthorized command stored the new grant of profile "${rt.name}"`);
+      return undefined;
+    }
+    this.#ctx.log.error({ profile: rt.name, event: 'reauth.hook_failed', op: 'reauth', error: result.message }, `the --on-reauthorized command failed for profile "${rt.name}": ${result.message ?? 'no reason given'}`);
+    return `The command that stores the new grant where a restart reads it (--on-reauthorized) failed: ${result.message ?? 'no reason given'}. The grant works now, but a restart would read the old one.`;
+  }
+
+  /** Renews at once with the grant just brought, then reconciles and runs the connection check. */
+  async #renewWithNewGrant(profile: DaemonProfile, checkTimeoutMs: number): Promise<ReauthorizationResult> {
+    const rt = this.#rt;
     rt.forceRenewal = true;
     let entry: SweepEntry | undefined;
     try {
@@ -197,6 +253,53 @@ export class ProfileWorker {
     if (!reconciled) return { stored: true, reconciled: false, error: 'updating the connector with the new token failed; the daemon keeps trying' };
     const check = await this.#reconciler.checkConnection(checkTimeoutMs);
     return { stored: true, reconciled: true, ...(check ? { check } : {}) };
+  }
+
+  /**
+   * The grant another replica shared (the record of a re-authorization), taken when it was issued later than
+   * the grant in use: in memory, in the profile's store when writable, and the profile un-parked. Read at start,
+   * at each sweep of a profile parked for re-authorization, and before a profile is parked on invalid_grant.
+   * Returns whether a different grant was taken.
+   */
+  async #adoptShared(when: 'start' | 'sweep' | 'invalid_grant'): Promise<boolean> {
+    const rt = this.#rt;
+    const { grants, log } = this.#ctx;
+    const profile = rt.config;
+    if (!grants || !profile || rt.removed) return false;
+    let record: SealedGrant | undefined;
+    try {
+      record = await grants.read(rt.name);
+    } catch (error) {
+      log.debug({ profile: rt.name, event: 'grant.record_unread', op: 'reauth', when, error: classifyFailure(error).message }, `could not read the grant shared for profile "${rt.name}"`);
+      return false;
+    }
+    // An older record never replaces a newer grant.
+    if (!record || (rt.grantIssuedAt !== undefined && record.issuedAt <= rt.grantIssuedAt)) return false;
+    const grant: DaemonGrant = { appKey: record.appKey, appSecret: record.appSecret, refreshToken: record.refreshToken };
+    rt.grantIssuedAt = record.issuedAt;
+    if (!rt.grantDiffers(grant)) return false;
+    rt.grant = grant;
+    if (record.accountId) {
+      rt.accountId = record.accountId;
+      rt.accountRecorded = true;
+    }
+    let stored = false;
+    if (profile.storeGrant) {
+      try {
+        await profile.storeGrant(grant, record.accountId);
+        stored = true;
+        // Our own write: not news for the next visit.
+        rt.secretsVersion = (await this.#readState().catch(() => undefined))?.secretsVersion ?? rt.secretsVersion;
+      } catch (error) {
+        log.warn({ profile: rt.name, event: 'grant.adopt_store_failed', op: 'reauth', error: classifyFailure(error).message }, `took the grant shared for profile "${rt.name}" but could not store it; it is held in memory`);
+      }
+    }
+    log.info(
+      { profile: rt.name, event: 'grant.adopted', op: 'reauth', when, issuedAt: new Date(record.issuedAt).toISOString(), stored },
+      `took the newer grant of profile "${rt.name}" another replica obtained by re-authorization${stored ? ', and stored it' : ''}`,
+    );
+    this.#unpark('another replica shared a newer grant');
+    return true;
   }
 
   /**
@@ -452,14 +555,22 @@ export class ProfileWorker {
       rt.parked = { reason: 'unavailable', code: failure.code, message: failure.message, until: 'reload', secretsVersion: undefined };
       return;
     }
-    const grantChanged = rt.grant !== undefined && rt.grantDiffers(entry.grant);
+    // A reload that reads the same grant as the last load keeps a newer one re-authorization brought (the env
+    // store reads the old grant for as long as the process runs); a store that changed since wins.
+    const storeChanged = rt.loadedGrant !== undefined && rt.grantDiffers(entry.grant, rt.loadedGrant);
+    const keepNewer = rt.grantIssuedAt !== undefined && !storeChanged;
+    const grantChanged = !keepNewer && rt.grant !== undefined && rt.grantDiffers(entry.grant);
     const targetKey = entry.reconcile ? JSON.stringify(entry.reconcile) : '';
     if (rt.client && rt.client.key !== targetKey) {
       void rt.client.client.close();
       rt.client = undefined;
     }
     rt.config = entry;
-    rt.grant = entry.grant;
+    rt.loadedGrant = entry.grant;
+    if (!keepNewer) {
+      if (grantChanged) rt.grantIssuedAt = undefined;
+      rt.grant = entry.grant;
+    }
     rt.loadError = undefined;
     if (rt.parked && grantChanged) this.#unpark('its secrets changed');
   }
@@ -485,6 +596,9 @@ export class ProfileWorker {
     const profile = rt.config;
     if (!profile) return { entry: { profile: rt.name, action: 'parked' } };
     if (rt.parked) await this.#maybeUnpark();
+    // Only a profile parked for re-authorization looks for a shared grant at every sweep: the Redis reads grow
+    // with the parked profiles. The others look when their grant fails (see ProfileRenewer).
+    if (rt.parked?.reason === 'reauthorization_needed') await this.#adoptShared('sweep');
     if (rt.parked) return { entry: { profile: rt.name, action: 'parked' } };
     const at = this.#now();
     // A write that failed when the token was renewed (the directory unusable for a while) is tried again at

@@ -29,6 +29,7 @@ import {
   type TokenSet,
 } from '../oauth/index.js';
 import { hashToken, TOKEN_PATTERN, type LinkRecord, type LinkStore } from './links.js';
+import type { PendingRound, RoundStore } from './redis-store.js';
 import { FORBIDDEN_PAGE, NOT_FOUND_PAGE, RATE_LIMITED_PAGE, resultPage, startPage } from './page.js';
 
 /** What the page needs to know of a profile; the app credentials never leave the process but in Dropbox calls. */
@@ -45,7 +46,10 @@ export interface ReauthProfile {
   /** The Dropbox account recorded for the profile. */
   accountId?: string;
   access: FolderAccess;
-  /** Whether a new grant can be stored where the profile's secrets live (not the read-only env store). */
+  /**
+   * Whether the daemon can keep a new grant: stored where the profile's secrets live, or, for the read-only env
+   * store, held in memory and shared with the replicas (a grant record) or handed to --on-reauthorized.
+   */
   writable: boolean;
 }
 
@@ -54,6 +58,8 @@ export interface ReauthServerOptions {
   /** The public origin, e.g. https://syncauth.example.com: links, the redirect URI and the Host check use it. */
   publicUrl: string;
   links: LinkStore;
+  /** Where authorize rounds wait for their callback: Redis with replicas (redis-store.ts); default this process's memory. */
+  rounds?: RoundStore;
   /** The profile a link is bound to, as the daemon serves it; undefined when it is not served. */
   profile(name: string): Promise<ReauthProfile | undefined>;
   /** Hands the new grant to the daemon (RunningDaemon.reauthorized). */
@@ -81,13 +87,26 @@ const PENDING_MAX = 2_000;
 const BUCKETS_MAX = 10_000;
 const FORM_LIMIT_BYTES = 4_096;
 
-interface Pending {
-  profile: string;
-  linkHash: string;
-  codeVerifier: string;
-  /** Absent for the paste form (Dropbox's code display). */
-  redirectUri?: string;
-  expiresAt: number;
+type Pending = PendingRound;
+
+/** Authorization rounds in this process's memory, by the digest of their state: one-time, bound to their link. */
+export function memoryRoundStore(): RoundStore {
+  const pending = new Map<string, Pending>();
+  return {
+    async remember(state, entry, at) {
+      for (const [key, p] of pending) if (p.expiresAt <= at) pending.delete(key);
+      const same = [...pending].filter(([, p]) => p.linkHash === entry.linkHash);
+      for (const [key] of same.slice(0, Math.max(0, same.length - (PENDING_PER_LINK - 1)))) pending.delete(key);
+      if (pending.size >= PENDING_MAX) pending.delete(pending.keys().next().value as string);
+      pending.set(digest(state), entry);
+    },
+    async take(state, at) {
+      const key = digest(state);
+      const entry = pending.get(key);
+      pending.delete(key);
+      return entry && entry.expiresAt > at ? entry : undefined;
+    },
+  };
 }
 
 /** A token bucket per client address, charged only by refused requests. */
@@ -146,7 +165,7 @@ export async function startReauthServer(options: ReauthServerOptions): Promise<R
   const log = options.log;
   const limiter = new RefusalLimiter(options.refusalsPerMinute ?? 20, now);
   /** Authorization attempts by the digest of their state: one-time, bound to the link that started them. */
-  const pending = new Map<string, Pending>();
+  const rounds = options.rounds ?? memoryRoundStore();
   /** Profiles whose new grant is being stored: one completion at a time each. */
   const busy = new Set<string>();
   let limitedLogged = 0;
@@ -192,22 +211,10 @@ export async function startReauthServer(options: ReauthServerOptions): Promise<R
     return true;
   };
 
-  const remember = (state: string, entry: Pending): void => {
-    const at = now();
-    for (const [key, p] of pending) if (p.expiresAt <= at) pending.delete(key);
-    const same = [...pending].filter(([, p]) => p.linkHash === entry.linkHash);
-    for (const [key] of same.slice(0, Math.max(0, same.length - (PENDING_PER_LINK - 1)))) pending.delete(key);
-    if (pending.size >= PENDING_MAX) pending.delete(pending.keys().next().value as string);
-    pending.set(digest(state), entry);
-  };
-
   /** The attempt a state names, removed (one-time), when it is unexpired. */
-  const take = (state: string | null): Pending | undefined => {
+  const take = async (state: string | null): Promise<Pending | undefined> => {
     if (!state || state.length > 200) return undefined;
-    const key = digest(state);
-    const entry = pending.get(key);
-    pending.delete(key);
-    return entry && entry.expiresAt > now() ? entry : undefined;
+    return rounds.take(state, now());
   };
 
   async function openPage(req: IncomingMessage, res: ServerResponse, token: string): Promise<void> {
@@ -227,8 +234,8 @@ export async function startReauthServer(options: ReauthServerOptions): Promise<R
     const withRedirect = createAuthorizationRequest({ authorizeUrl: profile.authorizeUrl, appKey: profile.appKey, redirectUri });
     const forPaste = createAuthorizationRequest({ authorizeUrl: profile.authorizeUrl, appKey: profile.appKey });
     const expiresAt = Math.min(now() + PENDING_TTL_MS, link.expiresAt);
-    remember(withRedirect.state, { profile: profile.name, linkHash, codeVerifier: withRedirect.codeVerifier, redirectUri, expiresAt });
-    remember(forPaste.state, { profile: profile.name, linkHash, codeVerifier: forPaste.codeVerifier, expiresAt });
+    await rounds.remember(withRedirect.state, { profile: profile.name, linkHash, codeVerifier: withRedirect.codeVerifier, redirectUri, expiresAt }, now());
+    await rounds.remember(forPaste.state, { profile: profile.name, linkHash, codeVerifier: forPaste.codeVerifier, expiresAt }, now());
     log.info({ event: 'reauth.page_opened', op: 'reauth', profile: profile.name }, `the re-authorization page of profile "${profile.name}" was opened`);
     send(
       res,
@@ -249,7 +256,7 @@ export async function startReauthServer(options: ReauthServerOptions): Promise<R
 
   async function callback(req: IncomingMessage, res: ServerResponse, params: URLSearchParams): Promise<void> {
     const state = params.get('state');
-    const attempt = take(state);
+    const attempt = await take(state);
     if (!attempt || attempt.redirectUri === undefined) {
       refuse(req, res, 'reauth.state_refused');
       return;
@@ -274,7 +281,7 @@ export async function startReauthServer(options: ReauthServerOptions): Promise<R
       return;
     }
     const form = await readForm(req);
-    const attempt = take(form?.get('state') ?? null);
+    const attempt = await take(form?.get('state') ?? null);
     const code = form?.get('code')?.trim() ?? '';
     if (!attempt || attempt.redirectUri !== undefined || attempt.linkHash !== hashToken(token) || code === '') {
       refuse(req, res, 'reauth.state_refused');
@@ -379,6 +386,7 @@ export async function startReauthServer(options: ReauthServerOptions): Promise<R
           ...(result.reconciled !== undefined ? { reconciled: result.reconciled } : {}),
           ...(result.check ? { check: result.check.ok } : {}),
           ...(result.error ? { error: result.error } : {}),
+          ...(result.warning ? { warning: result.warning } : {}),
           ...(accountId !== profile.accountId ? { accountChanged: true } : {}),
         },
         ok ? `profile "${name}" is authorized again` : `re-authorization of profile "${name}" did not complete: ${result.error ?? 'see the page'}`,
@@ -459,6 +467,7 @@ function resultText(name: string, folder: string | undefined, result: Reauthoriz
         `Profile "${name}" has a new grant${where} and renews again.`,
         ...(result.reconciled ? ['The connector holds a fresh token.'] : []),
         ...(result.check?.ok ? ["The service's connection check passed."] : []),
+        ...(result.warning ? [`Warning: ${result.warning}`] : []),
         'You can close this tab.',
       ],
     };
@@ -474,6 +483,7 @@ function resultText(name: string, folder: string | undefined, result: Reauthoriz
       ...(result.reconciled === false ? ['Updating the connector with it failed; the daemon keeps trying.'] : []),
       ...(result.check && !result.check.ok ? [`The service's connection check failed: ${result.check.message ?? 'no reason given'}.`] : []),
       ...(result.error ? [result.error] : []),
+      ...(result.warning ? [`Warning: ${result.warning}`] : []),
     ],
   };
 }

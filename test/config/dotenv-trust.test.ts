@@ -57,7 +57,7 @@ describe('a .env directs only its own secrets', () => {
 describe('what a .env may not set', () => {
   it('every setting that says where a token goes or where secrets live is marked, and screened out', () => {
     const notFromDotenv = (Object.keys(SETTINGS) as SettingName[]).filter((name) => !SETTINGS[name].dotenv).sort();
-    expect(notFromDotenv).toEqual(['config', 'configDir', 'notifyUrl', 'publicUrl', 'reauthLinkTtl', 'reauthListen', 'redisUrl', 'socket', 'store', 'storeKey', 'tokenFile', 'tokenFileGroup', 'tokenFileMode']);
+    expect(notFromDotenv).toEqual(['config', 'configDir', 'grantKey', 'notifyUrl', 'onReauthorized', 'publicUrl', 'reauthLinkTtl', 'reauthListen', 'redisUrl', 'socket', 'store', 'storeKey', 'tokenFile', 'tokenFileGroup', 'tokenFileMode']);
     const planted = Object.fromEntries(notFromDotenv.map((name) => [SETTINGS[name].env, 'x']));
     const { dotenv, ignored: dropped } = screenDotenv({ ...planted, SYNCAUTH_ENDPOINT_OVERRIDE: '1', SYNCAUTH_REMOTE_URL: 'dropbox://data' });
     expect(dotenv).toEqual({ SYNCAUTH_REMOTE_URL: 'dropbox://data' });

@@ -5,13 +5,19 @@
 // replicas become ready on the paths their probes name and publish the token as the pod's group can read it,
 // and the Job's one-shot run exits 0 with the connector reconciled.
 import { spawn } from 'node:child_process';
-import { chmodSync, mkdirSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { chmodSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { Deployment } from 'kubernetes-models/apps/v1/Deployment';
 import { CronJob } from 'kubernetes-models/batch/v1/CronJob';
 import { Job } from 'kubernetes-models/batch/v1/Job';
 import { Secret } from 'kubernetes-models/v1/Secret';
 import { Service } from 'kubernetes-models/v1/Service';
+import { ServiceAccount } from 'kubernetes-models/v1/ServiceAccount';
+import { Ingress } from 'kubernetes-models/networking.k8s.io/v1/Ingress';
+import { Role } from 'kubernetes-models/rbac.authorization.k8s.io/v1/Role';
+import { RoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1/RoleBinding';
+import { Redis as RedisClient } from 'ioredis';
+import { runGrantHook } from '../../src/exec/grant-hook.js';
 import ts from 'typescript';
 import { afterAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
@@ -25,7 +31,7 @@ import { connectorsNamed, emulator, latestTokenOf, obtainGrant } from '../daemon
 
 const DIR = path.join(ROOT, 'deploy/kubernetes');
 const FILES = readdirSync(DIR).filter((f) => f.endsWith('.yaml')).sort();
-const SECRET_VARIABLES = ['SYNCAUTH_APP_KEY', 'SYNCAUTH_APP_SECRET', 'SYNCAUTH_REFRESH_TOKEN', 'SYNCAUTH_API_KEY', 'SYNCAUTH_STORE_KEY'];
+const SECRET_VARIABLES = ['SYNCAUTH_APP_KEY', 'SYNCAUTH_APP_SECRET', 'SYNCAUTH_REFRESH_TOKEN', 'SYNCAUTH_API_KEY', 'SYNCAUTH_STORE_KEY', 'SYNCAUTH_NOTIFY_SECRET', 'SYNCAUTH_GRANT_KEY', 'REDIS_PASSWORD'];
 /** The image's entrypoint (Dockerfile): the container's args follow it. */
 const ENTRYPOINT = ['node', '/app/dist/cli/main.js'];
 /** The `node` user of the official Node images, which the Dockerfile runs as. */
@@ -128,6 +134,10 @@ const MODELS: Record<string, new (data: never) => { validate(): void }> = {
   'batch/v1/CronJob': CronJob,
   'v1/Secret': Secret,
   'v1/Service': Service,
+  'v1/ServiceAccount': ServiceAccount,
+  'networking.k8s.io/v1/Ingress': Ingress,
+  'rbac.authorization.k8s.io/v1/Role': Role,
+  'rbac.authorization.k8s.io/v1/RoleBinding': RoleBinding,
 };
 const TYPES: Record<string, { module: string; type: string }> = {
   'apps/v1/Deployment': { module: 'kubernetes-models/apps/v1/Deployment', type: 'IDeployment' },
@@ -135,6 +145,10 @@ const TYPES: Record<string, { module: string; type: string }> = {
   'batch/v1/CronJob': { module: 'kubernetes-models/batch/v1/CronJob', type: 'ICronJob' },
   'v1/Secret': { module: 'kubernetes-models/v1/Secret', type: 'ISecret' },
   'v1/Service': { module: 'kubernetes-models/v1/Service', type: 'IService' },
+  'v1/ServiceAccount': { module: 'kubernetes-models/v1/ServiceAccount', type: 'IServiceAccount' },
+  'networking.k8s.io/v1/Ingress': { module: 'kubernetes-models/networking.k8s.io/v1/Ingress', type: 'IIngress' },
+  'rbac.authorization.k8s.io/v1/Role': { module: 'kubernetes-models/rbac.authorization.k8s.io/v1/Role', type: 'IRole' },
+  'rbac.authorization.k8s.io/v1/RoleBinding': { module: 'kubernetes-models/rbac.authorization.k8s.io/v1/RoleBinding', type: 'IRoleBinding' },
 };
 
 /**
@@ -175,7 +189,7 @@ function typeCheck(docs: Manifest[]): string[] {
 
 describe('the Kubernetes manifests', () => {
   it('are valid against the Kubernetes schemas', () => {
-    expect(FILES).toEqual(expect.arrayContaining(['sidecar.yaml', 'redis.yaml', 'job.yaml', 'secret.example.yaml']));
+    expect(FILES).toEqual(expect.arrayContaining(['sidecar.yaml', 'redis.yaml', 'job.yaml', 'secret.example.yaml', 'reauth.yaml', 'rbac.yaml']));
     for (const { file, doc } of documents) {
       const Model = MODELS[`${doc.apiVersion}/${doc.kind}`];
       expect([file, doc.kind, Model !== undefined]).toEqual([file, doc.kind, true]);
@@ -265,13 +279,62 @@ describe('the Kubernetes manifests', () => {
     }
   });
 
-  it('point the replicas at the Redis Service', () => {
+  it('point the replicas at the Redis Service, with the password Redis requires, from the Secret', () => {
     const service = find('Service', 'syncauth-redis') as Manifest & { spec: { ports: { port: number }[] } };
-    expect(find('Deployment', 'syncauth-redis')).toBeDefined();
+    const redisContainer = podOf(find('Deployment', 'syncauth-redis')).containers[0] as Container;
     const url = new URL(envOf(syncauth, 'SYNCAUTH_REDIS_URL')?.value ?? '');
     expect(url.protocol).toBe('redis:');
     expect(url.hostname).toBe(service.metadata.name);
     expect(Number(url.port)).toBe(service.spec.ports[0]?.port);
+    // Kubernetes expands $(REDIS_PASSWORD) only from a variable defined before it.
+    expect(decodeURIComponent(url.password)).toBe('$(REDIS_PASSWORD)');
+    const names = (syncauth.env ?? []).map((e) => e.name);
+    expect(names.indexOf('REDIS_PASSWORD')).toBeGreaterThanOrEqual(0);
+    expect(names.indexOf('REDIS_PASSWORD')).toBeLessThan(names.indexOf('SYNCAUTH_REDIS_URL'));
+    expect(envOf(syncauth, 'REDIS_PASSWORD')?.valueFrom?.secretKeyRef).toEqual(envOf(redisContainer, 'REDIS_PASSWORD')?.valueFrom?.secretKeyRef);
+    // The password is not in redis-server's arguments.
+    expect(redisContainer.args).toBeUndefined();
+    expect((redisContainer.command ?? []).join(' ')).toContain('requirepass');
+    expect((redisContainer.command ?? []).join(' ')).not.toMatch(/--requirepass/);
+  });
+
+  it('serve the re-authorization page through a Service and an Ingress at the public URL, and send signed notices', () => {
+    const reauthListen = flagValue(syncauth.args ?? [], '--reauth-listen') as string;
+    const port = syncauth.ports?.find((p) => p.name === 'reauth');
+    expect(port?.containerPort).toBe(Number(reauthListen.split(':')[1]));
+    expect(reauthListen.startsWith('0.0.0.0:')).toBe(true);
+    const service = find('Service', 'syncauth-reauth') as Manifest & { spec: { selector: Record<string, string>; ports: { name: string; targetPort: string }[] } };
+    const labels = (sidecar.spec as { template: { metadata: { labels: Record<string, string> } } }).template.metadata.labels;
+    for (const [key, value] of Object.entries(service.spec.selector)) expect(labels[key]).toBe(value);
+    expect(service.spec.ports.map((p) => p.targetPort)).toEqual(['reauth']);
+    // The health port (metrics) is not behind it.
+    expect(JSON.stringify(service.spec)).not.toContain('9464');
+    const ingress = find('Ingress', 'syncauth-reauth') as Manifest & {
+      spec: { tls: { hosts: string[] }[]; rules: { host: string; http: { paths: { path: string; backend: { service: { name: string; port: { name: string } } } }[] } }[] };
+    };
+    const publicUrl = new URL(envOf(syncauth, 'SYNCAUTH_PUBLIC_URL')?.value ?? '');
+    expect(publicUrl.protocol).toBe('https:');
+    expect(ingress.spec.rules[0]?.host).toBe(publicUrl.hostname);
+    expect(ingress.spec.tls[0]?.hosts).toContain(publicUrl.hostname);
+    expect(ingress.spec.rules[0]?.http.paths[0]).toMatchObject({ path: '/reauthorize', backend: { service: { name: service.metadata.name, port: { name: service.spec.ports[0]?.name } } } });
+    expect(new URL(envOf(syncauth, 'SYNCAUTH_NOTIFY_URL')?.value ?? '').protocol).toBe('https:');
+    for (const name of ['SYNCAUTH_NOTIFY_SECRET', 'SYNCAUTH_GRANT_KEY']) expect(envOf(syncauth, name)?.valueFrom?.secretKeyRef?.name).toBe(secret.metadata.name);
+  });
+
+  it('let only the syncauth container get and patch the one Secret, through a ServiceAccount of its own', () => {
+    const account = find('ServiceAccount', 'syncauth');
+    const pod = sidecarPod as unknown as Omit<PodSpec, 'volumes'> & { serviceAccountName?: string; automountServiceAccountToken?: boolean; volumes: { name: string; projected?: { sources: { serviceAccountToken?: { path: string } }[] } }[] };
+    expect(pod.serviceAccountName).toBe(account.metadata.name);
+    const role = find('Role', 'syncauth-secret-update') as Manifest & { rules: { apiGroups: string[]; resources: string[]; resourceNames?: string[]; verbs: string[] }[] };
+    expect(role.rules).toEqual([{ apiGroups: [''], resources: ['secrets'], resourceNames: [secret.metadata.name], verbs: ['get', 'patch'] }]);
+    const binding = find('RoleBinding', 'syncauth-secret-update') as Manifest & { roleRef: { kind: string; name: string }; subjects: { kind: string; name: string }[] };
+    expect(binding.roleRef).toMatchObject({ kind: 'Role', name: role.metadata.name });
+    expect(binding.subjects).toEqual([{ kind: 'ServiceAccount', name: account.metadata.name }]);
+    // The token is mounted into syncauth alone, not into the app.
+    expect(pod.automountServiceAccountToken).toBe(false);
+    const tokenVolume = pod.volumes.find((v) => v.projected?.sources.some((source) => source.serviceAccountToken?.path === 'token'));
+    expect(syncauth.volumeMounts).toContainEqual({ name: tokenVolume?.name, mountPath: '/var/run/secrets/kubernetes.io/serviceaccount', readOnly: true });
+    for (const c of pod.containers) expect((c.volumeMounts ?? []).map((m) => m.name)).not.toContain(tokenVolume?.name);
   });
 
   it('run the one-shot mode in the Job and the CronJob', () => {
@@ -289,6 +352,7 @@ describe('the Kubernetes manifests', () => {
 
 const redisCheck = redisAvailability();
 let redis: RedisServer | undefined;
+const REDIS_PASSWORD = 'a1b2c3d4e5f60718293a4b5c6d7e8f90';
 afterAll(async () => {
   await redis?.stop();
 });
@@ -319,16 +383,28 @@ async function runContainer(container: Container, world: { emuUrl: string; token
     return value;
   };
   const env: Record<string, string> = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: home, SYNCAUTH_TOKEN_URL: world.tokenUrl };
+  // As the kubelet does: $(NAME) in a value is the value of a variable defined before it.
+  const expand = (value: string): string => value.replace(/\$\(([A-Za-z_][A-Za-z0-9_]*)\)/g, (whole, name: string) => env[name] ?? whole);
   for (const variable of container.env ?? []) {
     const ref = variable.valueFrom?.secretKeyRef;
-    if (ref) env[variable.name] = world.secrets[ref.key] as string;
-    else if (variable.name === 'SYNCAUTH_BASE_URL') env[variable.name] = world.emuUrl;
+    if (ref) {
+      const value = world.secrets[ref.key];
+      if (value === undefined) throw new Error(`the test's Secret has no key ${ref.key}`);
+      env[variable.name] = value;
+    } else if (variable.name === 'SYNCAUTH_BASE_URL') env[variable.name] = world.emuUrl;
     else if (variable.name === 'SYNCAUTH_WORKFLOW_ID') env[variable.name] = world.workflowId;
+    else if (variable.name === 'SYNCAUTH_NOTIFY_URL') env[variable.name] = 'http://127.0.0.1:9/hook';
     else if (variable.name === 'SYNCAUTH_REDIS_URL') {
-      if (redis) env[variable.name] = redis.url;
-    } else env[variable.name] = local(variable.value ?? '');
+      // The manifest's URL, its password expanded, at the local server.
+      const url = new URL(expand(variable.value ?? ''));
+      if (redis) env[variable.name] = `redis://${url.username}:${url.password}@127.0.0.1:${redis.port}`;
+    } else env[variable.name] = local(expand(variable.value ?? ''));
   }
-  const args = (container.args ?? []).map((arg, i, all) => (all[i - 1] === '--listen' ? '127.0.0.1:0' : local(arg)));
+  if (!redis) {
+    // One replica without Redis: the page needs no grant key then, and refuses one.
+    delete env.SYNCAUTH_GRANT_KEY;
+  }
+  const args = (container.args ?? []).map((arg, i, all) => (all[i - 1] === '--listen' || all[i - 1] === '--reauth-listen' ? '127.0.0.1:0' : local(arg)));
   expect(container.command).toBeUndefined();
   const child = spawn(process.execPath, [CLI, ...args], { cwd: home, env, stdio: ['ignore', 'pipe', 'pipe'] });
   const out = { stdout: '', stderr: '' };
@@ -341,7 +417,15 @@ async function runContainer(container: Container, world: { emuUrl: string; token
 async function world() {
   const emu = await emulator({ tokenLifetimeSeconds: 3600 });
   const grant = await obtainGrant(emu);
-  const secrets = { 'app-key': grant.appKey, 'app-secret': grant.appSecret, 'refresh-token': grant.refreshToken, 'api-key': DEFAULT_EMULATOR_API_KEY };
+  const secrets: Record<string, string> = {
+    'app-key': grant.appKey,
+    'app-secret': grant.appSecret,
+    'refresh-token': grant.refreshToken,
+    'api-key': DEFAULT_EMULATOR_API_KEY,
+    'notify-secret': `whsec_${Buffer.from('kubernetes-test-notify-secret-32').toString('base64')}`,
+    'grant-key': Buffer.alloc(32, 3).toString('base64'),
+    'redis-password': REDIS_PASSWORD,
+  };
   // The workflow the manifests' SYNCAUTH_WORKFLOW_ID placeholder names.
   const client = new ServiceClient({ baseUrl: emu.url, apiKey: DEFAULT_EMULATOR_API_KEY });
   const workflow = await client.createWorkflow({ name: 'ingest', workflow_type: 'basic' }).finally(() => client.close());
@@ -351,8 +435,13 @@ async function world() {
 describe('the manifests run the real CLI', () => {
   it(`the sidecar's replicas become ready on their probes' paths, each publishing its token 0640 to the pod's group`, async () => {
     expect(ENTRYPOINT[1]).toBe('/app/dist/cli/main.js');
-    if (!redisCheck.skip && redisCheck.executablePath) redis = await startRedisServer(redisCheck);
-    else console.warn(`${redisCheck.reason}: running one replica without SYNCAUTH_REDIS_URL`);
+    if (!redisCheck.skip && redisCheck.executablePath) {
+      redis = await startRedisServer(redisCheck);
+      // As redis.yaml's Redis: a password is required.
+      const admin = new RedisClient(redis.url);
+      await admin.config('SET', 'requirepass', REDIS_PASSWORD);
+      admin.disconnect();
+    } else console.warn(`${redisCheck.reason}: running one replica without SYNCAUTH_REDIS_URL`);
     const w = await world();
     const replicas = redis ? (sidecar.spec as { replicas: number }).replicas : 1;
     const tokenFile = flagValue(syncauth.args ?? [], '--token-file') as string;
@@ -379,6 +468,9 @@ describe('the manifests run the real CLI', () => {
         expect((info.mode & 0o777).toString(8)).toBe('640');
         expect(info.gid).toBe(fsGroup);
         expect(readFileSync(local, 'utf8')).toMatch(/\S/);
+        // The re-authorization page listens too, at the public URL the manifest names.
+        expect(run.out.stdout).toContain('"event":"reauth.listening"');
+        expect(run.out.stdout).toContain(envOf(syncauth, 'SYNCAUTH_PUBLIC_URL')?.value);
       }
       // Each replica holds a token of its own, and the connector was made once.
       const name = defaultConnectorName(envOf(syncauth, 'SYNCAUTH_REMOTE_URL')?.value as string);
@@ -390,6 +482,58 @@ describe('the manifests run the real CLI', () => {
       for (const { run } of pods) if (run.child.exitCode === null && run.child.signalCode === null) run.child.kill('SIGKILL');
     }
   }, 60_000);
+
+  it('--on-reauthorized patches only the grant\'s three keys of the one Secret, the values on kubectl\'s stdin and never in its arguments', async () => {
+    // A kubectl that records what it was given, in place of the one the image carries.
+    const home = tempDir('syncauth-kubectl-');
+    const bin = path.join(home, 'bin');
+    mkdirSync(bin);
+    writeFileSync(path.join(bin, 'kubectl'), `#!/bin/sh\nprintf '%s\\n' "$@" > '${home}/argv'\ncat > '${home}/stdin'\n`, { mode: 0o755 });
+    const command = flagValue(syncauth.args ?? [], '--on-reauthorized') as string;
+    expect(command).not.toContain('$(');
+    const grant = { appKey: 'appkey-7h2k', appSecret: 'appsecret-Qz81', refreshToken: 'refresh-Lm42_x-Yp0' };
+    const result = await runGrantHook({ command, profile: 'docs', grant, env: { PATH: `${bin}:${process.env.PATH ?? '/usr/bin:/bin'}`, HOME: home } });
+    expect(result, result.output).toMatchObject({ ok: true, exitCode: 0 });
+    const argv = readFileSync(path.join(home, 'argv'), 'utf8').trim().split('\n');
+    expect(argv).toEqual(expect.arrayContaining(['patch', 'secret', secret.metadata.name, '--type', 'merge', '--patch-file', '/dev/stdin']));
+    for (const value of Object.values(grant)) expect(argv.join(' ')).not.toContain(value);
+    const patch = JSON.parse(readFileSync(path.join(home, 'stdin'), 'utf8')) as { stringData: Record<string, string> };
+    expect(patch).toEqual({ stringData: { 'app-key': grant.appKey, 'app-secret': grant.appSecret, 'refresh-token': grant.refreshToken } });
+    // The keys it writes are the Secret's, which the replicas read their grant from.
+    for (const [variable, key] of [['SYNCAUTH_APP_KEY', 'app-key'], ['SYNCAUTH_APP_SECRET', 'app-secret'], ['SYNCAUTH_REFRESH_TOKEN', 'refresh-token']] as const) {
+      expect(envOf(syncauth, variable)?.valueFrom?.secretKeyRef).toEqual({ name: secret.metadata.name, key });
+    }
+  });
+
+  it.skipIf(redisCheck.skip)("redis.yaml's Redis requires the Secret's password, kept out of its arguments, and its probe passes with it", async () => {
+    const redisPod = podOf(find('Deployment', 'syncauth-redis'));
+    const container = redisPod.containers[0] as Container;
+    const probe = (container.readinessProbe as { exec: { command: string[] } }).exec.command;
+    const port = 20_000 + Math.floor(Math.random() * 20_000);
+    // Only the port differs from the manifest: the image's default 6379 may be taken here.
+    const [shell, flag, script] = container.command as [string, string, string];
+    const env = { PATH: process.env.PATH ?? '/usr/bin:/bin', REDIS_PASSWORD };
+    const dir = tempDir('syncauth-redis-yaml-');
+    const server = spawn(shell, [flag, script.replace('redis-server -', `redis-server - --port ${port} --bind 127.0.0.1`)], { cwd: dir, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    try {
+      const answer = (auth?: string): Promise<string> => new Promise((resolve) => {
+        const client = new RedisClient({ port, host: '127.0.0.1', lazyConnect: true, maxRetriesPerRequest: 0, enableReadyCheck: false, retryStrategy: () => null, ...(auth ? { password: auth } : {}) });
+        client.on('error', () => undefined);
+        client.connect().then(() => client.ping()).then((pong) => resolve(pong), (error: Error) => resolve(error.message)).finally(() => client.disconnect());
+      });
+      await waitFor('redis-server', async () => ((await answer(REDIS_PASSWORD)) === 'PONG' ? true : undefined));
+      expect(await answer()).toMatch(/NOAUTH|Authentication required/);
+      const { execFileSync } = await import('node:child_process');
+      const args = execFileSync('ps', ['-o', 'args=', '--ppid', String(server.pid)], { encoding: 'utf8' });
+      expect(args).toContain('redis-server');
+      expect(args).not.toContain(REDIS_PASSWORD);
+      const probed = spawn(probe[0] as string, [probe[1] as string, (probe[2] as string).replace('redis-cli', `redis-cli -p ${port}`)], { env, stdio: 'ignore' });
+      expect(await new Promise((resolve) => probed.once('close', resolve))).toBe(0);
+    } finally {
+      // The shell and the redis-server it started: their process group, which this test made.
+      process.kill(-(server.pid as number), 'SIGKILL');
+    }
+  });
 
   it("the Job's one-shot run exits 0 with the connector holding a fresh token", async () => {
     const w = await world();

@@ -4,9 +4,11 @@
 // says one is outstanding and until when, never the link.
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { openProfileStore } from '../../src/profile/index.js';
 import { hashToken, LINKS_FILE_NAME } from '../../src/reauth/links.js';
+import { RedisReauthStore } from '../../src/reauth/redis-store.js';
+import { redisAvailability, startRedisServer, type RedisServer } from '../helpers/redis.js';
 import { tempDir } from '../helpers/cli.js';
 import { runInProcess } from '../helpers/in-process.js';
 
@@ -31,6 +33,39 @@ describe('the re-authorization settings', () => {
     expect(result.stderr).toContain(field);
     expect(result.stderr).toContain(message);
     expect(existsSync(path.join(dir, 'token'))).toBe(false);
+  });
+});
+
+describe('the settings of replicas sharing a new grant', () => {
+  const page = ['--reauth-listen', '127.0.0.1:0', '--public-url', 'https://syncauth.example.com'];
+  const redis = ['--redis-url', 'redis://127.0.0.1:1'];
+  const key = Buffer.alloc(32, 7).toString('base64');
+  it.each([
+    ['Redis and the page without a grant key', [...page, ...redis], {} as Record<string, string>, 'SYNCAUTH_GRANT_KEY', 'is required with --redis-url and --reauth-listen'],
+    ['a grant key that is not 32 bytes', [...page, ...redis], { SYNCAUTH_GRANT_KEY: 'c2hvcnQ=' }, 'SYNCAUTH_GRANT_KEY', 'must be 32 random bytes in base64'],
+    ['a grant key without Redis', page, { SYNCAUTH_GRANT_KEY: key }, 'SYNCAUTH_GRANT_KEY', 'is used only with --redis-url'],
+    ['--on-reauthorized without the page', ['--on-reauthorized', 'cat > /dev/null'], {}, '--on-reauthorized', 'needs the re-authorization page'],
+  ])('%s: exit 2 naming it, the key never echoed', async (_what, flags, env, field, message) => {
+    const { dir } = await withProfile();
+    const result = await runInProcess(['daemon', '--profile', 'docs', '--token-file', path.join(dir, 'token'), ...flags], { cwd: dir, env });
+    expect(result.code, result.stderr).toBe(2);
+    expect(result.stderr).toContain(field);
+    expect(result.stderr).toContain(message);
+    if (env.SYNCAUTH_GRANT_KEY) expect(result.stderr).not.toContain(env.SYNCAUTH_GRANT_KEY);
+    expect(existsSync(path.join(dir, 'token'))).toBe(false);
+  });
+
+  it('a grant key in a .env is not used, and a grant key given as a flag is refused', async () => {
+    const { dir } = await withProfile();
+    const { writeFileSync } = await import('node:fs');
+    writeFileSync(path.join(dir, '.env'), `SYNCAUTH_GRANT_KEY=${key}\n`);
+    const fromDotenv = await runInProcess(['daemon', '--profile', 'docs', '--token-file', path.join(dir, 'token'), ...page, ...redis], { cwd: dir });
+    expect(fromDotenv.code).toBe(2);
+    expect(fromDotenv.stderr).toContain('SYNCAUTH_GRANT_KEY');
+    expect(fromDotenv.stderr).toContain('is required');
+    const asFlag = await runInProcess(['daemon', '--profile', 'docs', '--grant-key', key], { cwd: dir });
+    expect(asFlag.code).toBe(2);
+    expect(asFlag.stderr).not.toContain(key);
   });
 });
 
@@ -77,3 +112,34 @@ describe('syncauth reauth-link', () => {
     expect(`${text.stdout}${text.stderr}${json.stdout}${json.stderr}`).not.toContain(token);
   });
 });
+
+const redisCheck = redisAvailability();
+
+describe.skipIf(redisCheck.skip)('reauth-link and status with --redis-url (replicas)', () => {
+  let redis: RedisServer | undefined;
+  afterAll(async () => {
+    await redis?.kill();
+  });
+
+  it('the link is kept in Redis, where every replica\'s page looks, not in the config dir; status reads it there', async () => {
+    redis = await startRedisServer(redisCheck);
+    const { dir, configDir } = await withProfile();
+    const env = { SYNCAUTH_REDIS_URL: redis.url };
+    const result = await runInProcess(['reauth-link', '--profile', 'docs', '--public-url', 'https://syncauth.example.com'], { cwd: dir, env });
+    expect(result.code, result.stderr).toBe(0);
+    const token = result.stdout.trim().split('/').pop() as string;
+    expect(existsSync(path.join(configDir, LINKS_FILE_NAME))).toBe(false);
+    const store = await RedisReauthStore.open({ url: redis.url });
+    try {
+      expect(await store.links.find(hashToken(token), Date.now())).toMatchObject({ profile: 'docs' });
+    } finally {
+      await store.close();
+    }
+    const withRedis = await runInProcess(['status', '--profile', 'docs'], { cwd: dir, env });
+    expect(withRedis.stdout).toMatch(/reauthorization link:\s+outstanding, expires /);
+    expect(`${withRedis.stdout}${withRedis.stderr}`).not.toContain(token);
+    const withoutRedis = await runInProcess(['status', '--profile', 'docs'], { cwd: dir });
+    expect(withoutRedis.stdout).not.toContain('reauthorization link');
+  });
+});
+

@@ -247,6 +247,32 @@ describe('the re-authorization page', () => {
     expectCleanAnswers(world);
   });
 
+  it('the env store with --on-reauthorized: the grant is held and handed to the command; a failed command is a warning on the success page', async () => {
+    const handed: string[] = [];
+    const world = await startPageWorld({
+      readOnly: true,
+      onReauthorized: async (_profile, grant) => {
+        handed.push(grant.refreshToken);
+        return { ok: false, message: 'it exited with code 1' };
+      },
+    });
+    const revoked = await revokeAndPark(world);
+    const link = await world.mint();
+    const done = await world.http(await toDropboxAndBack(world, link));
+    expect(done.status, done.body).toBe(200);
+    expect(done.body).toContain('syncauth is authorized again');
+    expect(done.body).toContain('Warning: The command that stores the new grant where a restart reads it (--on-reauthorized) failed: it exited with code 1.');
+    expect(done.body).toContain('a restart would read the old one');
+    // Nothing was written to the read-only store; the daemon renews with the grant it holds.
+    expect(world.stored().refreshToken).toBe(revoked);
+    expect(handed).toHaveLength(1);
+    expect(handed[0]).not.toBe(revoked);
+    expect(world.daemon.status().ready).toBe(true);
+    expect(events(world)).toEqual(expect.arrayContaining(['reauth.grant_held', 'reauth.hook_failed', 'reauth.completed']));
+    expect(await world.links.outstanding(PROFILE, Date.now())).toEqual([]);
+    expectCleanAnswers(world);
+  });
+
   it('a tampered state is refused and changes nothing; the genuine one still completes', async () => {
     const world = await startPageWorld();
     const revoked = await revokeAndPark(world);

@@ -4,7 +4,7 @@
 // and can send any Host and Origin.
 import { request } from 'node:http';
 import { afterEach } from 'vitest';
-import { startDaemon, type DaemonGrant, type DaemonProfile, type RunningDaemon } from '../../src/daemon/index.js';
+import { startDaemon, type DaemonGrant, type DaemonOptions, type DaemonProfile, type RunningDaemon } from '../../src/daemon/index.js';
 import { DEFAULT_APP, DEFAULT_EMULATOR_API_KEY, startEmulator, type EmulatorApp, type RunningEmulator } from '../../src/emulator/index.js';
 import { createAuthorizationRequest, exchangeCode } from '../../src/oauth/index.js';
 import { newSecretsVersion, openProfileStore, type ProfileStore } from '../../src/profile/index.js';
@@ -61,7 +61,7 @@ export async function approveAt(authorizeUrl: string, accountId?: string): Promi
   return { location: answer.headers.get('location') ?? undefined, html: await answer.text() };
 }
 
-export async function startPageWorld(options: { recordAccount?: boolean; reconcile?: boolean; renewMarginMs?: number; folders?: EmulatorApp['folders']; readOnly?: boolean } = {}): Promise<PageWorld> {
+export async function startPageWorld(options: { recordAccount?: boolean; reconcile?: boolean; renewMarginMs?: number; folders?: EmulatorApp['folders']; readOnly?: boolean; onReauthorized?: DaemonOptions['onReauthorized'] } = {}): Promise<PageWorld> {
   const port = await freePort();
   const publicUrl = `http://127.0.0.1:${port}`;
   const app: EmulatorApp = {
@@ -117,6 +117,7 @@ export async function startPageWorld(options: { recordAccount?: boolean; reconci
     schedule: false,
     logger: log.logger,
     serviceRetry: { retries: 0 },
+    ...(options.onReauthorized ? { onReauthorized: options.onReauthorized } : {}),
   });
   cleanups.push(() => daemon.close());
   const links = fileLinkStore(configDir);
@@ -137,7 +138,8 @@ export async function startPageWorld(options: { recordAccount?: boolean; reconci
         folder: 'dropbox://data',
         ...(state?.accountId ? { accountId: state.accountId } : {}),
         access: 'read',
-        writable: options.readOnly !== true,
+        // As the daemon describes it: a read-only store whose grant a command takes still gets the button.
+        writable: options.readOnly !== true || options.onReauthorized !== undefined,
       };
     },
     reauthorized: (name, fresh) => daemon.reauthorized(name, fresh),

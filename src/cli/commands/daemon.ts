@@ -39,7 +39,7 @@ import type { CommandContext } from '../context.js';
 import { openSession, readSecrets, requireGrant, type ProfileSession, type ResolvedSecrets } from '../session.js';
 import { configFileLabel, notifyUrlFileLabel, prepareProfileSinks, withDaemonConfigFile } from '../daemon-config.js';
 import { notifySettingsOf, startNotifier } from './notify.js';
-import { reauthLinkFor, reauthSettingIssues, startReauthPage } from '../reauth.js';
+import { grantHook, grantKeyOf, openReauthStores, reauthLinkFor, reauthSettingIssues, startReauthPage } from '../reauth.js';
 
 /** A temporary file this old is no write in progress (those take milliseconds): its writer died. */
 const LEFTOVER_AGE_MS = 10_000;
@@ -471,11 +471,13 @@ async function runDaemon(given: CommandContext, givenOptions: DaemonCommandOptio
   const served: { daemon?: RunningDaemon } = {};
   const isResolved = (profile: string): boolean => served.daemon?.status().profiles.find((p) => p.name === profile)?.ready === true;
   // With the re-authorization page on, each ask carries a fresh link to it (a one-shot run serves no page).
-  const linkFor = notify && !once ? await reauthLinkFor(context) : undefined;
+  const reauthStores = once ? undefined : await openReauthStores(context);
+  const linkFor = notify ? await reauthLinkFor(context, reauthStores) : undefined;
   const notifier = notify
     ? await startNotifier(notify, { configDir: v.configDir, redisUrl: v.redisUrl, ...(v.redisUrl ? { redisWhere: redisTarget(v.redisUrl) } : {}), log, isResolved, ...(linkFor ? { linkFor } : {}) })
     : undefined;
 
+  const grantKey = grantKeyOf(context);
   if (once && (v.listen || v.socket)) log.info({ event: 'daemon.once', op: 'start' }, '--once serves nothing: the health listener and the socket are not started');
   if (await stoppedDuringStart(async () => {
     await notifier?.close();
@@ -501,12 +503,15 @@ async function runDaemon(given: CommandContext, givenOptions: DaemonCommandOptio
       ...(v.listen && !once ? { listen: v.listen } : {}),
       ...(coordinator ? { coordinator } : {}),
       ...(notifier ? { notices: notifier } : {}),
+      ...(grantKey ? { grantKey } : {}),
+      ...(v.onReauthorized && !once ? { onReauthorized: grantHook(context, v.onReauthorized, log) } : {}),
       connectorFailingAfterMs: v.notifyConnectorFailingAfter * 1000,
       shutdownTimeoutMs: settings.shutdownTimeoutMs,
       logger: log,
     });
   } catch (error) {
     await notifier?.close();
+    await reauthStores?.close();
     await coordinator?.close();
     throw relabel(context, error);
   }
@@ -547,9 +552,10 @@ async function runDaemon(given: CommandContext, givenOptions: DaemonCommandOptio
   );
   let closeReauth: (() => Promise<void>) | undefined;
   try {
-    closeReauth = await startReauthPage(context, running, log);
+    closeReauth = await startReauthPage(context, running, log, reauthStores);
   } catch (error) {
     await running.close();
+    await reauthStores?.close();
     throw relabel(context, error);
   }
   const readiness = reportReadiness(running, log);
@@ -571,6 +577,7 @@ async function runDaemon(given: CommandContext, givenOptions: DaemonCommandOptio
   await untilStopped(running, log, readiness, reconfigure, held);
   await notifier?.close();
   await closeReauth?.().catch(() => undefined);
+  await reauthStores?.close().catch(() => undefined);
   // Everything was closed; should a stray handle keep the event loop alive, do not hang the container's stop.
   setTimeout(() => process.exit(process.exitCode ?? ExitCode.ok), 2_000).unref();
 }

@@ -1,7 +1,7 @@
 // `syncauth reauth-link`: mints a re-authorization link for a profile and prints it alone on stdout. Like
 // `token`, a command that prints a credential by design: whoever holds the link can give the profile a new
 // grant (of the same Dropbox account, unless --allow-account-change). Only its digest is kept, in the config dir,
-// where the daemon's page finds it.
+// where the daemon's page finds it (in Redis with --redis-url, where every replica's page does).
 import { ExitCode, SyncauthError, ValidationError } from '../../errors.js';
 import { openProfileStore } from '../../profile/index.js';
 import { reauthorizeCommand } from '../../profile/name.js';
@@ -19,7 +19,15 @@ export async function reauthLink(context: CommandContext, options: { allowAccoun
     throw new SyncauthError('SYNCAUTH_NO_PROFILE', `profile "${name}" has not been set up`, { exitCode: ExitCode.authRequired, hint: `run \`${reauthorizeCommand(name)}\`` });
   }
   const allowAccountChange = options.allowAccountChange === true;
-  const { url, expiresAt } = await mintLink(fileLinkStore(v.configDir), { profile: name, publicUrl: v.publicUrl, ttlMs: v.reauthLinkTtl * 1000, allowAccountChange });
+  // With --redis-url the replicas' pages look links up in Redis: the link is kept there, not in this config dir.
+  const redis = v.redisUrl ? await (await import('../../reauth/redis-store.js')).RedisReauthStore.open({ url: v.redisUrl }) : undefined;
+  let minted: { url: string; expiresAt: number };
+  try {
+    minted = await mintLink(redis?.links ?? fileLinkStore(v.configDir), { profile: name, publicUrl: v.publicUrl, ttlMs: v.reauthLinkTtl * 1000, allowAccountChange });
+  } finally {
+    await redis?.close();
+  }
+  const { url, expiresAt } = minted;
   context.io.stdout.write(`${url}\n`);
   const account = allowAccountChange
     ? 'it may move the profile to another Dropbox account'

@@ -78,15 +78,24 @@ function summary(state: ProfileState, trouble: Trouble | undefined, now: number,
   };
 }
 
-/** The latest-expiring outstanding re-authorization link of each profile; none when the links file cannot be read. */
-async function outstandingLinks(configDir: string, names: string[], now: number): Promise<Map<string, { expiresAt: number }>> {
+/**
+ * The latest-expiring outstanding re-authorization link of each profile; none when the links cannot be read. With
+ * --redis-url (replicas), the links are in Redis, where the replicas' pages keep them.
+ */
+async function outstandingLinks(configDir: string, redisUrl: string | undefined, names: string[], now: number): Promise<Map<string, { expiresAt: number }>> {
   const found = new Map<string, { expiresAt: number }>();
+  if (names.length === 0) return found;
   const { fileLinkStore } = await import('../../reauth/links.js');
-  const links = fileLinkStore(configDir);
-  for (const name of names) {
-    const open = await links.outstanding(name, now).catch(() => []);
-    const latest = open.reduce<{ expiresAt: number } | undefined>((best, link) => (!best || link.expiresAt > best.expiresAt ? link : best), undefined);
-    if (latest) found.set(name, latest);
+  const redis = redisUrl ? await (await import('../../reauth/redis-store.js')).RedisReauthStore.open({ url: redisUrl }).catch(() => undefined) : undefined;
+  try {
+    const links = redis?.links ?? fileLinkStore(configDir);
+    for (const name of names) {
+      const open = await links.outstanding(name, now).catch(() => []);
+      const latest = open.reduce<{ expiresAt: number } | undefined>((best, link) => (!best || link.expiresAt > best.expiresAt ? link : best), undefined);
+      if (latest) found.set(name, latest);
+    }
+  } finally {
+    await redis?.close();
   }
   return found;
 }
@@ -113,7 +122,7 @@ async function recoverSetups(context: CommandContext, store: ProfileStore, only:
 }
 
 export async function status(context: CommandContext): Promise<void> {
-  const { configDir, profile } = context.settings.values;
+  const { configDir, profile, redisUrl } = context.settings.values;
   const store = openProfileStore(configDir);
   const only = context.settings.sources.profile === 'default' ? undefined : profile;
   await recoverSetups(context, store, only);
@@ -123,7 +132,7 @@ export async function status(context: CommandContext): Promise<void> {
     throw new SyncauthError('SYNCAUTH_NO_PROFILE', `profile "${only}" has not been set up`, { exitCode: ExitCode.authRequired, hint: `run \`${reauthorizeCommand(only)}\`` });
   }
   const troubles = states.map(troubleOf);
-  const links = await outstandingLinks(configDir, states.map((s) => s.profile), now);
+  const links = await outstandingLinks(configDir, redisUrl, states.map((s) => s.profile), now);
   const rows = states.map((s, i) => summary(s, troubles[i], now, links.get(s.profile)));
   if (context.json) {
     printJson(context.io, { profiles: rows });

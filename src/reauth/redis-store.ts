@@ -1,0 +1,177 @@
+// The page's records in Redis, for replicas: a link minted by one replica (the one that sent the notice) opens on
+// any other behind the load balancer, and the authorize round begun on one replica's page may come back to
+// another's callback; a restart loses neither. As in the file store, only digests are kept: a link's SHA-256
+// names its record, an authorize round's state is kept as its SHA-256, and the round's PKCE verifier is sealed
+// (AES-256-GCM) under a key derived from the state, which only the person's browser holds: Redis cannot
+// complete a round, and neither can anyone who reads it. Every record has a time limit (the link's expiry, the
+// round's 15 minutes). Lookups are by digest, so the time one takes says nothing about any token.
+//
+// Keys (after the prefix, `syncauth` by default): `reauth:link:<digest>` (the record, JSON, versioned),
+// `reauth:links:<profile>` (a sorted set of the profile's link digests by creation, to spend them all and keep
+// only the newest LINKS_PER_PROFILE), `reauth:round:<digest of the state>` (an authorize round, read once).
+import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
+import type { Redis } from 'ioredis';
+import { SyncauthError } from '../errors.js';
+import { LINKS_PER_PROFILE, type LinkRecord, type LinkStore } from './links.js';
+
+/** An authorize round begun on the page: bound to its link, its verifier needed to exchange the code. */
+export interface PendingRound {
+  profile: string;
+  linkHash: string;
+  codeVerifier: string;
+  /** Absent for the paste form (Dropbox's code display). */
+  redirectUri?: string;
+  expiresAt: number;
+}
+
+/** Where the page keeps its authorize rounds between the page and the callback. */
+export interface RoundStore {
+  /** Keeps a round under its state (of which only a digest is kept). */
+  remember(state: string, round: PendingRound, now: number): Promise<void>;
+  /** The round the state names, removed (one-time), when it is unexpired. */
+  take(state: string, now: number): Promise<PendingRound | undefined>;
+}
+
+const VERSION = 1;
+
+// Keeps the link, drops the profile's links that expired, and all but the newest `keep`.
+const ADD = `redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+redis.call('ZADD', KEYS[2], ARGV[3], ARGV[4])
+local live = {}
+for _, member in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
+  if redis.call('EXISTS', ARGV[6] .. member) == 1 then table.insert(live, member) else redis.call('ZREM', KEYS[2], member) end
+end
+for i = 1, #live - tonumber(ARGV[5]) do
+  redis.call('DEL', ARGV[6] .. live[i])
+  redis.call('ZREM', KEYS[2], live[i])
+end
+if redis.call('PTTL', KEYS[2]) < tonumber(ARGV[2]) then redis.call('PEXPIRE', KEYS[2], ARGV[2]) end
+return 1`;
+// Spends every link of the profile; returns how many were live.
+const SPEND = `local spent = 0
+for _, member in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
+  spent = spent + redis.call('DEL', ARGV[1] .. member)
+end
+redis.call('DEL', KEYS[1])
+return spent`;
+
+function sha256(text: string): string {
+  return createHash('sha256').update(text, 'utf8').digest('base64url');
+}
+
+/** The key sealing a round's verifier: derived from the state, apart from the digest that names the round. */
+function roundKey(state: string): Buffer {
+  return createHash('sha256').update(`syncauth-reauth-round\0${state}`, 'utf8').digest();
+}
+
+export class RedisReauthStore {
+  readonly links: LinkStore;
+  readonly rounds: RoundStore;
+  readonly #client: Redis;
+
+  private constructor(client: Redis, prefix: string) {
+    this.#client = client;
+    const key = (...parts: string[]): string => [prefix, 'reauth', ...parts].join(':');
+    const command = async <T>(what: string, run: () => Promise<T>): Promise<T> => {
+      try {
+        return await run();
+      } catch (error) {
+        throw new SyncauthError('REAUTH_STORE_UNAVAILABLE', `Redis did not answer, so the re-authorization page could not ${what}`, { kind: 'coordinator', cause: error });
+      }
+    };
+    const parseLink = (raw: string | null): LinkRecord | undefined => {
+      if (raw === null) return undefined;
+      try {
+        const { v, ...record } = JSON.parse(raw) as LinkRecord & { v?: unknown };
+        return v === VERSION ? record : undefined;
+      } catch {
+        return undefined;
+      }
+    };
+
+    this.links = {
+      add: async (record) => {
+        const ttl = Math.max(1, record.expiresAt - record.createdAt);
+        await command('keep a link', () =>
+          client.eval(ADD, 2, key('link', record.hash), key('links', record.profile), JSON.stringify({ v: VERSION, ...record }), String(ttl), String(record.createdAt), record.hash, String(LINKS_PER_PROFILE), `${key('link')}:`),
+        );
+      },
+      find: async (hash, now) => {
+        if (!/^[A-Za-z0-9_-]{43}$/.test(hash)) return undefined;
+        const link = parseLink(await command('look a link up', () => client.get(key('link', hash))));
+        return link && link.hash === hash && link.expiresAt > now ? link : undefined;
+      },
+      spend: async (profile) => Number(await command('spend the links', () => client.eval(SPEND, 1, key('links', profile), `${key('link')}:`))),
+      outstanding: async (profile, now) => {
+        const members = await command('list the links', () => client.zrange(key('links', profile), 0, -1));
+        if (members.length === 0) return [];
+        const raws = await command('list the links', () => client.mget(...members.map((member) => key('link', member))));
+        return raws
+          .map(parseLink)
+          .filter((link): link is LinkRecord => link !== undefined && link.profile === profile && link.expiresAt > now)
+          .map((link) => ({ expiresAt: link.expiresAt, allowAccountChange: link.allowAccountChange }));
+      },
+    };
+
+    this.rounds = {
+      remember: async (state, round, now) => {
+        const iv = randomBytes(12);
+        const cipher = createCipheriv('aes-256-gcm', roundKey(state), iv);
+        const sealed = Buffer.concat([cipher.update(round.codeVerifier, 'utf8'), cipher.final()]);
+        const stored = {
+          v: VERSION,
+          profile: round.profile,
+          linkHash: round.linkHash,
+          ...(round.redirectUri !== undefined ? { redirectUri: round.redirectUri } : {}),
+          expiresAt: round.expiresAt,
+          verifier: { iv: iv.toString('base64'), tag: cipher.getAuthTag().toString('base64'), data: sealed.toString('base64') },
+        };
+        await command('begin the authorization', () => client.set(key('round', sha256(state)), JSON.stringify(stored), 'PX', Math.max(1, round.expiresAt - now)));
+      },
+      take: async (state, now) => {
+        // Read and removed at once: a state is good for one callback, on whichever replica it lands.
+        const raw = await command('finish the authorization', () => client.getdel(key('round', sha256(state))));
+        if (raw === null) return undefined;
+        try {
+          const stored = JSON.parse(raw) as { v?: unknown; profile: string; linkHash: string; redirectUri?: string; expiresAt: number; verifier: { iv: string; tag: string; data: string } };
+          if (stored.v !== VERSION || !(stored.expiresAt > now)) return undefined;
+          const decipher = createDecipheriv('aes-256-gcm', roundKey(state), Buffer.from(stored.verifier.iv, 'base64'));
+          decipher.setAuthTag(Buffer.from(stored.verifier.tag, 'base64'));
+          const codeVerifier = Buffer.concat([decipher.update(Buffer.from(stored.verifier.data, 'base64')), decipher.final()]).toString('utf8');
+          return {
+            profile: stored.profile,
+            linkHash: stored.linkHash,
+            codeVerifier,
+            ...(typeof stored.redirectUri === 'string' ? { redirectUri: stored.redirectUri } : {}),
+            expiresAt: stored.expiresAt,
+          };
+        } catch {
+          return undefined;
+        }
+      },
+    };
+  }
+
+  /** Connects (ioredis is loaded only here); an unreachable Redis is retried by the client, and each call says so. */
+  static async open(options: { url: string; keyPrefix?: string; timeoutMs?: number }): Promise<RedisReauthStore> {
+    const { Redis: Client } = await import('ioredis');
+    const timeoutMs = options.timeoutMs ?? 2_000;
+    const client = new Client(options.url, {
+      lazyConnect: true,
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 0,
+      connectTimeout: timeoutMs,
+      commandTimeout: timeoutMs,
+      retryStrategy: (attempt: number) => Math.min(250 * attempt, 2_000),
+    });
+    // The coordinator logs Redis outages; the page's own failures say what they could not do.
+    client.on('error', () => undefined);
+    await client.connect().catch(() => undefined);
+    return new RedisReauthStore(client, options.keyPrefix ?? 'syncauth');
+  }
+
+  async close(): Promise<void> {
+    if (this.#client.status === 'ready') await this.#client.quit().catch(() => this.#client.disconnect());
+    else this.#client.disconnect();
+  }
+}
