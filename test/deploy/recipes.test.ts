@@ -166,18 +166,28 @@ describe('the Kubernetes recipes beside a profile made by setup', () => {
       return value;
     };
     const app = set.ob.app;
-    const secrets: Record<string, string> = { 'app-key': app.appKey, 'app-secret': app.appSecret, 'refresh-token': set.refreshToken, 'api-key': set.ob.apiKey };
+    const secrets: Record<string, string> = {
+      'app-key': app.appKey, 'app-secret': app.appSecret, 'refresh-token': set.refreshToken, 'api-key': set.ob.apiKey,
+      'notify-secret': `whsec_${Buffer.alloc(32, 5).toString('base64')}`, 'grant-key': Buffer.alloc(32, 6).toString('base64'), 'redis-password': 'recipe-redis-password',
+    };
     // What the recipe's instructions say to replace, and the paths of its volumes; everything else as shipped.
     const replaced: Record<string, string> = { SYNCAUTH_BASE_URL: set.ob.emulator.url, SYNCAUTH_WORKFLOW_ID: set.workflowId };
     const env: Record<string, string> = { SYNCAUTH_TOKEN_URL: set.ob.emulator.tokenUrl };
     for (const variable of container.env ?? []) {
       const ref = variable.valueFrom?.secretKeyRef;
-      if (ref) env[variable.name] = secrets[ref.key] as string;
-      else if (variable.name === 'SYNCAUTH_REDIS_URL') continue; // one replica here: nobody to coordinate with
+      if (ref) {
+        const value = secrets[ref.key];
+        if (value === undefined) throw new Error(`the test's Secret has no key ${ref.key}`);
+        env[variable.name] = value;
+      } else if (variable.name === 'SYNCAUTH_REDIS_URL') continue; // one replica here: nobody to coordinate with
+      // Notices go to a port nothing listens on: none is due while the grant works.
+      else if (variable.name === 'SYNCAUTH_NOTIFY_URL') env[variable.name] = 'http://127.0.0.1:9/hook';
       else env[variable.name] = replaced[variable.name] ?? local(variable.value ?? '');
     }
+    // One replica without Redis: the page needs no grant key then, and refuses one.
+    delete env.SYNCAUTH_GRANT_KEY;
     expect(Object.values(env).filter((v) => v.startsWith('REPLACE_WITH_'))).toEqual([]);
-    const args = (container.args ?? []).map((arg, i, all) => (all[i - 1] === '--listen' ? '127.0.0.1:0' : local(arg)));
+    const args = (container.args ?? []).map((arg, i, all) => (all[i - 1] === '--listen' || all[i - 1] === '--reauth-listen' ? '127.0.0.1:0' : local(arg)));
     const tokenFile = args[args.indexOf('--token-file') + 1] as string;
     await runToTheEnd(startCli(args, env, pod), set, oneShot ? undefined : tokenFile);
     expectOneConnectorReadByTheWorkflow(set);
