@@ -12,7 +12,6 @@
 // `npm run bench`, the renewal path against its floor). The layout is the one proper-lockfile used before, so
 // a process of an earlier release and one of this release exclude each other. Waiting is bounded by our own
 // loop, so the caller states a time, not a number of attempts.
-import { randomUUID } from 'node:crypto';
 import { mkdirSync, rmdirSync, symlinkSync, unlinkSync } from 'node:fs';
 import { readlink, rename, rm, stat, unlink, utimes } from 'node:fs/promises';
 import { hostname } from 'node:os';
@@ -53,6 +52,12 @@ export async function withFileLock<T>(
     }
   }
 }
+
+/**
+ * A random id for an owner record. node:crypto is loaded with the first lock taken, not with every command
+ * that imports this module (it costs a command that takes no lock about a tenth of Node's own start-up).
+ */
+const randomUUID = (): string => process.getBuiltinModule('node:crypto').randomUUID();
 
 /**
  * Names this process as the holder. A record already there belongs to a holder that died and whose lock went
