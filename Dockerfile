@@ -22,6 +22,8 @@ COPY package.json npm-shrinkwrap.json ./
 RUN npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
+# The build bundles the CLI (scripts/bundle-cli.mjs) after compiling it.
+COPY scripts ./scripts
 RUN npm run build
 
 FROM node:20-bookworm-slim

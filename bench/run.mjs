@@ -3,13 +3,13 @@
 import { execFile, spawn } from 'node:child_process';
 import { createServer } from 'node:net';
 import { promisify } from 'node:util';
-import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { builtinModules } from 'node:module';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
+import ts from 'typescript';
 import { daemonRows, makeGrants } from './daemon.mjs';
 import { floorRows } from './floor.mjs';
 import { printStored, scalingRow, storedRows } from './stored.mjs';
@@ -140,42 +140,32 @@ async function until(what, check) {
 }
 
 /**
- * The other start-up lever, measured rather than shipped: the CLI bundled with tree-shaking, one chunk per
- * lazily imported command, beside dist/ so that package.json and node_modules resolve as from dist/cli/.
- * Uses rolldown when it is installed (vitest brings it); undefined otherwise, and the row is left out.
+ * The CLI as it was before it was bundled, for the comparison rows: tsc's src/cli/main.ts (the build replaces
+ * dist/cli/main.js by the bundle, scripts/bundle-cli.mjs) written beside it, so that it loads dist/'s modules
+ * one by one as the unbundled package did. Removed at the end of the run.
  */
-async function bundledCli() {
-  let rolldown;
-  try {
-    ({ rolldown } = await import('rolldown'));
-  } catch {
-    return undefined;
-  }
-  const dir = path.join(root, '.bench-bundle/cli');
-  const bundle = await rolldown({
-    input: { main: cli },
-    platform: 'node',
-    external: [...builtinModules, /^node:/, /^@napi-rs\//],
-    logLevel: 'silent',
+function unbundledCli() {
+  const file = path.join(root, 'dist/cli/.bench-unbundled.js');
+  const { outputText } = ts.transpileModule(readFileSync(path.join(root, 'src/cli/main.ts'), 'utf8'), {
+    compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022 },
   });
-  await bundle.write({ dir, format: 'esm', chunkFileNames: '[name]-[hash].js', minify: true });
-  copyFileSync(path.join(root, 'dist/cli/help.txt'), path.join(dir, 'help.txt'));
-  return path.join(dir, 'main.js');
+  writeFileSync(file, outputText);
+  return file;
 }
 
 const rows = [];
 try {
-  const bundled = await bundledCli();
-  const [bare, help, list, listBundled] = await timeCommands([
+  const unbundled = unbundledCli();
+  const [bare, help, list, listUnbundled] = await timeCommands([
     { args: ['-e', '0'] },
     { args: [cli, '--help'] },
     { args: [cli, 'source', 'list'], env: serviceEnv },
-    ...(bundled ? [{ args: [bundled, 'source', 'list'], env: serviceEnv }] : []),
+    { args: [unbundled, 'source', 'list'], env: serviceEnv },
   ]);
   rows.push(['node -e 0 (baseline)', bare, 1, '']);
   rows.push(['syncauth --help', help, help / bare, '≤ 1.3x']);
   rows.push(['syncauth source list (emulator)', list, list / bare, '≤ 2x']);
-  if (bundled) rows.push(['  the same, CLI bundled (rolldown, lazy chunks; not shipped)', listBundled, listBundled / bare, '≤ 2x']);
+  rows.push(['  the same, unbundled (tsc\'s dist/ alone, as before)', listUnbundled, listUnbundled / bare, '']);
 
   // The daemon as a container runs it (one profile from the environment, health on loopback), idle after its
   // first renewal, against an idle node holding its event loop open.
@@ -198,10 +188,8 @@ try {
     const idleDaemon = await idleRss([cli, 'daemon'], daemonEnv, ready);
     rows.push(['idle node (baseline): rss, MiB', idleNode / MiB, 1, '']);
     rows.push(['syncauth daemon idle, one profile: rss, MiB', idleDaemon / MiB, idleDaemon / idleNode, '≤ 1.5x']);
-    if (bundled) {
-      const idleBundled = await idleRss([bundled, 'daemon'], { ...daemonEnv, SYNCAUTH_TOKEN_FILE: path.join(daemonHome, 'token-b') }, ready);
-      rows.push(['  the same, CLI bundled (not shipped)', idleBundled / MiB, idleBundled / idleNode, '≤ 1.5x']);
-    }
+    const idleUnbundled = await idleRss([unbundled, 'daemon'], { ...daemonEnv, SYNCAUTH_TOKEN_FILE: path.join(daemonHome, 'token-b') }, ready);
+    rows.push(['  the same, unbundled (as before)', idleUnbundled / MiB, idleUnbundled / idleNode, '']);
   } finally {
     rmSync(daemonHome, { recursive: true, force: true });
   }
@@ -228,7 +216,7 @@ try {
 } finally {
   await emulator.close();
   rmSync(configDir, { recursive: true, force: true });
-  rmSync(path.join(root, '.bench-bundle'), { recursive: true, force: true });
+  rmSync(path.join(root, 'dist/cli/.bench-unbundled.js'), { force: true });
 }
 
 const header = ['measurement', 'median ms', 'x node', 'target'];

@@ -6,7 +6,7 @@
 import { stat } from 'node:fs/promises';
 import path from 'node:path';
 import { isMap, isNode, isScalar, isSeq, LineCounter, parseDocument, type Document } from 'yaml';
-import { z } from 'zod';
+import * as z from 'zod';
 import { SETTINGS } from '../config.js';
 import { ValidationError, type FieldIssue } from '../errors.js';
 import { parseMode, parseSocketMode, resolveGroup } from '../publish/file.js';

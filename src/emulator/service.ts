@@ -27,7 +27,7 @@
 //   says any JSON; the wording is that of the official SDK's contract-test mock).
 import type { Request, Response, Router } from 'express';
 import express from 'express';
-import { z } from 'zod';
+import * as z from 'zod';
 import {
   DESTINATION_TYPES, DestinationTypeSchema, SCHEDULE_CRON, SOURCE_TYPES, SourceTypeSchema, WORKFLOW_STATES,
   WorkflowCreateSchema, WorkflowNodeSchema, WorkflowUpdateSchema,

@@ -2,7 +2,7 @@
 // Errors follow Dropbox's status split: 400 is plain text (never parsed as JSON), 401 an AuthError union to
 // branch on by `.tag` (its `error_summary` suffix varies), 409 the route's own error union, 429 a rate limit
 // with Retry-After.
-import { z } from 'zod';
+import * as z from 'zod';
 import { ValidationError } from '../errors.js';
 import { OAuthError, reauthorizeHint, scrub } from './errors.js';
 import { checkCredential, endpointUrl, headerValue, parseJsonObject, parseRetryAfter, post } from './http.js';

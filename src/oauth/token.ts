@@ -1,7 +1,7 @@
 // The token endpoint: trading the authorization code for tokens, and renewing the access token. Responses
 // are validated with zod; failures are classified from the error bodies Dropbox is known to send, including
 // its quirks (code and text together in `error`, an empty 429, a sentence as `error` on a 500).
-import { z } from 'zod';
+import * as z from 'zod';
 import { ValidationError } from '../errors.js';
 import { OAuthError, reauthorizeHint, scrub } from './errors.js';
 import type { OAuthErrorCode, OAuthErrorKind } from './errors.js';

@@ -4,27 +4,18 @@
 // small; the other non-secret settings stay in each profile's state file. A config dir without this file (one the
 // previous release wrote) reads as an empty one: every profile then uses the default store, as it did.
 import path from 'node:path';
-import { z } from 'zod';
+import type * as z from 'zod';
+import type { configFileSchema } from './config-file-schema.js';
 import { SyncauthError } from '../errors.js';
 import { ensurePrivateDir, readTextIfExists, writePrivateFile } from './files.js';
 import { withFileLock } from './lock.js';
-import { PROFILE_NAME_PATTERN, syncauthCommand } from './name.js';
+import { syncauthCommand } from './name.js';
 
 export const CONFIG_FILE_NAME = 'config.json';
 const VERSION = 1;
 
-const ProfileChoicesSchema = z.strictObject({
-  store: z.enum(['keychain', 'file', 'env']).optional(),
-});
-
-// Strict like the state file: it is plaintext, so a key it does not know (a secret passed by mistake) is refused.
-const ConfigFileSchema = z.strictObject({
-  version: z.literal(VERSION),
-  profiles: z.record(z.string().regex(PROFILE_NAME_PATTERN), ProfileChoicesSchema),
-});
-
-export type ProfileChoices = z.infer<typeof ProfileChoicesSchema>;
-export type ConfigFile = z.infer<typeof ConfigFileSchema>;
+export type ConfigFile = z.infer<ReturnType<typeof configFileSchema<typeof VERSION>>>;
+export type ProfileChoices = ConfigFile['profiles'][string];
 
 export function configFileOf(configDir: string): string {
   return path.join(configDir, CONFIG_FILE_NAME);
@@ -53,7 +44,7 @@ export async function readConfigFile(configDir: string): Promise<ConfigFile | un
   if (typeof version === 'number' && version > VERSION) {
     throw invalid(file, `it was written by a newer syncauth (version ${version}); upgrade syncauth to read it`);
   }
-  const parsed = ConfigFileSchema.safeParse(data);
+  const parsed = (await import('./config-file-schema.js')).configFileSchema(VERSION).safeParse(data);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
     const where = issue?.path.join('.');

@@ -17,11 +17,17 @@
 // the right to make them, FAT), the lock is a directory as before, without an owner record: it is taken over
 // after the stale time. Waiting is bounded by our own loop, so the caller states a time, not a number of
 // attempts.
-import { randomUUID } from 'node:crypto';
 import { mkdirSync, rmdirSync, symlinkSync, unlinkSync } from 'node:fs';
 import { link, lstat, readlink, rename, rm, unlink, lutimes, utimes } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
+
+/**
+ * A random id (an owner record, a claimed lock's new name). node:crypto is loaded with the first lock taken, not
+ * with every command that imports this module (it costs a command that takes no lock about a tenth of Node's own
+ * start-up).
+ */
+const randomUUID = (): string => process.getBuiltinModule('node:crypto').randomUUID();
 
 export interface FileLockOptions {
   /** Give up after trying this long. Must exceed `staleMs` to outwait a crashed holder. */

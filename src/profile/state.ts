@@ -1,5 +1,5 @@
 // The non-secret state of one profile, as stored in `<configDir>/profiles/<name>.json`.
-import { z } from 'zod';
+import * as z from 'zod';
 import { PROFILE_NAME_PATTERN } from './name.js';
 
 const isoTime = z.iso.datetime({ offset: true });

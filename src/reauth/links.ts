@@ -7,7 +7,7 @@
 // replicas can take its place.
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import path from 'node:path';
-import { z } from 'zod';
+import * as z from 'zod';
 import { ensurePrivateDir, readTextIfExists, writePrivateFile } from '../profile/files.js';
 import { withFileLock } from '../profile/lock.js';
 import { SyncauthError } from '../errors.js';

@@ -3,7 +3,7 @@
 import { syncauthCommand } from '../profile/name.js';
 import { retryDelay } from '../backoff.js';
 import { setTimeout as delay } from 'node:timers/promises';
-import { z } from 'zod';
+import * as z from 'zod';
 import type { Dispatcher } from 'undici';
 import { ExitCode, SyncauthError, ValidationError, fieldName } from '../errors.js';
 import type { FieldIssue } from '../errors.js';

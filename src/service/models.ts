@@ -1,7 +1,7 @@
 // Models of the service's workflow and connector resources (SPEC §1), as zod schemas. Request schemas are
 // strict: a field the service does not know is refused before sending. Response schemas insist on the
 // required fields and tolerate added ones, so a newer service version does not break the client.
-import { z } from 'zod';
+import * as z from 'zod';
 import { DESTINATION_TYPES, SCHEDULES, SOURCE_TYPES, WORKFLOW_TYPES, type Schedule } from './constants.js';
 
 export * from './constants.js';

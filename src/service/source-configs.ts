@@ -7,7 +7,7 @@
 //
 // Validation never transforms: a config that passes is sent exactly as the user wrote it (no defaults filled in),
 // because the service applies its own defaults and some of ours disagree with its documentation (e.g. `recursive`).
-import { z } from 'zod';
+import * as z from 'zod';
 import { fieldName } from '../errors.js';
 import type { FieldIssue } from '../errors.js';
 import { SOURCE_TYPES } from './models.js';

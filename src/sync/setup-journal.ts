@@ -17,7 +17,7 @@
 //   and a re-run's profile is left as it was.
 import { readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
-import { z } from 'zod';
+import * as z from 'zod';
 import type { SecretStore } from '../credentials/index.js';
 import { ExitCode, SyncauthError } from '../errors.js';
 import { readTextIfExists, writePrivateFile, ensurePrivateDir } from '../profile/files.js';

@@ -6,7 +6,7 @@
 // new grant, or with a grant from the environment that differs from the stored one, the entry is ignored
 // rather than handing out a token of another grant. The digest lives only inside the secret store.
 import { createHash } from 'node:crypto';
-import { z } from 'zod';
+import * as z from 'zod';
 import type { SecretStore } from '../credentials/types.js';
 import type { TokenSet } from '../oauth/index.js';
 

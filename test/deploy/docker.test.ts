@@ -97,6 +97,16 @@ describe('the Dockerfile', () => {
     }
     expect(ignoredBy(dockerignore, 'src/cli/main.ts')).toBe(false);
   });
+
+  it('copies into the build stage every script the build runs from the repository', () => {
+    const pkg = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
+    const scripts = [...(pkg.scripts.build ?? '').matchAll(/\bnode\s+([\w./-]+\.m?js)\b/g)].map((m) => m[1] as string).filter((f) => !f.startsWith('dist/'));
+    expect(scripts).toContain('scripts/bundle-cli.mjs');
+    const copied = (stages[0] as Instruction[]).filter((i) => i.op === 'COPY').flatMap((i) => i.args.split(/\s+/).slice(0, -1));
+    for (const script of scripts) {
+      expect([script, copied.some((source) => script === source || script.startsWith(`${source.replace(/\/$/, '')}/`))]).toEqual([script, true]);
+    }
+  });
 });
 
 describe('.dockerignore', () => {

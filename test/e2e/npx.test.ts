@@ -125,8 +125,10 @@ describe('the packed tarball', () => {
     expect(manifest.bin).toEqual({ syncauth: 'dist/cli/main.js' });
 
     const unpacked = [...packed.entries.values()].reduce((sum, e) => sum + e.data.length, 0);
-    expect(packed.bytes, `tarball is ${packed.bytes} bytes`).toBeLessThan(512 * 1024);
-    expect(unpacked, `tarball unpacks to ${unpacked} bytes`).toBeLessThan(2 * 1024 * 1024);
+    // The binary's bundle (dist/cli/main.js and its chunks, about 200 KB packed and 620 KB unpacked) comes on top
+    // of the library's files, which it does not load.
+    expect(packed.bytes, `tarball is ${packed.bytes} bytes`).toBeLessThan(768 * 1024);
+    expect(unpacked, `tarball unpacks to ${unpacked} bytes`).toBeLessThan(2.5 * 1024 * 1024);
   });
 
   it('pins every runtime dependency in npm-shrinkwrap.json, so `npx` installs the tree the tests ran on', async () => {
