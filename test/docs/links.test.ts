@@ -80,7 +80,7 @@ describe('the README and the guides in docs/', () => {
   it('keep the README to the person who installs it: what it is, install, the two commands, a quick start, links', () => {
     const readme = readFileSync(path.join(ROOT, 'README.md'), 'utf8');
     expect([...readme.matchAll(/^## (.*)$/gm)].map((m) => m[1])).toEqual([
-      'The two commands that matter', 'Install', 'Quick start with real accounts', 'Documentation',
+      'The two commands that matter', 'Install', 'Quick start with real accounts', 'When a person is needed', 'Documentation',
     ]);
     const twoCommands = /\n## The two commands that matter\n[\s\S]*?```sh\n([\s\S]*?)```/.exec(readme)?.[1] ?? '';
     expect(twoCommands.split('\n').filter(Boolean).map((l) => l.replace(/\s+#.*$/, ''))).toEqual(['npm ci && npm run demo', 'npm test']);
