@@ -48,6 +48,8 @@ function stateLike(name, urls) {
     access: 'read',
     connectorId: `00000000-0000-4000-8000-${String(name.length).padStart(4, '0')}${String(Math.abs(hash(name))).padStart(8, '0').slice(0, 8)}`,
     connectorName: 'dropbox-data',
+    // The Dropbox account setup records (a re-authorization must come from the same one).
+    accountId: `dbid:AAH${String(Math.abs(hash(name))).padStart(10, '0')}`,
     authorizeUrl: urls.authorizeUrl,
     tokenUrl: urls.tokenUrl,
     dropboxApiUrl: urls.apiUrl,
