@@ -8,6 +8,7 @@
 import { randomUUID } from 'node:crypto';
 import { ValidationError } from '../errors.js';
 import { parseUrl } from '../net/http.js';
+import { closeRedisClient, newRedisClient } from '../net/redis.js';
 import type { Logger } from '../log.js';
 import { CoordinatorUnavailableError, type Coordinator, type Lease, type SharedReconcile } from './coordinator.js';
 
@@ -89,10 +90,9 @@ export function checkRedisUrl(url: string, field = 'redisUrl'): void {
   if (typeof parsed === 'string') throw new ValidationError([{ field, message: 'must start with redis:// or rediss://' }]);
 }
 
-/** Async because ioredis is loaded only here: a daemon without --redis-url never pays its ~20 MiB. */
+/** Async because ioredis is loaded only when a Redis URL is given (src/net/redis.ts). */
 export async function createRedisCoordinator(options: RedisCoordinatorOptions): Promise<RedisCoordinator> {
   checkRedisUrl(options.url);
-  const { Redis } = await import('ioredis');
   const prefix = options.keyPrefix ?? 'syncauth';
   const leaseMs = options.leaseMs ?? 30_000;
   const timeoutMs = options.timeoutMs ?? 2_000;
@@ -103,14 +103,7 @@ export async function createRedisCoordinator(options: RedisCoordinatorOptions): 
   let down = false;
   let closed = false;
 
-  const client = new Redis(options.url, {
-    lazyConnect: true,
-    enableOfflineQueue: false,
-    maxRetriesPerRequest: 0,
-    connectTimeout: timeoutMs,
-    commandTimeout: timeoutMs,
-    retryStrategy: (attempt: number) => Math.min(250 * attempt, 2_000),
-  });
+  const client = await newRedisClient(options.url, timeoutMs);
   // Without a listener ioredis would report every failed reconnect as an unhandled error; one line per
   // outage is what a reader needs.
   const markDown = (reason: string): void => {
@@ -251,11 +244,7 @@ export async function createRedisCoordinator(options: RedisCoordinatorOptions): 
       for (const stop of leases) stop();
       leases.clear();
       closed = true;
-      if (client.status === 'ready') {
-        await client.quit().catch(() => client.disconnect());
-      } else {
-        client.disconnect();
-      }
+      await closeRedisClient(client);
     },
   };
 }

@@ -6,6 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import type { Logger } from '../log.js';
+import { closeRedisClient, newRedisClient } from '../net/redis.js';
 import { OUTBOX_VERSION, SEEN_MS, type Claim, type Delivery, type OutboxStore, type Reminder } from './outbox.js';
 
 export interface RedisOutboxOptions {
@@ -58,16 +59,7 @@ export class RedisOutbox implements OutboxStore {
 
   /** Connects (ioredis is loaded only here); an unreachable Redis is retried by the client, not fatal. */
   static async open(options: RedisOutboxOptions, where: string): Promise<RedisOutbox> {
-    const { Redis: Client } = await import('ioredis');
-    const timeoutMs = options.timeoutMs ?? 2_000;
-    const client = new Client(options.url, {
-      lazyConnect: true,
-      enableOfflineQueue: false,
-      maxRetriesPerRequest: 0,
-      connectTimeout: timeoutMs,
-      commandTimeout: timeoutMs,
-      retryStrategy: (attempt: number) => Math.min(250 * attempt, 2_000),
-    });
+    const client = await newRedisClient(options.url, options.timeoutMs ?? 2_000);
     // The coordinator logs Redis outages; the notifier's own failures say what they could not do.
     client.on('error', () => undefined);
     await client.connect().catch(() => undefined);
@@ -167,7 +159,6 @@ export class RedisOutbox implements OutboxStore {
   }
 
   async close(): Promise<void> {
-    if (this.#client.status === 'ready') await this.#client.quit().catch(() => this.#client.disconnect());
-    else this.#client.disconnect();
+    await closeRedisClient(this.#client);
   }
 }

@@ -12,6 +12,7 @@
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { SyncauthError } from '../errors.js';
+import { closeRedisClient, newRedisClient } from '../net/redis.js';
 import { LINKS_PER_PROFILE, type LinkRecord, type LinkStore } from './links.js';
 
 /** An authorize round begun on the page: bound to its link, its verifier needed to exchange the code. */
@@ -154,16 +155,7 @@ export class RedisReauthStore {
 
   /** Connects (ioredis is loaded only here); an unreachable Redis is retried by the client, and each call says so. */
   static async open(options: { url: string; keyPrefix?: string; timeoutMs?: number }): Promise<RedisReauthStore> {
-    const { Redis: Client } = await import('ioredis');
-    const timeoutMs = options.timeoutMs ?? 2_000;
-    const client = new Client(options.url, {
-      lazyConnect: true,
-      enableOfflineQueue: false,
-      maxRetriesPerRequest: 0,
-      connectTimeout: timeoutMs,
-      commandTimeout: timeoutMs,
-      retryStrategy: (attempt: number) => Math.min(250 * attempt, 2_000),
-    });
+    const client = await newRedisClient(options.url, options.timeoutMs ?? 2_000);
     // The coordinator logs Redis outages; the page's own failures say what they could not do.
     client.on('error', () => undefined);
     await client.connect().catch(() => undefined);
@@ -171,7 +163,6 @@ export class RedisReauthStore {
   }
 
   async close(): Promise<void> {
-    if (this.#client.status === 'ready') await this.#client.quit().catch(() => this.#client.disconnect());
-    else this.#client.disconnect();
+    await closeRedisClient(this.#client);
   }
 }
