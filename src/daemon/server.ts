@@ -1,8 +1,7 @@
 // /healthz, /readyz and /metrics on a loopback address. node:http is enough for three read-only routes.
 import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import type { Registry } from 'prom-client';
-import { ValidationError } from '../errors.js';
+import { listenHttp } from '../net/listen.js';
 import type { DaemonStatus } from './types.js';
 
 export interface HealthServer {
@@ -55,29 +54,5 @@ export async function startHealthServer(listen: { host: string; port: number }, 
   });
   // A scraper's idle keep-alive connection must not hold up shutdown.
   server.keepAliveTimeout = 5_000;
-  await new Promise<void>((resolve, reject) => {
-    const refuse = (error: NodeJS.ErrnoException): void => {
-      const why: Record<string, string> = {
-        EADDRINUSE: `port ${listen.port} on ${listen.host} is already in use by another program`,
-        EACCES: `may not listen on port ${listen.port} of ${listen.host} (ports below 1024 need privileges)`,
-        EADDRNOTAVAIL: `${listen.host} is not an address of this machine`,
-      };
-      reject(new ValidationError([{ field: 'listen', message: why[error.code ?? ''] ?? `cannot listen on ${listen.host}:${listen.port} (${error.code ?? error.message})` }]));
-    };
-    server.once('error', refuse);
-    server.listen(listen.port, listen.host, () => {
-      server.off('error', refuse);
-      resolve();
-    });
-  });
-  const address = server.address() as AddressInfo;
-  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
-  return {
-    url: `http://${host}:${address.port}`,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
-      }),
-  };
+  return listenHttp(server, listen, 'listen');
 }

@@ -13,10 +13,9 @@
 // stable `event`; no token, code, state or link is ever logged.
 import { createHash } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import type { ReauthorizationResult, ReauthorizedGrant } from '../daemon/events.js';
-import { ValidationError } from '../errors.js';
 import type { Logger } from '../log.js';
+import { listenHttp } from '../net/listen.js';
 import {
   checkGrantedScopes,
   createAuthorizationRequest,
@@ -423,27 +422,10 @@ export async function startReauthServer(options: ReauthServerOptions): Promise<R
   server.keepAliveTimeout = 5_000;
   server.headersTimeout = 10_000;
   server.requestTimeout = 60_000;
-  await new Promise<void>((resolve, reject) => {
-    const refused = (error: NodeJS.ErrnoException): void => {
-      reject(new ValidationError([{ field: 'reauthListen', message: `cannot listen on ${options.listen.host}:${options.listen.port} (${error.code ?? error.message})` }]));
-    };
-    server.once('error', refused);
-    server.listen(options.listen.port, options.listen.host, () => {
-      server.off('error', refused);
-      resolve();
-    });
-  });
-  const address = server.address() as AddressInfo;
-  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
-  log.info({ event: 'reauth.listening', op: 'start', listen: `${host}:${address.port}`, publicUrl: origin }, `re-authorization page on ${host}:${address.port}, public as ${origin}`);
-  return {
-    url: `http://${host}:${address.port}`,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
-      }),
-  };
+  const listening = await listenHttp(server, options.listen, 'reauthListen');
+  const where = listening.url.slice('http://'.length);
+  log.info({ event: 'reauth.listening', op: 'start', listen: where, publicUrl: origin }, `re-authorization page on ${where}, public as ${origin}`);
+  return listening;
 }
 
 function profileProblem(profile: ReauthProfile | undefined, link: LinkRecord): string | undefined {
