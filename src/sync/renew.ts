@@ -1,7 +1,7 @@
 // Renewing one profile's access token and recording the outcome in its state, under the profile's renewal
 // lock so that two processes never renew the same grant at once.
 import { isOAuthError, renewAccessToken, type AppCredentials, type TokenSet } from '../oauth/index.js';
-import type { ProfileState, ProfileStore } from '../profile/index.js';
+import { newSecretsVersion, type ProfileState, type ProfileStore } from '../profile/index.js';
 
 export interface RenewOptions {
   profiles: ProfileStore;
@@ -65,6 +65,22 @@ export function baseState(current: ProfileState | undefined): Omit<ProfileState,
   if (!current) return {};
   const { version: _v, profile: _p, createdAt: _c, updatedAt: _u, ...rest } = current;
   return rest;
+}
+
+/**
+ * The state after a new grant replaced the profile's (re-authorization): a new secrets version tells other
+ * processes the grant they hold is stale; the old grant's trouble and its token's expiry are forgotten; the
+ * account is recorded when known.
+ */
+export function stateWithNewGrant(current: ProfileState | undefined, accountId: string | undefined): Omit<ProfileState, 'version' | 'profile' | 'createdAt' | 'updatedAt'> {
+  return {
+    ...baseState(current),
+    secretsVersion: newSecretsVersion(),
+    needsReauthorization: false,
+    lastError: undefined,
+    accessTokenExpiresAt: undefined,
+    ...(accountId ? { accountId } : {}),
+  };
 }
 
 export async function recordFailure(profiles: ProfileStore, name: string, error: unknown, now?: () => number): Promise<void> {

@@ -10,7 +10,7 @@ import { createAuthorizationRequest, exchangeCode } from '../../src/oauth/index.
 import { newSecretsVersion, openProfileStore, type ProfileStore } from '../../src/profile/index.js';
 import { fileLinkStore, mintLink, type LinkStore } from '../../src/reauth/links.js';
 import { startReauthServer, type ReauthServer } from '../../src/reauth/server.js';
-import { baseState } from '../../src/sync/renew.js';
+import { stateWithNewGrant } from '../../src/sync/renew.js';
 import { freePort } from '../helpers/onboarding.js';
 import { captureLog, tempDir, type CapturedLog } from '../daemon/helpers.js';
 
@@ -95,14 +95,7 @@ export async function startPageWorld(options: { recordAccount?: boolean; reconci
     readGrant: async () => grant,
     ...(options.readOnly ? {} : { storeGrant: async (fresh: DaemonGrant, accountId: string | undefined) => {
       grant = fresh;
-      await store.update(PROFILE, (current) => ({
-        ...baseState(current),
-        secretsVersion: newSecretsVersion(),
-        needsReauthorization: false,
-        lastError: undefined,
-        accessTokenExpiresAt: undefined,
-        ...(accountId ? { accountId } : {}),
-      }));
+      await store.update(PROFILE, (current) => stateWithNewGrant(current, accountId));
     } }),
     ...(options.reconcile === false
       ? {}

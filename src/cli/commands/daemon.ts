@@ -34,7 +34,7 @@ import type { Schedule } from '../../service/models.js';
 import type { TokenSet } from '../../oauth/index.js';
 import { defaultConnectorName } from '../../sync/reconcile.js';
 import { accessTokenKeeper, accessTokenReader } from '../../sync/token-cache.js';
-import { baseState } from '../../sync/renew.js';
+import { baseState, stateWithNewGrant } from '../../sync/renew.js';
 import type { CommandContext } from '../context.js';
 import { openSession, readSecrets, requireGrant, type ProfileSession, type ResolvedSecrets } from '../session.js';
 import { configFileLabel, notifyUrlFileLabel, prepareProfileSinks, withDaemonConfigFile } from '../daemon-config.js';
@@ -302,16 +302,7 @@ async function storedProfile(context: CommandContext, name: string, shared: Shar
           // Re-authorization: the whole grant at once, the old grant's cached token cleared with it.
           storeGrant: async (fresh: DaemonGrant, accountId: string | undefined) => {
             await secretStore.set(name, { app_key: fresh.appKey, app_secret: fresh.appSecret, refresh_token: fresh.refreshToken, access_token: '' });
-            await profiles.update(name, (current) => (current
-              ? {
-                ...baseState(current),
-                secretsVersion: newSecretsVersion(),
-                needsReauthorization: false,
-                lastError: undefined,
-                accessTokenExpiresAt: undefined,
-                ...(accountId ? { accountId } : {}),
-              }
-              : current));
+            await profiles.update(name, (current) => (current ? stateWithNewGrant(current, accountId) : current));
           },
           storeAccessToken: (tokens: TokenSet, held: DaemonGrant) => accessTokenKeeper(secretStore, name, held.appKey)?.(tokens) ?? Promise.resolve(),
           readAccessToken: (held: DaemonGrant) => accessTokenReader(secretStore, name)?.(held) ?? Promise.resolve(undefined),
