@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { notifyArguments, notifySystemd } from '../../src/daemon/notify.js';
 import { tempDir } from '../helpers/cli.js';
 import { isCI } from '../helpers/secret-service.js';
-import { waitFor } from '../helpers/wait.js';
+import { alive, waitFor } from '../helpers/wait.js';
 import { startNotifyReceiver, type NotifyReceiver } from './notify-socket.js';
 
 const SECRETS = {
@@ -48,15 +48,6 @@ function fakeNotify(behaviour: number | 'hang'): { dir: string; calls: () => { a
     dir: bin,
     calls: () => (existsSync(log) ? readFileSync(log, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { argv: string[]; env: Record<string, string>; pid: number }) : []),
   };
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 describe('notifyArguments', () => {

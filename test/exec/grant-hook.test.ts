@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { grantEnvFile, runGrantHook } from '../../src/exec/grant-hook.js';
+import { alive } from '../helpers/wait.js';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'syncauth-grant-hook-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -20,15 +21,6 @@ function encodings(secret: string): string[] {
 
 function expectNoSecret(text: string): void {
   for (const secret of [...Object.values(NEW), OLD_REFRESH, API_KEY]) for (const form of encodings(secret)) expect(text).not.toContain(form);
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 describe('the command run with a new grant', () => {

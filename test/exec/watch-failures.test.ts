@@ -2,19 +2,10 @@
 // keeps running; a revoked grant is reported and the child keeps its token until it expires.
 import { describe, expect, it } from 'vitest';
 import { RUN_AS } from '../helpers/cli.js';
-import { waitFor } from '../helpers/wait.js';
+import { alive, waitFor } from '../helpers/wait.js';
 import { emulator, obtainGrant, tempDir } from '../daemon/helpers.js';
 import { containerEnv } from '../daemon/process.js';
 import { childCommand, spawnExec, startsIn } from './helpers.js';
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 describe('syncauth exec --watch, renewals failing', () => {
   it('retries a failed renewal while the child runs on, and keeps the child when the grant is revoked', async () => {
