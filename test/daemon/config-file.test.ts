@@ -7,7 +7,7 @@ import { parse as parseYaml } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CONFIG_KEYS, parseDaemonConfig, readDaemonConfig } from '../../src/daemon/config-file.js';
 import { ValidationError } from '../../src/errors.js';
-import { freePort, grantRefreshToken, newHome, onboardingEnv, runCli, startOnboarding, type Onboarding } from '../helpers/onboarding.js';
+import { freePort, grantRefreshToken, newHome, onboardingEnv, runCli, startOnboarding, type Home, type Onboarding } from '../helpers/onboarding.js';
 import { waitFor } from '../helpers/wait.js';
 import { prepareProfileSinks } from '../../src/cli/daemon-config.js';
 import { captureLog, tempDir } from './helpers.js';
@@ -296,6 +296,15 @@ describe('reading the configuration file', () => {
 
 describe('a daemon run with --config', () => {
   let ob: Onboarding;
+
+  /** Profiles alpha and beta, each with its own grant and connector, made by `setup` as a person would. */
+  async function setUpAlphaAndBeta(home: Home): Promise<void> {
+    for (const profile of ['alpha', 'beta']) {
+      const env = onboardingEnv(ob, home, { SYNCAUTH_REFRESH_TOKEN: await grantRefreshToken(ob), SYNCAUTH_PROFILE: profile });
+      const setup = await runCli(['setup', '--yes', '--connector-name', `conn-${profile}`], { env, cwd: home.dir });
+      expect(setup.code, setup.stderr).toBe(0);
+    }
+  }
   beforeAll(async () => {
     ob = await startOnboarding();
   });
@@ -319,11 +328,7 @@ describe('a daemon run with --config', () => {
 
   it('serves what the file says, flags winning; on SIGHUP rejects a bad file and applies a good one', async () => {
     const home = newHome();
-    for (const profile of ['alpha', 'beta']) {
-      const env = onboardingEnv(ob, home, { SYNCAUTH_REFRESH_TOKEN: await grantRefreshToken(ob), SYNCAUTH_PROFILE: profile });
-      const setup = await runCli(['setup', '--yes', '--connector-name', `conn-${profile}`], { env, cwd: home.dir });
-      expect(setup.code, setup.stderr).toBe(0);
-    }
+    await setUpAlphaAndBeta(home);
     const out = path.join(home.dir, 'out');
     mkdirSync(out, { mode: 0o700 });
     const file = path.join(home.dir, 'syncauth.yaml');
@@ -388,11 +393,7 @@ daemon:
 
   it("publishes each profile to its own sinks with its own modes; SIGHUP rejects a bad own sink whole and moves a good one", async () => {
     const home = newHome();
-    for (const profile of ['alpha', 'beta']) {
-      const env = onboardingEnv(ob, home, { SYNCAUTH_REFRESH_TOKEN: await grantRefreshToken(ob), SYNCAUTH_PROFILE: profile });
-      const setup = await runCli(['setup', '--yes', '--connector-name', `conn-${profile}`], { env, cwd: home.dir });
-      expect(setup.code, setup.stderr).toBe(0);
-    }
+    await setUpAlphaAndBeta(home);
     const out = path.join(home.dir, 'out');
     for (const dir of [out, `${out}/a`, `${out}/b`, `${out}/c`]) mkdirSync(dir, { mode: 0o700 });
     // A directory every user may write, whose private subdirectory someone replaced with a link.
@@ -473,11 +474,7 @@ daemon:
 
   it('takes the notices and the page from the file, a variable winning; SIGHUP rejects a change to them whole', async () => {
     const home = newHome();
-    for (const profile of ['alpha', 'beta']) {
-      const env = onboardingEnv(ob, home, { SYNCAUTH_REFRESH_TOKEN: await grantRefreshToken(ob), SYNCAUTH_PROFILE: profile });
-      const setup = await runCli(['setup', '--yes', '--connector-name', `conn-${profile}`], { env, cwd: home.dir });
-      expect(setup.code, setup.stderr).toBe(0);
-    }
+    await setUpAlphaAndBeta(home);
     const receiver = await startReceiver();
     const pagePort = await freePort();
     const file = path.join(home.dir, 'syncauth.yaml');
