@@ -71,17 +71,23 @@ async function replica(
 const events = (log: CapturedLog, event: string) => log.records().filter((r) => r.event === event);
 const docsEntry = async (daemon: RunningDaemon) => (await daemon.sweep()).profiles.find((p) => p.profile === 'docs');
 
-async function revokedPair() {
+/** Two replicas of one profile on the env store (the grant is the environment's, read-only, the same on both), each renewed once. */
+async function renewedPair() {
   const clock = fakeClock();
   const emu = await emulator({ tokenLifetimeSeconds: 20, now: clock.now });
   const old = await obtainGrant(emu);
   const shared = sharedRecords();
   const key = randomBytes(32);
-  // The env store: the grant is the environment's, read-only, the same old one on both replicas.
   const a = await replica(emu, clock, shared.coordinator(), key, () => ({ grant: old }));
   const b = await replica(emu, clock, shared.coordinator(), key, () => ({ grant: old }));
   expect(await docsEntry(a.daemon)).toMatchObject({ renewal: 'renewed' });
   expect(await docsEntry(b.daemon)).toMatchObject({ renewal: 'renewed' });
+  return { clock, emu, old, shared, key, a, b };
+}
+
+/** The same pair after the grant was revoked: both parked for re-authorization. */
+async function revokedPair() {
+  const { clock, emu, old, shared, key, a, b } = await renewedPair();
   emu.revokeGrant(old.refreshToken);
   clock.advance(20_000);
   expect(await docsEntry(a.daemon)).toMatchObject({ renewal: 'reauthorization_needed' });
@@ -122,15 +128,7 @@ describe('a grant shared by re-authorization', () => {
   });
 
   it('is taken before a replica that has not failed yet would park on invalid_grant', async () => {
-    const clock = fakeClock();
-    const emu = await emulator({ tokenLifetimeSeconds: 20, now: clock.now });
-    const old = await obtainGrant(emu);
-    const shared = sharedRecords();
-    const key = randomBytes(32);
-    const a = await replica(emu, clock, shared.coordinator(), key, () => ({ grant: old }));
-    const b = await replica(emu, clock, shared.coordinator(), key, () => ({ grant: old }));
-    await docsEntry(a.daemon);
-    await docsEntry(b.daemon);
+    const { clock, emu, old, a, b } = await renewedPair();
     emu.revokeGrant(old.refreshToken);
     clock.advance(20_000);
     expect(await docsEntry(a.daemon)).toMatchObject({ renewal: 'reauthorization_needed' });
