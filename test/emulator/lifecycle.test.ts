@@ -1,17 +1,9 @@
-import { createServer } from 'node:net';
-import type { AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_APP, DEFAULT_EMULATOR_API_KEY, startEmulator } from '../../src/emulator/index.js';
 import { validConfigs } from '../fixtures/source-configs.js';
+import { freePort } from '../helpers/ports.mjs';
 import { basicAuth, call, emulator, obtainTokens, postToken } from './helpers.js';
 
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 describe('startEmulator', () => {
   it('binds 127.0.0.1 on an ephemeral port and names its endpoints', async () => {

@@ -4,7 +4,6 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
-import { createServer } from 'node:net';
 import path from 'node:path';
 import { openSecretStore, type ProfileSecrets } from '../../src/credentials/index.js';
 import {
@@ -13,16 +12,11 @@ import {
 import { createAuthorizationRequest, exchangeCode } from '../../src/oauth/index.js';
 import { decodeRenewalRecord } from '../../src/profile/renewal-record.js';
 import { CLI, nodeWarningError, tempDir, type CliResult } from './cli.js';
+import { freePort } from './ports.mjs';
 
 export const AUTHORIZE_URL_PATTERN = /\s(http:\/\/127\.0\.0\.1:\d+\/oauth2\/authorize\?\S+)/;
 
-export async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
+export { freePort };
 
 export interface Onboarding {
   emulator: RunningEmulator;

@@ -6,8 +6,7 @@ export declare function findRedisServer(env?: NodeJS.ProcessEnv): string | null;
 /** Whether a PING on `port` answers PONG within half a second. */
 export declare function pong(port: number): Promise<boolean>;
 
-/** A TCP port on 127.0.0.1 that was free a moment ago. */
-export declare function freePort(): Promise<number>;
+export { freePort } from './ports.mjs';
 
 export interface RedisProcess {
   port: number;

@@ -4,10 +4,11 @@
 // tests (through redis.ts) and the real-process soak (soak/real.mjs, run by plain node) share one copy.
 import { spawn } from 'node:child_process';
 import { accessSync, constants, mkdtempSync, rmSync } from 'node:fs';
-import { connect, createServer } from 'node:net';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { setTimeout } from 'node:timers';
 import path from 'node:path';
+import { freePort } from './ports.mjs';
 
 export const DEFAULT_REDIS_SERVER = '/usr/bin/redis-server';
 
@@ -52,14 +53,7 @@ export function pong(port) {
   });
 }
 
-/** A TCP port on 127.0.0.1 that was free a moment ago. */
-export async function freePort() {
-  const server = createServer();
-  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address();
-  await new Promise((resolve) => server.close(() => resolve()));
-  return port;
-}
+export { freePort };
 
 /** Starts `executable` (a redis-server) and resolves once it answers; see redis-server.d.mts. */
 export async function startRedisProcess(executable, { startTimeoutMs = 10_000 } = {}) {

@@ -2,12 +2,11 @@
 // loopback port, and a raw HTTP client that can set any Host header.
 import { request as httpRequest } from 'node:http';
 import type { IncomingHttpHeaders } from 'node:http';
-import { createServer } from 'node:net';
-import type { AddressInfo } from 'node:net';
 import { MockAgent } from 'undici';
 import { expect } from 'vitest';
 import { OAuthError } from '../../src/oauth/index.js';
 import type { MockInterceptor } from 'undici/types/mock-interceptor.js';
+import { freePort } from '../helpers/ports.mjs';
 
 export const DROPBOX_API = 'https://api.dropboxapi.com';
 export const TOKEN_URL = `${DROPBOX_API}/oauth2/token`;
@@ -88,20 +87,8 @@ export function mockDropbox(origin = DROPBOX_API): MockDropbox {
   };
 }
 
-/** A port that was free a moment ago on 127.0.0.1 (never 53682, the real default). */
-export async function freePort(): Promise<number> {
-  for (;;) {
-    const port = await new Promise<number>((resolve, reject) => {
-      const server = createServer();
-      server.once('error', reject);
-      server.listen({ host: '127.0.0.1', port: 0 }, () => {
-        const { port: p } = server.address() as AddressInfo;
-        server.close(() => resolve(p));
-      });
-    });
-    if (port !== 53682) return port;
-  }
-}
+/** A free port on 127.0.0.1, never 53682 (the real default): its block lies below the ephemeral range. */
+export { freePort };
 
 export interface RawResponse {
   status: number;
