@@ -75,7 +75,7 @@ describe.skipIf(!LIBFAKETIME)('the daemon when the wall clock steps', () => {
     try {
       const before = renewalsOf(run.emu, run.grant.refreshToken);
       run.step('+3600');
-      await waitFor('a renewal after the jump', () => (renewalsOf(run.emu, run.grant.refreshToken) > before ? true : undefined), 5_000);
+      await waitFor('a renewal after the jump', () => (renewalsOf(run.emu, run.grant.refreshToken) > before ? true : undefined), 15_000);
       await new Promise((resolve) => setTimeout(resolve, 2_000));
       expect(run.published()).toBe('live');
       const lines = run.lines();
