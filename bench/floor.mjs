@@ -9,7 +9,11 @@
 //     lifetime later on the daemon's clock, as every later sweep that renews is.
 // The floor is warmed up first. CPU is this process's user + system time (libuv's threads included), per renewal.
 // Not a test: nothing here fails on a number.
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+//
+// `node bench/floor.mjs` prints this table alone. BENCH_FLOOR_SIZES=1000 picks the sizes; BENCH_FLOOR_PROFILE=dir
+// writes a CPU profile of the floor's run and of each daemon sweep to dir, for Chrome's DevTools or a script.
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -25,6 +29,25 @@ const CONCURRENCY = 16;
 const WARMUP = 500;
 const MARGIN_MS = 900_000;
 const LIFETIME_MS = 14_400_000; // the emulator's default
+const PROFILE_DIR = process.env.BENCH_FLOOR_PROFILE;
+
+/** Runs `work` under the V8 CPU profiler when BENCH_FLOOR_PROFILE names a directory, writing `name`.cpuprofile. */
+async function profiled(name, work) {
+  if (!PROFILE_DIR) return work();
+  const session = new Session();
+  session.connect();
+  await session.post('Profiler.enable');
+  await session.post('Profiler.setSamplingInterval', { interval: 100 });
+  await session.post('Profiler.start');
+  try {
+    return await work();
+  } finally {
+    const { profile } = await session.post('Profiler.stop');
+    mkdirSync(PROFILE_DIR, { recursive: true });
+    writeFileSync(path.join(PROFILE_DIR, `${name}.cpuprofile`), JSON.stringify(profile));
+    session.disconnect();
+  }
+}
 
 /** Runs `count` jobs, `concurrency` at a time; returns wall ms and this process's CPU ms over them. */
 async function measure(count, concurrency, job) {
@@ -63,7 +86,7 @@ async function floorChild({ tokenUrl, grantsFile }) {
   await measure(WARMUP, CONCURRENCY, renew);
   const results = [];
   for (const n of SIZES) {
-    const floor = await measure(n, CONCURRENCY, bare);
+    const floor = await profiled(`floor-${n}`, () => measure(n, CONCURRENCY, bare));
     const fn = await measure(n, CONCURRENCY, renew);
     const work = mkdtempSync(path.join(tmpdir(), 'syncauth-bench-floor-'));
     try {
@@ -77,17 +100,17 @@ async function floorChild({ tokenUrl, grantsFile }) {
         concurrency: CONCURRENCY,
         logger: await quietLogger(),
       });
-      const timedSweep = async () => {
+      const timedSweep = async (name) => {
         let report;
-        const sweep = await measure(1, 1, async () => {
+        const sweep = await profiled(`sweep-${name}-${n}`, () => measure(1, 1, async () => {
           report = await daemon.sweep();
-        });
+        }));
         return { ...sweep, renewed: report.profiles.filter((p) => p.renewal === 'renewed').length };
       };
-      const sweep = await timedSweep();
+      const sweep = await timedSweep('first');
       // Inside the margin of the tokens just renewed: every profile is due again.
       offset = LIFETIME_MS - MARGIN_MS / 2;
-      const next = await timedSweep();
+      const next = await timedSweep('next');
       await daemon.close();
       results.push({ n, floor, fn, sweep, next });
     } finally {
