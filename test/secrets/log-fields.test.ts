@@ -144,3 +144,32 @@ describe('the logger censors by field name', () => {
     expect(error.token).toBe(value);
   });
 });
+
+describe('the logger censors beyond what fixed paths reached', () => {
+  it('header names in any case', () => {
+    const { log, lines, records } = capture();
+    const values = ['Authorization', 'COOKIE', 'Service-Api-Key', 'X-WORKSPACE-KEY', 'Set-Cookie'].map((h) => [h, canary(h)] as const);
+    log.info({ request: { headers: Object.fromEntries(values) } }, 'sent');
+    for (const [, v] of values) expect(lines[0]).not.toContain(v);
+    expect(at(records()[0], ['request', 'headers', 'Authorization'])).toBe(REDACTED);
+  });
+
+  it('secret fields deeper than three levels, in any case, and through a cycle', () => {
+    const { log, lines } = capture();
+    const deep = canary('deep');
+    const upper = canary('upper');
+    const cyclic: Record<string, unknown> = { secret: canary('cyclic') };
+    cyclic.self = cyclic;
+    log.info({ a: { b: { c: { d: [{ refresh_token: deep }] } } }, request: { ACCESS_TOKEN: upper }, loop: cyclic }, 'logged');
+    expect(lines).toHaveLength(1);
+    for (const v of [deep, upper, cyclic.secret as string]) expect(lines[0]).not.toContain(v);
+  });
+
+  it('the errors of an AggregateError', () => {
+    const { log, lines } = capture();
+    const value = canary('aggregate');
+    log.error({ err: new AggregateError([Object.assign(new Error('one'), { token: value })], 'several') }, 'failed');
+    expect(lines[0]).toContain('several');
+    expect(lines[0]).not.toContain(value);
+  });
+});
