@@ -132,6 +132,13 @@ describe('the logger censors by field name', () => {
     expect(lines[0]).not.toContain(top);
     expect(lines[0]).not.toContain(deep);
     expect(records()[0]).toMatchObject({ component: 'redis', password: REDACTED, target: { url: 'redis://host', options: { password: REDACTED } } });
+    // A child's child, and what it logs.
+    const inner = canary('grandchild');
+    const logged = canary('grandchild.logged');
+    log.child({ component: 'cron' }).child({ job: { token: inner } }).warn({ request: { apiKey: logged } }, 'tick');
+    expect(lines[1]).not.toContain(inner);
+    expect(lines[1]).not.toContain(logged);
+    expect(records()[1]).toMatchObject({ component: 'cron', job: { token: REDACTED }, request: { apiKey: REDACTED } });
   });
 
   it('leaves the object the caller logged as it was', () => {
