@@ -46,6 +46,16 @@ describe('redact', () => {
     expect(redact('code=abc123xyz here', ['abc123xyz'])).toBe('code=[redacted] here');
   });
 
+  it('finds a secret at the very start and end of a text, two side by side, and a text that is one', () => {
+    registerSecrets('edgeSecret-91kd', 'edgeOther-72jq', 'end8ch4r');
+    expect(redact('a line, then end8ch4r')).toBe('a line, then [redacted]');
+    expect(redact('edgeSecret-91kd')).toBe('[redacted]');
+    expect(redact('edgeSecret-91kdedgeOther-72jq')).toBe('[redacted][redacted]');
+    expect(redact('edgeSecret-91kd middle edgeOther-72jq')).toBe('[redacted] middle [redacted]');
+    expect(redact('xedgeSecret-91k edgeOther-72j')).toBe('xedgeSecret-91k edgeOther-72j');
+    expect(redact(`a${Buffer.from('edgeOther-72jq').toString('hex').toUpperCase()}`)).toBe('a[redacted]');
+  });
+
   it('with the secrets of 10,000 profiles registered, still cuts out each, the longest where forms overlap', () => {
     const many = Array.from({ length: 10_000 }, (_, i) => `sl.many-profile-refresh-${String(i).padStart(5, '0')}-${'x'.repeat(20)}`);
     registerSecrets(...many);
