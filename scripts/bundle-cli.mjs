@@ -19,18 +19,42 @@ const dist = path.join(root, 'dist');
 const outdir = path.join(dist, 'cli');
 
 // @napi-rs/keyring is native; `open` runs its own xdg-open script by path; express and ioredis are CommonJS
-// trees loaded only by the commands that serve or use Redis, where a bundle gains nothing at start; node-cron
-// starts its background tasks from a file beside itself; undici, pino and prom-client are loaded through
+// trees loaded only by the commands that serve or use Redis, where a bundle gains nothing at start; undici, pino
+// and prom-client are loaded through
 // createRequire, which a bundler does not follow; @clack/prompts (setup's questions) is large and loads with
 // setup only, so it stays where npm put it and the package does not carry it twice. yaml is bundled although
 // only the daemon loads it: its seventy CommonJS files cost the idle daemon 3 MiB of memory more (measured).
-const EXTERNAL = ['@napi-rs/keyring', 'open', 'express', 'ioredis', 'node-cron', 'undici', 'pino', 'prom-client', '@clack/prompts'];
+// node-cron is bundled so that it reads the time of day without ICU (see cronTime below).
+const EXTERNAL = ['@napi-rs/keyring', 'open', 'express', 'ioredis', 'undici', 'pino', 'prom-client', '@clack/prompts'];
+
+// node-cron builds every date it looks at with Intl.DateTimeFormat, time zone or not; the first formatter loads
+// ICU's locale data, 7 MiB of the idle daemon's memory (measured). In the bundle its `Intl` is
+// dist/daemon/cron-local-time.js's, which answers from Date's local fields where no time zone is named. Its
+// background tasks (never used here) fork a file beside node-cron's own entry, which `import.meta.resolve` finds
+// from the chunk as it would from a file of ours.
+const CRON_DIST = /[\\/]node_modules[\\/]node-cron[\\/]dist[\\/]/;
+const CRON_INTL = path.join(dist, 'daemon/cron-local-time.js');
+async function cronTime(file) {
+  const source = await readFile(file, 'utf8');
+  const name = path.basename(file);
+  if (name === 'node-cron.js') {
+    if (!source.includes('import.meta.url')) throw new Error(`node-cron's ${name} no longer names import.meta.url: review cronTime in ${path.relative(root, fileURLToPath(import.meta.url))}`);
+    return source.replaceAll('import.meta.url', 'import.meta.resolve("node-cron")');
+  }
+  if (/\bimport\.meta\b|\b__dirname\b|\b__filename\b/.test(source)) throw new Error(`node-cron's ${name} locates files by its own path: review cronTime`);
+  if (name !== '_shared.js') return source;
+  if (!/\bnew Intl\.DateTimeFormat\(/.test(source) || /\bconst Intl\b|\bglobalThis\.Intl\b/.test(source)) {
+    throw new Error(`node-cron's ${name} no longer reads dates as cron-local-time.js expects: review cronTime`);
+  }
+  return `import { cronIntl as Intl } from ${JSON.stringify(CRON_INTL)};\n${source}`;
+}
 
 /** Rewrites `import.meta.url` in our files to the file's URL in dist/, relative to the chunk it lands in. */
 const keepDistPaths = {
   name: 'keep-dist-paths',
   setup(builder) {
     builder.onLoad({ filter: /\.js$/ }, async (args) => {
+      if (CRON_DIST.test(args.path)) return { contents: await cronTime(args.path), loader: 'js', resolveDir: path.dirname(args.path) };
       const source = await readFile(args.path, 'utf8');
       if (!args.path.startsWith(dist + path.sep)) {
         // A bundled package that finds files beside itself would find them beside the chunk instead.
