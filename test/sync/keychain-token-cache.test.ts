@@ -3,12 +3,13 @@
 // so neither the daemon's renewals nor its reads of a token another process kept start a keychain child (each
 // one a node start-up and a round of gnome-keyring work). Children are counted by the script they run.
 import childProcess, { type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { copyFileSync, existsSync, readFileSync, statSync, truncateSync, writeFileSync } from 'node:fs';
 import { syncBuiltinESMExports } from 'node:module';
 import path from 'node:path';
 import { PassThrough } from 'node:stream';
 import { AsyncEntry } from '@napi-rs/keyring';
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest';
 import { loadProfiles } from '../../src/cli/commands/daemon.js';
 import type { CommandContext } from '../../src/cli/context.js';
 import { createFactory } from '../../src/cli/factory.js';
@@ -20,7 +21,7 @@ import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js
 import { openProfileStore } from '../../src/profile/index.js';
 import { profileAccessToken } from '../../src/sync/access-token.js';
 import { decodeAccessToken, encodeAccessToken } from '../../src/sync/token-cache.js';
-import { runCli, tempDir } from '../helpers/cli.js';
+import { ROOT, runCli, tempDir } from '../helpers/cli.js';
 import { isCI, startSecretService, type Bus } from '../helpers/secret-service.js';
 import { captureLog, latestTokenOf, obtainGrant, renewalsOf } from '../daemon/helpers.js';
 
@@ -207,6 +208,33 @@ describe.skipIf(skip)('the access-token cache of a keychain profile', () => {
     await store().set('previous', { api_key: 'an-api-key' });
     expect(await entry('previous:access_token').getPassword()).toBeNull();
     expect((await store().get('previous')).access_token).toBe('written-to-the-file');
+  });
+
+  test('a key replaced in the keychain is read again when a token file does not open under the one held, at most once a minute', async () => {
+    await store().writeAccessToken?.('rekeyed', 'sealed-under-the-key-held');
+    // Another process, started after the key was replaced, seals its token under the new one.
+    await entry(KEYCHAIN_CACHE_KEY_ACCOUNT).setPassword(randomBytes(32).toString('base64'));
+    const other = childProcess.spawnSync(
+      process.execPath,
+      ['--input-type=module', '-e', `const { openSecretStore } = await import(${JSON.stringify(path.join(ROOT, 'dist/credentials/index.js'))});
+        await openSecretStore({ kind: 'keychain', configDir: process.env.CONFIG_DIR, env: process.env }).writeAccessToken('rekeyed', process.env.TOKEN);`],
+      { env: { ...env, CONFIG_DIR: configDir, TOKEN: 'sealed-under-the-new-key' }, encoding: 'utf8' },
+    );
+    expect(other.status, other.stderr).toBe(0);
+    // Within a minute of reading the key, a file that fails its tag is taken for torn: no token, no child.
+    keychainChildren = 0;
+    expect(await store().readAccessToken?.('rekeyed')).toBeUndefined();
+    expect(keychainChildren).toBe(0);
+    vi.useFakeTimers({ toFake: ['Date'] });
+    try {
+      vi.setSystemTime(Date.now() + 61_000);
+      expect(await store().readAccessToken?.('rekeyed')).toBe('sealed-under-the-new-key');
+      expect(keychainChildren).toBe(1);
+      expect(await store().readAccessToken?.('rekeyed')).toBe('sealed-under-the-new-key');
+      expect(keychainChildren).toBe(1);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   test('delete() and `logout` remove the token file with the secrets', async () => {
