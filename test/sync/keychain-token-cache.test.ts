@@ -4,7 +4,7 @@
 // one a node start-up and a round of gnome-keyring work). Children are counted by the script they run.
 import childProcess, { type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { copyFileSync, existsSync, readFileSync, statSync, truncateSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, readFileSync, statSync, truncateSync, writeFileSync } from 'node:fs';
 import { syncBuiltinESMExports } from 'node:module';
 import path from 'node:path';
 import { PassThrough } from 'node:stream';
@@ -22,6 +22,7 @@ import { openProfileStore } from '../../src/profile/index.js';
 import { profileAccessToken } from '../../src/sync/access-token.js';
 import { decodeAccessToken, encodeAccessToken } from '../../src/sync/token-cache.js';
 import { ROOT, runCli, tempDir } from '../helpers/cli.js';
+import { runAsOtherUser, sharedDir } from '../helpers/other-user.js';
 import { isCI, startSecretService, type Bus } from '../helpers/secret-service.js';
 import { captureLog, latestTokenOf, obtainGrant, renewalsOf } from '../daemon/helpers.js';
 
@@ -137,6 +138,20 @@ describe.skipIf(skip)('the access-token cache of a keychain profile', () => {
     // The key is in the keychain under its reserved account, and no profile is listed for it.
     expect(Buffer.from((await entry(KEYCHAIN_CACHE_KEY_ACCOUNT).getPassword()) ?? '', 'base64')).toHaveLength(32);
     expect(await store().listProfiles()).not.toContain(KEYCHAIN_CACHE_KEY_ACCOUNT);
+  });
+
+  test('another local user cannot read the token file, even in a config dir left open to everyone', async () => {
+    const openDir = path.join(sharedDir(), 'config');
+    mkdirSync(openDir, { mode: 0o755 });
+    const open = openSecretStore({ kind: 'keychain', configDir: openDir, env, timeoutMs: 10_000 });
+    await open.writeAccessToken?.('shared', 'canary-token-another-user-must-not-read');
+    const tokenFile = keychainTokenFileOf(openDir, 'shared');
+    for (const argv of [['cat', tokenFile], ['ls', path.dirname(tokenFile)]]) {
+      const other = await runAsOtherUser(argv);
+      expect(other.code, argv.join(' ')).not.toBe(0);
+      expect(other.stderr).toMatch(/Permission denied/);
+      expect(other.stdout).toBe('');
+    }
   });
 
   test('`token` with the key held reads the grant in one keychain child and the kept token from its file', async () => {
