@@ -7,7 +7,9 @@
 // take nor any timer can fire. A child can be killed when the time is up. It also gives every call a fresh
 // libdbus, which otherwise caches the session bus address for the life of the process, so
 // DBUS_SESSION_BUS_ADDRESS is honoured as it is at call time. The cost is one node start-up (~60 ms) per
-// store operation, which the handful of keychain calls per command or per renewal can afford.
+// store operation, which the handful of keychain calls per command can afford. At most CHILDREN_AT_ONCE run at
+// once in a process, the rest waiting their turn before their time limit starts: a daemon loading a hundred
+// keychain profiles sixteen at a time had sixteen node start-ups contend for two cores, and some ran past 3 s.
 //
 // The access-token cache is not in the keychain: a renewal would start a child per token stored, and the
 // daemon one per token read back. The keychain holds one random cache key instead (account
@@ -37,6 +39,7 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as z from 'zod';
+import { Semaphore } from '../daemon/limiter.js';
 import { ensurePrivateDir, writePrivateFile } from '../profile/files.js';
 import { withFileLock } from '../profile/lock.js';
 import { assertProfileName, isProfileName } from '../profile/name.js';
@@ -356,7 +359,14 @@ interface ChildContext {
 
 let keyringModule: string | undefined;
 
+const CHILDREN_AT_ONCE = 4;
+const children = new Semaphore(CHILDREN_AT_ONCE);
+
 function runInChild(ops: KeychainOp[], context: ChildContext): Promise<unknown[]> {
+  return children.run(() => runChild(ops, context));
+}
+
+function runChild(ops: KeychainOp[], context: ChildContext): Promise<unknown[]> {
   const started = Date.now();
   return new Promise((resolve, reject) => {
     const unavailable = (reason: string, cause?: unknown) =>

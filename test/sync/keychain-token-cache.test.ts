@@ -30,13 +30,20 @@ const started = await startSecretService();
 const skip = !started.ok && !isCI();
 if (skip) console.warn(`keychain token cache tests skipped (outside CI): ${started.ok ? '' : started.reason}`);
 
-/** Keychain children started in this process since the test began counting. */
+/** Keychain children started in this process since the test began counting; how many ran at once at most. */
 let keychainChildren = 0;
+let alive = 0;
+let mostAlive = 0;
 const original = childProcess.spawn;
 childProcess.spawn = function (this: unknown, command: string, ...rest: unknown[]): ChildProcess {
   const args = Array.isArray(rest[0]) ? (rest[0] as unknown[]) : [];
-  if (args.some((arg) => typeof arg === 'string' && arg.endsWith('keychain-child.cjs'))) keychainChildren += 1;
-  return (original as (...a: unknown[]) => ChildProcess).call(this, command, ...rest);
+  const child = (original as (...a: unknown[]) => ChildProcess).call(this, command, ...rest);
+  if (args.some((arg) => typeof arg === 'string' && arg.endsWith('keychain-child.cjs'))) {
+    keychainChildren += 1;
+    mostAlive = Math.max(mostAlive, (alive += 1));
+    child.once('close', () => (alive -= 1));
+  }
+  return child;
 } as typeof childProcess.spawn;
 // keychain.ts's `import { spawn } from 'node:child_process'` sees the counting one.
 syncBuiltinESMExports();
@@ -250,6 +257,16 @@ describe.skipIf(skip)('the access-token cache of a keychain profile', () => {
     } finally {
       vi.useRealTimers();
     }
+  });
+
+  test('a process runs at most four keychain children at once, however many profiles it reads together', async () => {
+    const names = Array.from({ length: 12 }, (_, i) => `many-${i}`);
+    for (const name of names) await store().set(name, { refresh_token: `rt-${name}` });
+    mostAlive = 0;
+    const read = await Promise.all(names.map((name) => store().get(name)));
+    expect(read.map((secrets) => secrets.refresh_token)).toEqual(names.map((name) => `rt-${name}`));
+    expect(mostAlive).toBeLessThanOrEqual(4);
+    expect(mostAlive).toBeGreaterThan(1);
   });
 
   test('delete() and `logout` remove the token file with the secrets', async () => {
