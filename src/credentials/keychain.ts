@@ -30,8 +30,9 @@
 //
 // listProfiles: the Secret Service, macOS Keychain and Windows Credential Manager cannot be enumerated alike,
 // so the store keeps its own index, a JSON list of profile names under the account `__profiles__` (no
-// profile name can take that form, nor `__token-cache-key__`), with the profiles whose token file alone is left. It is updated in the same child as the secrets, under a lock file in the
-// config dir so two processes adding profiles at once cannot lose one.
+// profile name can take that form, nor `__token-cache-key__`). It is updated in the same child as the secrets,
+// under a lock file in the config dir so two processes adding profiles at once cannot lose one. A profile whose
+// token file alone is left is listed too, as a profile holding only its token is in any store.
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readdir, rm } from 'node:fs/promises';
