@@ -12,10 +12,19 @@
 // renewal is the difference of the two runs' CPU over N. CPU and peak RSS are the child's own (every thread),
 // written at its exit by bench/usage.mjs. Then, with a `syncauth daemon` serving the N profiles, the median wall
 // of `status --profile P` and `token --profile P`, against the same beside a daemon serving one profile.
+//
+// The keychain row (N = BENCH_STORED_KEYCHAIN, default 100): the same `--once` pair over profiles kept in the
+// keychain store, on a real Secret Service (gnome-keyring on a private D-Bus session) started for the bench by
+// the tests' own helper (test/helpers/secret-service.ts, transpiled here with esbuild), the generator writing
+// through the package's keychain store. The keychain's work happens outside the daemon's process, so beside
+// the daemon's own CPU the rows give the keychain children it started per renewal (counted in the daemon by a
+// preload that watches its spawns; exact, where a difference of CPU would drown in the loading's), the CPU of
+// one such child (the bench's CPU of reaped descendants, /proc/self/stat, less the daemon's own, over the
+// children of the run with none due), and what gnome-keyring-daemon used per renewal.
 // Not a test: nothing here fails on a number.
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -29,7 +38,9 @@ const root = process.env.SYNCAUTH_BENCH_ROOT ? path.resolve(process.env.SYNCAUTH
 const dist = (file) => import(pathToFileURL(path.join(root, 'dist', file)).href);
 const cli = path.join(root, 'dist/cli/main.js');
 
-const SIZES = (process.env.BENCH_STORED_SIZES ?? '100,1000,10000').split(',').map(Number);
+const SIZES = (process.env.BENCH_STORED_SIZES ?? '100,1000,10000').split(',').filter(Boolean).map(Number);
+/** N of the keychain rows; BENCH_STORED_KEYCHAIN= (empty) leaves them out. */
+const KEYCHAIN_SIZES = (process.env.BENCH_STORED_KEYCHAIN ?? '100').split(',').filter(Boolean).map(Number);
 const CONCURRENCY = 16;
 /** Short-lived tokens, still longer than the default 900 s renew margin: a second run right after finds none due. */
 const LIFETIME_S = 1_200;
@@ -69,13 +80,16 @@ function hash(text) {
 
 const roles = {
   /** Writes `names` into `dir` through the package's stores, sixteen at a time. */
-  async generate({ dir, names, refreshTokens, app, urls }) {
-    const { openFileSecretStore } = await dist('credentials/index.js');
+  async generate({ dir, names, refreshTokens, app, urls, bus }) {
+    const { openFileSecretStore, openSecretStore } = await dist('credentials/index.js');
     const { openProfileStore } = await dist('profile/index.js');
-    const secrets = openFileSecretStore({ configDir: dir, storeKey: () => STORE_KEY });
+    const secrets = bus
+      ? openSecretStore({ kind: 'keychain', configDir: dir, env: { ...process.env, DBUS_SESSION_BUS_ADDRESS: bus }, timeoutMs: 30_000 })
+      : openFileSecretStore({ configDir: dir, storeKey: () => STORE_KEY });
     const state = openProfileStore(dir);
     let next = 0;
-    await Promise.all(Array.from({ length: CONCURRENCY }, async () => {
+    // The keychain store writes one profile at a time under its index lock, each in a child of its own.
+    await Promise.all(Array.from({ length: bus ? 1 : CONCURRENCY }, async () => {
       while (next < names.length) {
         const i = next++;
         const name = names[i];
@@ -117,13 +131,57 @@ const roles = {
   },
 };
 
-/** `syncauth daemon --once` over `dir`: wall ms, CPU ms and peak RSS of the child, and its exit code. */
-function once(dir) {
+/** Clock ticks per second, the unit of /proc's CPU times. */
+const TICKS = (() => {
+  try {
+    return Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+  } catch {
+    return 100;
+  }
+})();
+
+/** CPU ms from /proc/<pid>/stat: the process's own (utime + stime), or its reaped descendants' (cutime + cstime). */
+function procCpuMs(pid, which) {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    // Field n of proc(5) is fields[n - 3]: utime 14, stime 15, cutime 16, cstime 17.
+    const [a, b] = which === 'own' ? [fields[11], fields[12]] : [fields[13], fields[14]];
+    return ((Number(a) + Number(b)) * 1000) / TICKS;
+  } catch {
+    return NaN;
+  }
+}
+
+/** The gnome-keyring-daemon serving the bus at `address` (its environment names the bus), or undefined. */
+function keyringDaemonPid(address) {
+  for (const pid of readdirSync('/proc').filter((name) => /^\d+$/.test(name))) {
+    try {
+      if (!readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('gnome-keyring-daemon')) continue;
+      if (readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0').includes(`DBUS_SESSION_BUS_ADDRESS=${address}`)) return Number(pid);
+    } catch {
+      // gone, or not ours to read
+    }
+  }
+  return undefined;
+}
+
+/**
+ * `syncauth daemon --once` over `dir`: wall ms, CPU ms and peak RSS of the child, and its exit code. With `bus`,
+ * over the keychain store on that bus, and also the CPU of the child with its reaped descendants (the keychain
+ * helpers) and of the bus's gnome-keyring-daemon over the run.
+ */
+function once(dir, bus) {
   const usageFile = path.join(dir, '..', `usage-${process.hrtime.bigint()}.json`);
+  const childrenFile = `${usageFile}.children`;
+  const counting = bus ? ['--import', pathToFileURL(bus.counter).href] : [];
+  const store = bus ? { SYNCAUTH_STORE: 'keychain', DBUS_SESSION_BUS_ADDRESS: bus.address } : { SYNCAUTH_STORE: 'file', SYNCAUTH_STORE_KEY: STORE_KEY };
+  const treeBefore = procCpuMs('self', 'children');
+  const keyringBefore = bus?.keyringPid ? procCpuMs(bus.keyringPid, 'own') : NaN;
   return new Promise((resolve, reject) => {
     const start = performance.now();
-    const proc = spawn(process.execPath, ['--import', pathToFileURL(path.join(own, 'bench/usage.mjs')).href, cli, 'daemon', '--once', '--concurrency', String(CONCURRENCY)], {
-      env: { PATH: process.env.PATH, HOME: dir, SYNCAUTH_CONFIG_DIR: dir, SYNCAUTH_STORE: 'file', SYNCAUTH_STORE_KEY: STORE_KEY, SYNCAUTH_LOG_LEVEL: 'warn', BENCH_USAGE_FILE: usageFile },
+    const proc = spawn(process.execPath, ['--import', pathToFileURL(path.join(own, 'bench/usage.mjs')).href, ...counting, cli, 'daemon', '--once', '--concurrency', String(CONCURRENCY)], {
+      env: { PATH: process.env.PATH, HOME: dir, SYNCAUTH_CONFIG_DIR: dir, ...store, SYNCAUTH_LOG_LEVEL: 'warn', BENCH_USAGE_FILE: usageFile, BENCH_KEYCHAIN_CHILDREN_FILE: childrenFile },
       stdio: ['ignore', 'ignore', 'pipe'],
     });
     let stderr = '';
@@ -134,7 +192,16 @@ function once(dir) {
       try {
         const usage = JSON.parse(readFileSync(usageFile, 'utf8'));
         rmSync(usageFile, { force: true });
-        resolve({ code, ms, cpuMs: (usage.userCPUTime + usage.systemCPUTime) / 1000, maxRss: usage.maxRSS * 1024, stderr });
+        const cpuMs = (usage.userCPUTime + usage.systemCPUTime) / 1000;
+        const keychainChildren = bus ? Number(readFileSync(childrenFile, 'utf8')) : NaN;
+        rmSync(childrenFile, { force: true });
+        resolve({
+          keychainChildren,
+          code, ms, cpuMs, maxRss: usage.maxRSS * 1024, stderr,
+          // The daemon is reaped by now, its own children by it: both are in this process's count.
+          treeCpuMs: procCpuMs('self', 'children') - treeBefore,
+          keyringCpuMs: bus?.keyringPid ? procCpuMs(bus.keyringPid, 'own') - keyringBefore : NaN,
+        });
       } catch {
         reject(new Error(`daemon --once exited ${code} without its usage: ${stderr}`));
       }
@@ -242,7 +309,7 @@ export async function storedRows() {
   const work = mkdtempSync(path.join(tmpdir(), 'syncauth-bench-stored-'));
   const rows = [];
   try {
-    const refreshTokens = await makeGrants(emulator, app, Math.max(...SIZES) + 1);
+    const refreshTokens = await makeGrants(emulator, app, Math.max(...SIZES, ...KEYCHAIN_SIZES) + 1);
     const urls = { url: emulator.url, authorizeUrl: emulator.authorizeUrl, tokenUrl: emulator.tokenUrl, apiUrl: emulator.apiUrl };
 
     // The generator against real setup: the same state fields and secret names (but the service's API key).
@@ -280,6 +347,8 @@ export async function storedRows() {
       rows.push([`status / token beside a daemon serving 1 profile: FAILED (${error.message.split('\n')[0]})`, NaN, '', NaN, '']);
     }
 
+    /** The library path's sweep per N, for the keychain rows of the same N. */
+    const libraries = new Map();
     for (const n of SIZES) {
       const label = `N = ${n.toLocaleString('en-US')}, concurrency ${CONCURRENCY}, tokens of ${LIFETIME_S} s`;
       const dir = path.join(work, `n${n}`, 'config');
@@ -315,12 +384,91 @@ export async function storedRows() {
         rows.push(['  token --profile P beside a daemon serving N profiles, wall (median; ratio: against 1 profile)', beside.token, 'ms', single ? beside.token / single.token : NaN, '≤ 2x']);
       }
       rmSync(path.dirname(dir), { recursive: true, force: true });
+      libraries.set(n, library);
     }
+
+    for (const n of KEYCHAIN_SIZES) rows.push(...(await keychainRows(n, { work, refreshTokens, app, urls, emulator, libraries })));
   } finally {
     await emulator.close();
     rmSync(work, { recursive: true, force: true });
   }
   return rows;
+}
+
+/** A preload for the daemon: counts the keychain helpers it starts and writes the count at exit. */
+const KEYCHAIN_COUNTER = `import childProcess from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { syncBuiltinESMExports } from 'node:module';
+let started = 0;
+const spawn = childProcess.spawn;
+childProcess.spawn = function (command, args, ...rest) {
+  if (Array.isArray(args) && args.some((arg) => typeof arg === 'string' && arg.endsWith('keychain-child.cjs'))) started += 1;
+  return spawn.call(this, command, args, ...rest);
+};
+syncBuiltinESMExports();
+process.on('exit', () => writeFileSync(process.env.BENCH_KEYCHAIN_CHILDREN_FILE, String(started)));
+`;
+
+/** The transpiled tests' helper that starts a private bus with an unlocked gnome-keyring on it. */
+async function secretServiceHelper(work) {
+  const { transform } = await import('esbuild');
+  const source = readFileSync(path.join(own, 'test/helpers/secret-service.ts'), 'utf8');
+  const { code } = await transform(source, { loader: 'ts', format: 'esm', platform: 'node', target: 'node20' });
+  const file = path.join(work, 'secret-service.mjs');
+  writeFileSync(file, code);
+  return import(pathToFileURL(file).href);
+}
+
+/**
+ * The keychain rows at `n`: the `--once` pair over `n` profiles in the keychain store of a Secret Service of
+ * their own, against the library path at the same N (measured for the file rows when they had this N).
+ */
+async function keychainRows(n, { work, refreshTokens, app, urls, emulator, libraries }) {
+  const label = `N = ${n.toLocaleString('en-US')} keychain, concurrency ${CONCURRENCY}, tokens of ${LIFETIME_S} s`;
+  const { startSecretService } = await secretServiceHelper(work);
+  const started = await startSecretService();
+  if (!started.ok) return [[`${label}: FAILED, no Secret Service (${started.reason})`, NaN, '', NaN, '']];
+  const counter = path.join(work, 'count-keychain-children.mjs');
+  writeFileSync(counter, KEYCHAIN_COUNTER);
+  const bus = { address: started.bus.address, keyringPid: keyringDaemonPid(started.bus.address), counter };
+  const dir = path.join(work, `keychain-n${n}`, 'config');
+  try {
+    const names = Array.from({ length: n }, (_, i) => `k${String(i).padStart(5, '0')}`);
+    const genStart = performance.now();
+    await child('generate', { dir, names, refreshTokens: refreshTokens.slice(0, n), app, urls, bus: bus.address }, { file: self, timeoutMs: 1_800_000 });
+    const genMs = performance.now() - genStart;
+    const since = Date.now();
+    const due = await once(dir, bus);
+    const renewed = await renewedSince(dir, since);
+    const idle = await once(dir, bus);
+    const library = libraries.get(n) ?? (await child('library', { n, refreshTokens, app, tokenUrl: emulator.tokenUrl }, { file: self, timeoutMs: 1_800_000 }));
+    const per = (a, b) => Math.max(0, a - b) / Math.max(1, renewed);
+    const perLibrary = library.cpuMs / Math.max(1, library.renewed);
+    const perOwn = per(due.cpuMs, idle.cpuMs);
+    const childrenPer = per(due.keychainChildren, idle.keychainChildren);
+    const perChild = (idle.treeCpuMs - idle.cpuMs) / Math.max(1, idle.keychainChildren);
+    const perWithChildren = perOwn + childrenPer * perChild;
+    const perKeyring = per(due.keyringCpuMs, idle.keyringCpuMs);
+    const note = renewed === n && due.code === 0 ? '' : ` [exit ${due.code}, ${renewed} of ${n} renewed${due.code === 0 ? '' : `: ${due.stderr.trim().split('\n').at(-1)}`}]`;
+    return [
+      [`${label}: library path (startDaemon, grants in memory), CPU / renewal`, perLibrary, 'ms', 1, ''],
+      [`  stored path (daemon --once, keychain store), CPU / renewal${note}`, perOwn, 'ms', perOwn / perLibrary, '≤ 3x library'],
+      ['  stored path, keychain store, keychain children started / renewal (counted in the daemon)', childrenPer, '', NaN, ''],
+      [`  stored path, keychain store, CPU of one keychain child (${idle.keychainChildren} in the run with none due)`, perChild, 'ms', NaN, ''],
+      ['  stored path, keychain store, CPU / renewal with its keychain children (own + children x CPU of one)', perWithChildren, 'ms', perWithChildren / perLibrary, ''],
+      ['  stored path, keychain store, gnome-keyring-daemon CPU / renewal', perKeyring, 'ms', NaN, ''],
+      ['  stored path, keychain store, daemon --once over N due profiles, wall', due.ms, 'ms', due.ms / library.ms, ''],
+      ['  stored path, keychain store, daemon --once with none due (start-up and loading), wall', idle.ms, 'ms', NaN, ''],
+      ['  stored path, keychain store, daemon --once with none due, CPU with its keychain children / gnome-keyring-daemon', idle.treeCpuMs, 'ms', idle.keyringCpuMs, '(ratio column: ms)'],
+      ['  stored path, keychain store, daemon --once, peak RSS', due.maxRss / MiB, 'MiB', due.maxRss / library.maxRss, ''],
+      ['  generator, writing N profiles through the keychain store, wall', genMs, 'ms', NaN, ''],
+    ];
+  } catch (error) {
+    return [[`${label}: FAILED (${error.message.split('\n')[0]})`, NaN, '', NaN, '']];
+  } finally {
+    await started.bus.stop();
+    rmSync(path.dirname(dir), { recursive: true, force: true });
+  }
 }
 
 /** The per-renewal CPU of the largest N against the smallest, from the rows above. */
@@ -348,7 +496,7 @@ if (process.argv[1] === self && process.argv[2] in roles) {
 
 export function printStored(rows) {
   const figure = (v) => (Number.isNaN(v) ? '—' : Math.abs(v) >= 1000 ? Math.round(v).toLocaleString('en-US') : v.toFixed(Math.abs(v) >= 10 ? 1 : 3));
-  const header = ['stored path (file store) against the library path', 'value', 'unit', 'x library', 'target'];
+  const header = ['stored path (file and keychain stores) against the library path', 'value', 'unit', 'x library', 'target'];
   const table = [header, ...rows.map(([name, value, unit, ratio, target]) => [name, figure(value), unit, figure(ratio), target])];
   const widths = header.map((_, i) => Math.max(...table.map((r) => r[i].length)));
   console.log('\nsyncauth stored-path bench — `daemon --once` as a real process over a generated config dir, emulator in a child of its own');

@@ -30,8 +30,7 @@
 // rule keeps opening with its short key (refusing it would lock its owner out of their own secrets), with a
 // warning that names `syncauth profile rekey`, which wraps the data key under a new key and salt. The format
 // does not change for either: the store key never enters a file.
-import { createCipheriv, createDecipheriv, randomBytes, scrypt } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { randomBytes, scrypt } from 'node:crypto';
 import { readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import * as z from 'zod';
@@ -40,6 +39,11 @@ import { ensurePrivateDir, writePrivateFile } from '../profile/files.js';
 import { withFileLock } from '../profile/lock.js';
 import { PROFILE_NAME_PATTERN, assertProfileName, isProfileName, syncauthCommand } from '../profile/name.js';
 import { SecretStoreError } from './errors.js';
+import { keychainTokenFileOf } from './keychain.js';
+import {
+  CipherSchema, base64Of, decrypt as open, encrypt, parseVersioned as versioned, readSealedFile, recordAad as aadOf, sealRecord, unsealRecord,
+} from './sealed-record.js';
+import type { Cipher, RecordFormat } from './sealed-record.js';
 import { STORED_NAMES, planMerge } from './types.js';
 import type { StoredSecrets, SecretStore } from './types.js';
 
@@ -50,9 +54,15 @@ export const SECRET_RECORDS_DIR = 'secrets';
 const RECORD_SUFFIX = '.enc';
 /** The suffix of a profile's cached access token in SECRET_RECORDS_DIR. */
 const TOKEN_SUFFIX = '.token';
-/** A profile's files in the store (its secrets, its cached access token), which need not exist. */
+/**
+ * A profile's files in the config dir's stores, which need not exist: its secrets and cached access token in
+ * this store, and the keychain store's file of its cached access token.
+ */
 export function secretFilesOf(configDir: string, profile: string): string[] {
-  return [RECORD_SUFFIX, TOKEN_SUFFIX].map((suffix) => path.join(configDir, SECRET_RECORDS_DIR, `${profile}${suffix}`));
+  return [
+    ...[RECORD_SUFFIX, TOKEN_SUFFIX].map((suffix) => path.join(configDir, SECRET_RECORDS_DIR, `${profile}${suffix}`)),
+    keychainTokenFileOf(configDir, profile),
+  ];
 }
 
 /** The shortest key a new store (or a re-key) accepts, in characters, after trimming. */
@@ -74,14 +84,9 @@ const derivedKeys = new Map<string, { pass: string; key: Promise<Buffer> }>();
 const dataKeys = new Map<string, { pass: string; key: Promise<Buffer> }>();
 const KEYS_KEPT = 8;
 const SALT_BYTES = 16;
-const IV_BYTES = 12;
-const TAG_BYTES = 16;
 const DATA_KEY_BYTES = 32;
 /** Records written at once while migrating: each waits for its flush to disk. */
 const MIGRATION_WRITES_AT_ONCE = 16;
-
-const base64Of = (bytes: number) =>
-  z.base64().refine((value) => Buffer.from(value, 'base64').length === bytes, `must be ${bytes} bytes`);
 
 // Bounds on the parameters keep a crafted file from making us allocate gigabytes before the tag is checked.
 const KdfSchema = z.strictObject({
@@ -92,7 +97,6 @@ const KdfSchema = z.strictObject({
   salt: base64Of(SALT_BYTES),
 });
 type KdfParams = z.infer<typeof KdfSchema>;
-const CipherSchema = z.strictObject({ name: z.literal('aes-256-gcm'), iv: base64Of(IV_BYTES), tag: base64Of(TAG_BYTES) });
 
 /** Formats 1 and 2: every profile's secrets in one envelope. */
 const LegacyEnvelopeSchema = z.strictObject({
@@ -114,14 +118,8 @@ const KeyringSchema = z.strictObject({
 });
 type Keyring = z.infer<typeof KeyringSchema>;
 
-/** Format 3's `secrets/<profile>.enc`: one profile's secrets under the data key. */
-const RecordSchema = z.strictObject({
-  format: z.literal(FORMAT),
-  version: z.literal(VERSION),
-  cipher: CipherSchema,
-  data: z.base64(),
-});
-type SealedRecord = z.infer<typeof RecordSchema>;
+/** Format 3's `secrets/<profile>.enc` and `.token`: one profile's secrets, or its access token, under the data key. */
+const RECORD_FORMAT: RecordFormat = { format: FORMAT, version: VERSION };
 
 // One schema for every version: a version 1 file is the same shape without `access_token`.
 const SecretsSchema = z.strictObject(
@@ -207,18 +205,13 @@ function makeCore(configDir: string) {
 
   /** A stored file's JSON and format version; one this syncauth cannot read (not JSON, or newer) is refused by name. */
   function parseVersioned(where: string, text: string): { data: unknown; version: unknown } {
-    let data: unknown;
-    try {
-      data = JSON.parse(text);
-    } catch {
-      throw corrupt(where, 'it is not JSON');
-    }
-    const version = (data as { version?: unknown } | null)?.version;
-    if (typeof version === 'number' && version > VERSION) {
-      throw corrupt(where, `it was written by a newer syncauth (format version ${version}); upgrade syncauth to read it`);
-    }
-    return { data, version };
+    const parsed = versioned(text, VERSION);
+    if (parsed.ok) return parsed;
+    throw parsed.failure === 'newer' ? newer(where, parsed.version) : corrupt(where, 'it is not JSON');
   }
+
+  const newer = (where: string, version: number) =>
+    corrupt(where, `it was written by a newer syncauth (format version ${version}); upgrade syncauth to read it`);
 
   /** Decrypted JSON, the plaintext buffer wiped whether or not it parses. */
   function parsePlaintext(where: string, plaintext: Buffer): unknown {
@@ -232,7 +225,7 @@ function makeCore(configDir: string) {
   }
 
   async function readStoreFile(): Promise<StoreFile> {
-    const text = readSmallFile(file);
+    const text = readSealedFile(file);
     if (text === undefined) return { kind: 'none' };
     const { data, version } = parseVersioned(file, text);
     if (version === VERSION) {
@@ -259,22 +252,21 @@ function makeCore(configDir: string) {
     return key;
   }
 
-  function decrypt(key: Buffer, cipher: SealedRecord['cipher'], data: Buffer, aad: Buffer, where: string): Buffer {
-    try {
-      const decipher = createDecipheriv('aes-256-gcm', key, Buffer.from(cipher.iv, 'base64'));
-      decipher.setAAD(aad);
-      decipher.setAuthTag(Buffer.from(cipher.tag, 'base64'));
-      return Buffer.concat([decipher.update(data), decipher.final()]);
-    } catch {
-      // GCM cannot tell a wrong key from a changed file: both fail the tag.
-      throw new SecretStoreError(
-        'STORE_LOCKED',
-        `the store key does not open ${where}: SYNCAUTH_STORE_KEY is not the key it was written with, or the ` +
-          `file was changed since. Set the right key; if it is lost, delete the file and run \`${syncauthCommand('setup')}\` ` +
-          'to store the secrets again.',
-        { path: where },
-      );
-    }
+  function decrypt(key: Buffer, cipher: Cipher, data: Buffer, aad: Buffer, where: string): Buffer {
+    const plaintext = open(key, cipher, data, aad);
+    if (plaintext) return plaintext;
+    throw wrongKey(where);
+  }
+
+  // GCM cannot tell a wrong key from a changed file: both fail the tag.
+  function wrongKey(where: string): SecretStoreError {
+    return new SecretStoreError(
+      'STORE_LOCKED',
+      `the store key does not open ${where}: SYNCAUTH_STORE_KEY is not the key it was written with, or the ` +
+        `file was changed since. Set the right key; if it is lost, delete the file and run \`${syncauthCommand('setup')}\` ` +
+        'to store the secrets again.',
+      { path: where },
+    );
   }
 
   async function openLegacy(envelope: LegacyEnvelope, pass: string): Promise<Profiles> {
@@ -287,34 +279,13 @@ function makeCore(configDir: string) {
   }
 
   function wrap(dataKey: Buffer, derived: Buffer, kdf: KdfParams): string {
-    const iv = randomBytes(IV_BYTES);
-    const cipher = createCipheriv('aes-256-gcm', derived, iv);
-    cipher.setAAD(keyringAad(kdf));
-    const key = Buffer.concat([cipher.update(dataKey), cipher.final()]);
-    const keyring: Keyring = {
-      format: FORMAT,
-      version: VERSION,
-      kdf,
-      cipher: { name: 'aes-256-gcm', iv: iv.toString('base64'), tag: cipher.getAuthTag().toString('base64') },
-      key: key.toString('base64'),
-    };
+    const { cipher, data } = encrypt(derived, keyringAad(kdf), dataKey);
+    const keyring: Keyring = { format: FORMAT, version: VERSION, kdf, cipher, key: data.toString('base64') };
     return `${JSON.stringify(keyring, null, 2)}\n`;
   }
 
   function seal(profile: string, part: Part, secrets: StoredSecrets, dataKey: Buffer): string {
-    const iv = randomBytes(IV_BYTES);
-    const cipher = createCipheriv('aes-256-gcm', dataKey, iv);
-    cipher.setAAD(recordAad(profile, part));
-    const plaintext = Buffer.from(JSON.stringify(secrets), 'utf8');
-    const data = Buffer.concat([cipher.update(plaintext), cipher.final()]);
-    plaintext.fill(0);
-    const record: SealedRecord = {
-      format: FORMAT,
-      version: VERSION,
-      cipher: { name: 'aes-256-gcm', iv: iv.toString('base64'), tag: cipher.getAuthTag().toString('base64') },
-      data: data.toString('base64'),
-    };
-    return `${JSON.stringify(record)}\n`;
+    return sealRecord(RECORD_FORMAT, dataKey, recordAad(profile, part), secrets);
   }
 
   /** The profile's secrets, `{}` when it has none. */
@@ -335,13 +306,15 @@ function makeCore(configDir: string) {
 
   function readSealed(profile: string, part: Part, dataKey: Buffer): StoredSecrets {
     const where = pathOf(profile, part);
-    const text = readSmallFile(where);
+    const text = readSealedFile(where);
     if (text === undefined) return {};
-    const { data } = parseVersioned(where, text);
-    const parsed = RecordSchema.safeParse(data);
-    if (!parsed.success) throw corrupt(where, 'its header is not valid');
-    const plaintext = decrypt(dataKey, parsed.data.cipher, Buffer.from(parsed.data.data, 'base64'), recordAad(profile, part), where);
-    const checked = SecretsSchema.safeParse(parsePlaintext(where, plaintext));
+    const opened = unsealRecord(RECORD_FORMAT, text, dataKey, recordAad(profile, part));
+    if (!opened.ok) {
+      if (opened.failure === 'key') throw wrongKey(where);
+      if (opened.failure === 'newer') throw newer(where, opened.version);
+      throw corrupt(where, { 'not-json': 'it is not JSON', header: 'its header is not valid', content: 'its content is not JSON' }[opened.failure]);
+    }
+    const checked = SecretsSchema.safeParse(opened.value);
     const names = checked.success ? Object.keys(stripUndefined(checked.data)) : [];
     if (!checked.success || names.some((name) => (name === 'access_token') !== (part === 'token'))) {
       throw corrupt(where, 'its content is not a set of profile secrets');
@@ -576,6 +549,31 @@ export function openFileSecretStore(options: FileSecretStoreOptions): FileSecret
     return store;
   }
 
+  /** The SecretStore's set: the secrets under the profile's lock, the access token alone in its own file. */
+  async function set(profile: string, secrets: StoredSecrets): Promise<void> {
+    assertProfileName(profile);
+    const { write, remove } = planMerge(secrets);
+    if (write.length === 0 && remove.length === 0) return;
+    // Removing from a store that does not exist yet is done already; it makes no store.
+    const store = await opened(requireKey(), { create: write.length > 0, fallBack: false });
+    if (!store || !('dataKey' in store)) return;
+    const { dataKey } = store;
+    const token = secrets.access_token;
+    const changesRecord = [...write.map(([name]) => name), ...remove].some((name) => name !== 'access_token');
+    if (changesRecord) {
+      await recordLocked(profile, async () => {
+        const next = readRecord(profile, dataKey);
+        for (const [name, value] of write) if (name !== 'access_token') next[name] = value;
+        for (const name of remove) delete next[name];
+        if (Object.keys(next).length === 0) await rm(recordPath(profile), { force: true });
+        else await writeRecord(profile, next, dataKey);
+      });
+    }
+    // The renewal's write: the token file alone, replaced whole.
+    if (token === '') await rm(tokenPath(profile), { force: true });
+    else if (token !== undefined) await writeToken(profile, token, dataKey, false);
+  }
+
   return {
     kind: 'file',
     writable: true,
@@ -592,29 +590,17 @@ export function openFileSecretStore(options: FileSecretStoreOptions): FileSecret
       return token === undefined ? secrets : { ...secrets, access_token: token };
     },
 
-    async set(profile, secrets) {
+    set,
+
+    async readAccessToken(profile) {
       assertProfileName(profile);
-      const { write, remove } = planMerge(secrets);
-      if (write.length === 0 && remove.length === 0) return;
-      // Removing from a store that does not exist yet is done already; it makes no store.
-      const store = await opened(requireKey(), { create: write.length > 0, fallBack: false });
-      if (!store || !('dataKey' in store)) return;
-      const { dataKey } = store;
-      const token = secrets.access_token;
-      const changesRecord = [...write.map(([name]) => name), ...remove].some((name) => name !== 'access_token');
-      if (changesRecord) {
-        await recordLocked(profile, async () => {
-          const next = readRecord(profile, dataKey);
-          for (const [name, value] of write) if (name !== 'access_token') next[name] = value;
-          for (const name of remove) delete next[name];
-          if (Object.keys(next).length === 0) await rm(recordPath(profile), { force: true });
-          else await writeRecord(profile, next, dataKey);
-        });
-      }
-      // The renewal's write: the token file alone, replaced whole.
-      if (token === '') await rm(tokenPath(profile), { force: true });
-      else if (token !== undefined) await writeToken(profile, token, dataKey, false);
+      const store = await opened(requireKey(), { create: false, fallBack: true });
+      if (!store) return undefined;
+      if ('legacy' in store) return Object.hasOwn(store.legacy, profile) ? store.legacy[profile]?.access_token : undefined;
+      return readToken(profile, store.dataKey);
     },
+
+    writeAccessToken: (profile, value) => set(profile, { access_token: value }),
 
     async delete(profile) {
       assertProfileName(profile);
@@ -691,19 +677,6 @@ function keyringAad(kdf: KdfParams): Buffer {
 type Part = 'record' | 'token';
 
 function recordAad(profile: string, part: Part): Buffer {
-  return Buffer.from(JSON.stringify({ format: FORMAT, version: VERSION, part, profile }), 'utf8');
+  return aadOf(RECORD_FORMAT, part, profile);
 }
 
-/**
- * A small local file's text, or undefined when it does not exist. Synchronous, as the lock's calls are: a read of
- * a few hundred bytes takes microseconds, where four round trips through libuv's thread pool (open, stat, read,
- * close) wait behind every flush to disk queued there by concurrent renewals.
- */
-function readSmallFile(file: string): string | undefined {
-  try {
-    return readFileSync(file, 'utf8');
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-    throw error;
-  }
-}

@@ -13,7 +13,7 @@ export { SecretStoreError, isSecretStoreError, isKeychainUnavailable, SECRET_STO
 export type { SecretStoreErrorCode } from './errors.js';
 export { MIN_STORE_KEY_LENGTH, SECRET_FILE_NAME, SECRET_RECORDS_DIR, openFileSecretStore, secretFilesOf } from './file.js';
 export type { FileSecretStore } from './file.js';
-export { KEYCHAIN_SERVICE, KEYCHAIN_INDEX_ACCOUNT, keychainAccount } from './keychain.js';
+export { KEYCHAIN_SERVICE, KEYCHAIN_INDEX_ACCOUNT, KEYCHAIN_CACHE_KEY_ACCOUNT, KEYCHAIN_TOKENS_DIR, keychainAccount, keychainTokenFileOf } from './keychain.js';
 
 export const DEFAULT_KEYCHAIN_TIMEOUT_MS = 3_000;
 

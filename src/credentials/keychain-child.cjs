@@ -20,6 +20,15 @@ async function run(request) {
     if (op.op === 'get') results.push(await entry(op.account).getPassword());
     else if (op.op === 'set') results.push(await entry(op.account).setPassword(op.value) ?? null);
     else if (op.op === 'delete') results.push(await entry(op.account).deleteCredential());
+    else if (op.op === 'ensure') {
+      // The access-token cache key: kept when the account holds one (base64 of 32 bytes), else replaced by op.value.
+      const found = await entry(op.account).getPassword();
+      if (typeof found === 'string' && /^[A-Za-z0-9+/]{43}=$/.test(found)) results.push(found);
+      else {
+        await entry(op.account).setPassword(op.value);
+        results.push(op.value);
+      }
+    }
     else if (op.op === 'index-sync') {
       let present = false;
       for (const account of op.accounts) if ((await entry(account).getPassword()) !== null) present = true;

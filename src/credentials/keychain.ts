@@ -7,26 +7,81 @@
 // take nor any timer can fire. A child can be killed when the time is up. It also gives every call a fresh
 // libdbus, which otherwise caches the session bus address for the life of the process, so
 // DBUS_SESSION_BUS_ADDRESS is honoured as it is at call time. The cost is one node start-up (~60 ms) per
-// store operation, which the handful of keychain calls per command or per renewal can afford.
+// store operation, which the handful of keychain calls per command can afford. At most CHILDREN_AT_ONCE run at
+// once in a process, the rest waiting their turn before their time limit starts: a daemon loading a hundred
+// keychain profiles sixteen at a time had sixteen node start-ups contend for two cores, and some ran past 3 s.
+//
+// The access-token cache is not in the keychain: a renewal would start a child per token stored, and the
+// daemon one per token read back. The keychain holds one random cache key instead (account
+// `__token-cache-key__`, made with the first token stored, under the index lock), read once per process and
+// kept in memory; each profile's last access token is a file of its own, `<configDir>/keychain-tokens/
+// <profile>.token` (0600, in a 0700 directory), sealed under that key with AES-256-GCM and bound to its format,
+// version and profile name (see sealed-record.ts), as the file store keeps its `secrets/<profile>.token`. So
+// the keychain is touched when a process starts (the read of the grant fetches the key in the same child) and
+// when the grant changes, never per renewal. Like the file store's, the token file is replaced whole, without
+// a lock, and not flushed: a crash loses at most the cache, and a file that does not open (torn, changed, or
+// sealed under another key) reads as no token, which the next renewal writes again. A key read from the
+// keychain is kept for the life of the process; a token file that fails the tag has the key read again (at
+// most once a minute), so a key replaced in the keychain does not strand a long-running daemon.
+//
+// The previous release kept the token in the keychain under `<profile>:access_token`. get() still reads that
+// entry while the profile has no token file (the file, once written, wins), and the next write of the profile's
+// grant or its deletion removes it, in the child that does the write.
 //
 // listProfiles: the Secret Service, macOS Keychain and Windows Credential Manager cannot be enumerated alike,
 // so the store keeps its own index, a JSON list of profile names under the account `__profiles__` (no
-// profile name can take that form). It is updated in the same child as the secrets, under a lock file in the
-// config dir so two processes adding profiles at once cannot lose one.
+// profile name can take that form, nor `__token-cache-key__`). It is updated in the same child as the secrets,
+// under a lock file in the config dir so two processes adding profiles at once cannot lose one. A profile whose
+// token file alone is left is listed too, as a profile holding only its token is in any store.
 import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { readdir, rm } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { ensurePrivateDir } from '../profile/files.js';
+import * as z from 'zod';
+import { Semaphore } from '../daemon/limiter.js';
+import { ensurePrivateDir, writePrivateFile } from '../profile/files.js';
 import { withFileLock } from '../profile/lock.js';
 import { assertProfileName, isProfileName } from '../profile/name.js';
 import { SecretStoreError } from './errors.js';
-import { STORED_NAMES, planMerge } from './types.js';
+import { readSealedFile, recordAad, sealRecord, unsealRecord } from './sealed-record.js';
+import type { RecordFormat } from './sealed-record.js';
+import { SECRET_NAMES, STORED_NAMES, planMerge } from './types.js';
 import type { StoredSecrets, SecretStore, StoredName } from './types.js';
 
 export const KEYCHAIN_SERVICE = 'syncauth';
 export const KEYCHAIN_INDEX_ACCOUNT = '__profiles__';
+/** The account of the key the access-token files are sealed under. */
+export const KEYCHAIN_CACHE_KEY_ACCOUNT = '__token-cache-key__';
+/** The directory in the config dir that holds the keychain profiles' access-token files. */
+export const KEYCHAIN_TOKENS_DIR = 'keychain-tokens';
+const TOKEN_SUFFIX = '.token';
 const INDEX_LOCK_FILE = 'keychain-index.lock';
+const TOKEN_FORMAT: RecordFormat = { format: 'syncauth-keychain-token', version: 1 };
+const CACHE_KEY_BYTES = 32;
+/** A token file that fails the tag has the key read again from the keychain, at most this often. */
+const KEY_RELOAD_MS = 60_000;
+const TokenContent = z.strictObject({ access_token: z.string().min(1) });
+
+/** The file holding the cached access token of a keychain profile (which need not exist). */
+export function keychainTokenFileOf(configDir: string, profile: string): string {
+  return path.join(configDir, KEYCHAIN_TOKENS_DIR, `${profile}${TOKEN_SUFFIX}`);
+}
+
+/**
+ * The cache key of each keychain this process has used (by D-Bus session address), read once and kept: every
+ * store opened in the process shares it, and a read or a creation under way is shared too.
+ */
+const cacheKeys = new Map<string, { key: Buffer; at: number }>();
+const keyFlights = new Map<string, Promise<Buffer | undefined>>();
+
+/** A key as the keychain holds it (base64 of 32 bytes), or undefined for anything else. */
+function parseCacheKey(raw: unknown): Buffer | undefined {
+  if (typeof raw !== 'string' || !/^[A-Za-z0-9+/]{43}=$/.test(raw)) return undefined;
+  const key = Buffer.from(raw, 'base64');
+  return key.length === CACHE_KEY_BYTES ? key : undefined;
+}
 
 export function keychainAccount(profile: string, name: StoredName): string {
   return `${profile}:${name}`;
@@ -36,6 +91,8 @@ type KeychainOp =
   | { op: 'get'; account: string }
   | { op: 'set'; account: string; value: string }
   | { op: 'delete'; account: string }
+  /** The account's value when it is a cache key; otherwise `value` is stored there and returned. */
+  | { op: 'ensure'; account: string; value: string }
   /** Adds `profile` to the index if any of `accounts` holds a secret, removes it otherwise. */
   | { op: 'index-sync'; account: string; profile: string; accounts: string[] };
 
@@ -53,6 +110,7 @@ export interface KeychainSecretStoreOptions {
 export function openKeychainSecretStore(options: KeychainSecretStoreOptions): SecretStore {
   const accounts = (profile: string) => STORED_NAMES.map((name) => keychainAccount(profile, name));
   const indexLock = path.join(options.configDir, INDEX_LOCK_FILE);
+  const tokensDir = path.join(options.configDir, KEYCHAIN_TOKENS_DIR);
 
   const run = (ops: KeychainOp[], doing: string, values: string[] = []) =>
     runInChild(ops, { env: options.env(), timeoutMs: options.timeoutMs, doing, values });
@@ -72,39 +130,202 @@ export function openKeychainSecretStore(options: KeychainSecretStoreOptions): Se
     });
   }
 
+  // ---- the cache key ----
+
+  const keychainId = () => options.env().DBUS_SESSION_BUS_ADDRESS ?? '';
+  const heldKey = () => cacheKeys.get(keychainId())?.key;
+
+  /** Keeps the key the keychain answered with; undefined when it holds none (or something that is not a key). */
+  function keep(id: string, raw: unknown): Buffer | undefined {
+    const key = parseCacheKey(raw);
+    if (key) cacheKeys.set(id, { key, at: Date.now() });
+    return key;
+  }
+
+  /**
+   * The cache key: the one held, else read from the keychain; with `create`, one made and stored (under the
+   * index lock, so two processes cannot each store their own) when the keychain holds none.
+   */
+  function cacheKey(create: boolean): Promise<Buffer | undefined> {
+    const id = keychainId();
+    const held = cacheKeys.get(id)?.key;
+    if (held) return Promise.resolve(held);
+    const flightId = `${create ? 'create' : 'read'}\0${id}`;
+    const pending = keyFlights.get(flightId);
+    if (pending) return pending;
+    const flight = (async () => {
+      try {
+        if (!create) {
+          const [raw] = await run([{ op: 'get', account: KEYCHAIN_CACHE_KEY_ACCOUNT }], 'reading the access-token cache key');
+          return keep(id, raw);
+        }
+        const fresh = randomBytes(CACHE_KEY_BYTES).toString('base64');
+        const doing = 'storing the access-token cache key';
+        const [raw] = await underIndexLock(() => run([{ op: 'ensure', account: KEYCHAIN_CACHE_KEY_ACCOUNT, value: fresh }], doing, [fresh]));
+        const key = keep(id, raw);
+        if (!key) throw new SecretStoreError('KEYCHAIN_UNAVAILABLE', 'the OS keychain did not keep the access-token cache key');
+        return key;
+      } finally {
+        keyFlights.delete(flightId);
+      }
+    })();
+    keyFlights.set(flightId, flight);
+    return flight;
+  }
+
+  /** After a token file failed the tag under `failed`: the keychain's key, when it is another one. */
+  async function reloadedKey(failed: Buffer): Promise<Buffer | undefined> {
+    const id = keychainId();
+    const held = cacheKeys.get(id);
+    // Another call read a different key meanwhile.
+    if (held && !held.key.equals(failed)) return held.key;
+    // Read a moment ago: the file is torn or changed, not sealed under a key the keychain has now.
+    if (held && Date.now() - held.at < KEY_RELOAD_MS) return undefined;
+    cacheKeys.delete(id);
+    const key = await cacheKey(false).catch(() => undefined);
+    // The keychain out of reach, or holding no key: the old one serves on, for another minute before asking again.
+    if (!key && held) cacheKeys.set(id, { key: held.key, at: Date.now() });
+    return key && !key.equals(failed) ? key : undefined;
+  }
+
+  // ---- the token files ----
+
+  const tokenFile = (profile: string) => keychainTokenFileOf(options.configDir, profile);
+  const tokenAad = (profile: string) => recordAad(TOKEN_FORMAT, 'token', profile);
+
+  function unsealToken(profile: string, text: string, key: Buffer): string | undefined | 'wrong key' {
+    const opened = unsealRecord(TOKEN_FORMAT, text, key, tokenAad(profile));
+    if (!opened.ok) return opened.failure === 'key' ? 'wrong key' : undefined;
+    const parsed = TokenContent.safeParse(opened.value);
+    return parsed.success ? parsed.data.access_token : undefined;
+  }
+
+  /**
+   * The profile's token file: whether there is one, and the token when it opens. `key` is the one to try, or
+   * `fetch` to read it from the keychain when none is held.
+   */
+  async function readTokenFile(profile: string, key: Buffer | undefined | 'fetch'): Promise<{ present: boolean; token?: string }> {
+    const text = readSealedFile(tokenFile(profile));
+    if (text === undefined) return { present: false };
+    const first = key === 'fetch' ? await cacheKey(false) : key;
+    if (!first) return { present: true };
+    let token = unsealToken(profile, text, first);
+    if (token === 'wrong key') {
+      const again = await reloadedKey(first);
+      token = again ? unsealToken(profile, text, again) : undefined;
+    }
+    return token === 'wrong key' || token === undefined ? { present: true } : { present: true, token };
+  }
+
+  /** Replaces the profile's token file whole, not flushed (see the head of this file). */
+  async function writeTokenFile(profile: string, token: string): Promise<void> {
+    const key = heldKey() ?? (await cacheKey(true));
+    if (!key) return;
+    const text = sealRecord(TOKEN_FORMAT, key, tokenAad(profile), { access_token: token });
+    const write = () => writePrivateFile(tokenFile(profile), text, undefined, { followLinks: false, durable: false });
+    try {
+      await write();
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+      await ensurePrivateDir(options.configDir);
+      await ensurePrivateDir(tokensDir, { tighten: true });
+      await write();
+    }
+  }
+
+  async function tokenFileNames(): Promise<string[]> {
+    let entries: string[];
+    try {
+      entries = await readdir(tokensDir);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return [];
+      throw error;
+    }
+    return entries
+      .filter((entry) => entry.endsWith(TOKEN_SUFFIX))
+      .map((entry) => entry.slice(0, -TOKEN_SUFFIX.length))
+      .filter(isProfileName);
+  }
+
+  /** Removes the cached token: its file, and the entry the previous release kept in the keychain. */
+  async function removeToken(profile: string): Promise<void> {
+    await rm(tokenFile(profile), { force: true });
+    const ops: KeychainOp[] = [
+      { op: 'delete', account: keychainAccount(profile, 'access_token') },
+      { op: 'index-sync', account: KEYCHAIN_INDEX_ACCOUNT, profile, accounts: accounts(profile) },
+    ];
+    await underIndexLock(() => run(ops, `removing the access token of profile "${profile}"`));
+  }
+
   return {
     kind: 'keychain',
     writable: true,
 
     async get(profile) {
       assertProfileName(profile);
-      const results = await run(
-        accounts(profile).map((account) => ({ op: 'get', account })),
-        `reading the secrets of profile "${profile}"`,
-      );
+      // The cache key rides along with the first read of a process: no child of its own.
+      const id = keychainId();
+      const withKey = !cacheKeys.has(id);
+      const ops: KeychainOp[] = accounts(profile).map((account) => ({ op: 'get', account }));
+      if (withKey) ops.push({ op: 'get', account: KEYCHAIN_CACHE_KEY_ACCOUNT });
+      const results = await run(ops, `reading the secrets of profile "${profile}"`);
       const secrets: StoredSecrets = {};
-      STORED_NAMES.forEach((name, i) => {
-        const value = results[i];
+      SECRET_NAMES.forEach((name) => {
+        const value = results[STORED_NAMES.indexOf(name)];
         if (typeof value === 'string' && value !== '') secrets[name] = value;
       });
+      const key = withKey ? keep(id, results[STORED_NAMES.length]) : heldKey();
+      const file = await readTokenFile(profile, key);
+      // The previous release's entry, while no file has taken its place.
+      const previous = results[STORED_NAMES.indexOf('access_token')];
+      const token = file.present ? file.token : typeof previous === 'string' && previous !== '' ? previous : undefined;
+      if (token !== undefined) secrets.access_token = token;
       return secrets;
     },
 
     async set(profile, secrets) {
       assertProfileName(profile);
       const { write, remove } = planMerge(secrets);
-      if (write.length === 0 && remove.length === 0) return;
-      const ops: KeychainOp[] = [
-        ...write.map(([name, value]): KeychainOp => ({ op: 'set', account: keychainAccount(profile, name), value })),
-        ...remove.map((name): KeychainOp => ({ op: 'delete', account: keychainAccount(profile, name) })),
-        { op: 'index-sync', account: KEYCHAIN_INDEX_ACCOUNT, profile, accounts: accounts(profile) },
-      ];
-      const doing = `storing the secrets of profile "${profile}"`;
-      await underIndexLock(() => run(ops, doing, write.map(([, value]) => value)));
+      const grantWrite = write.filter(([name]) => name !== 'access_token');
+      const grantRemove = remove.filter((name) => name !== 'access_token');
+      const token = secrets.access_token;
+      if (grantWrite.length > 0 || grantRemove.length > 0) {
+        // A token stored with the grant (setup's marker) needs the key: made in the same child when there is none.
+        const fresh = token && !heldKey() ? randomBytes(CACHE_KEY_BYTES).toString('base64') : undefined;
+        const id = keychainId();
+        const ops: KeychainOp[] = [
+          ...grantWrite.map(([name, value]): KeychainOp => ({ op: 'set', account: keychainAccount(profile, name), value })),
+          ...grantRemove.map((name): KeychainOp => ({ op: 'delete', account: keychainAccount(profile, name) })),
+          // The previous release's cached token goes with the grant it was of.
+          { op: 'delete', account: keychainAccount(profile, 'access_token') },
+          ...(fresh ? [{ op: 'ensure', account: KEYCHAIN_CACHE_KEY_ACCOUNT, value: fresh } satisfies KeychainOp] : []),
+          { op: 'index-sync', account: KEYCHAIN_INDEX_ACCOUNT, profile, accounts: accounts(profile) },
+        ];
+        const doing = `storing the secrets of profile "${profile}"`;
+        const values = [...grantWrite.map(([, value]) => value), ...(fresh ? [fresh] : [])];
+        const results = await underIndexLock(() => run(ops, doing, values));
+        if (fresh) keep(id, results[ops.length - 2]);
+        if (token === '') await rm(tokenFile(profile), { force: true });
+      } else if (token === '') {
+        await removeToken(profile);
+      }
+      if (token) await writeTokenFile(profile, token);
+    },
+
+    async readAccessToken(profile) {
+      assertProfileName(profile);
+      return (await readTokenFile(profile, heldKey() ?? 'fetch')).token;
+    },
+
+    async writeAccessToken(profile, value) {
+      assertProfileName(profile);
+      if (value === '') await removeToken(profile);
+      else await writeTokenFile(profile, value);
     },
 
     async delete(profile) {
       assertProfileName(profile);
+      await rm(tokenFile(profile), { force: true });
       const ops: KeychainOp[] = [
         ...accounts(profile).map((account): KeychainOp => ({ op: 'delete', account })),
         { op: 'index-sync', account: KEYCHAIN_INDEX_ACCOUNT, profile, accounts: accounts(profile) },
@@ -114,15 +335,16 @@ export function openKeychainSecretStore(options: KeychainSecretStoreOptions): Se
 
     async listProfiles() {
       const [raw] = await run([{ op: 'get', account: KEYCHAIN_INDEX_ACCOUNT }], 'listing the profiles');
-      if (typeof raw !== 'string') return [];
+      // A profile whose token file alone is left counts, as a profile holding only its token does in any store.
+      const names = new Set(await tokenFileNames());
       let parsed: unknown;
       try {
-        parsed = JSON.parse(raw);
+        parsed = typeof raw === 'string' ? JSON.parse(raw) : [];
       } catch {
-        return [];
+        parsed = [];
       }
-      if (!Array.isArray(parsed)) return [];
-      return parsed.filter((name): name is string => typeof name === 'string' && isProfileName(name)).sort();
+      if (Array.isArray(parsed)) for (const name of parsed) if (typeof name === 'string' && isProfileName(name)) names.add(name);
+      return [...names].sort();
     },
   };
 }
@@ -138,7 +360,14 @@ interface ChildContext {
 
 let keyringModule: string | undefined;
 
+const CHILDREN_AT_ONCE = 4;
+const children = new Semaphore(CHILDREN_AT_ONCE);
+
 function runInChild(ops: KeychainOp[], context: ChildContext): Promise<unknown[]> {
+  return children.run(() => runChild(ops, context));
+}
+
+function runChild(ops: KeychainOp[], context: ChildContext): Promise<unknown[]> {
   const started = Date.now();
   return new Promise((resolve, reject) => {
     const unavailable = (reason: string, cause?: unknown) =>

@@ -40,6 +40,14 @@ export interface SecretStore {
   delete(profile: string): Promise<void>;
   /** Profiles that have at least one stored secret, sorted. */
   listProfiles(): Promise<string[]>;
+  /**
+   * The cached access token alone, as get() would return it in `access_token` (the previous release's keychain
+   * entry aside), for a store that keeps it apart from the secrets and can read it without them (file,
+   * keychain): the renewal path reads it through this when present, get() otherwise.
+   */
+  readAccessToken?(profile: string): Promise<string | undefined>;
+  /** Stores the cached access token alone, as set(profile, { access_token: value }) does; '' removes it. */
+  writeAccessToken?(profile: string, value: string): Promise<void>;
 }
 
 /** Splits a set() request into the values to write and the names to remove. */

@@ -10,7 +10,7 @@ import { reauthorizeCommand } from '../profile/name.js';
 import { resolveSettings } from '../config.js';
 import { openProfileSession, readSecrets, requireGrant, type Grant, type OpenProfileSessionOptions, type ProfileSession } from './profile-session.js';
 import { renewHoldingLock } from './renew.js';
-import { accessTokenKeeper, decodeAccessToken, remainingMs } from './token-cache.js';
+import { accessTokenKeeper, decodeAccessToken, readKeptAccessToken, remainingMs } from './token-cache.js';
 
 /** Runs `work`; a terminal OAuth failure gets the exact command that fixes it, naming the profile. */
 export async function reauthorizeHint<T>(profile: string, work: () => Promise<T>): Promise<T> {
@@ -74,8 +74,8 @@ export async function sessionAccessToken(
   // A profile the state marks for re-authorization has a revoked grant, whose access tokens died with it.
   const cacheable = secrets.writable && session.state?.needsReauthorization !== true;
   // `waitingSince`: when this process began waiting for the lock; `recent` reuses only a renewal finished since.
-  const reusable = (stored: StoredSecrets, current: Grant, waitingSince?: number): SessionToken | undefined => {
-    const cached = reuse === 'never' ? undefined : decodeAccessToken(stored.access_token, current);
+  const reusable = (kept: string | undefined, current: Grant, waitingSince?: number): SessionToken | undefined => {
+    const cached = reuse === 'never' ? undefined : decodeAccessToken(kept, current);
     if (!cached) return undefined;
     const at = now();
     const left = remainingMs(cached, at);
@@ -86,8 +86,9 @@ export async function sessionAccessToken(
     return fresh ? { accessToken: cached.accessToken, refreshToken: current.refreshToken, expiresAt: cached.expiresAt } : undefined;
   };
   // Before the lock only `token` may reuse: `refresh` promises a renewal made now, not one made before it asked.
+  // The token alone is read: the grant was read already, and a keychain would start a child for it again.
   if (cacheable && reuse === 'margin') {
-    const hit = reusable(await secrets.get(name), grant);
+    const hit = reusable(await readKeptAccessToken(secrets, name), grant);
     if (hit) return hit;
   }
   const waitingSince = now();
@@ -97,7 +98,7 @@ export async function sessionAccessToken(
       if (cacheable) {
         const stored = await secrets.get(name);
         current = storedGrant(session, grant, stored);
-        const hit = reusable(stored, current, waitingSince);
+        const hit = reusable(stored.access_token, current, waitingSince);
         if (hit) return hit;
       }
       const keep = cacheable ? accessTokenKeeper(secrets, name, current.appKey, now) : undefined;

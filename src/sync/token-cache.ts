@@ -2,6 +2,11 @@
 // file, never the plaintext state) so that `syncauth token`, `refresh` and the daemon in other processes reuse
 // one renewal instead of each making their own. The read-only `env` store keeps none.
 //
+// A renewal writes the entry alone and a reader reads it alone, through the store's writeAccessToken and
+// readAccessToken where it has them: the file and keychain stores keep the token in a file of its own (the
+// keychain's sealed under a key read once per process), so neither starts a keychain child nor reads the
+// secrets per renewal. A store without them (a caller's own) is written with set() and read with get().
+//
 // The entry names the grant it came from by a digest of the app key and refresh token: after `setup` stores a
 // new grant, or with a grant from the environment that differs from the stored one, the entry is ignored
 // rather than handing out a token of another grant. The digest lives only inside the secret store.
@@ -78,13 +83,18 @@ export function accessTokenKeeper(
   now: () => number = Date.now,
 ): ((tokens: TokenSet) => Promise<void>) | undefined {
   if (!store.writable) return undefined;
-  return (tokens) =>
-    store.set(profile, {
-      access_token: encodeAccessToken(
-        { accessToken: tokens.accessToken, expiresAt: tokens.expiresAt, renewedAt: now() },
-        { appKey, refreshToken: tokens.refreshToken },
-      ),
-    });
+  return (tokens) => {
+    const value = encodeAccessToken(
+      { accessToken: tokens.accessToken, expiresAt: tokens.expiresAt, renewedAt: now() },
+      { appKey, refreshToken: tokens.refreshToken },
+    );
+    return store.writeAccessToken ? store.writeAccessToken(profile, value) : store.set(profile, { access_token: value });
+  };
+}
+
+/** The profile's kept entry as the store holds it (see the head of this file), undefined when there is none. */
+export async function readKeptAccessToken(store: SecretStore, profile: string): Promise<string | undefined> {
+  return store.readAccessToken ? store.readAccessToken(profile) : (await store.get(profile)).access_token;
 }
 
 /**
@@ -94,5 +104,5 @@ export function accessTokenKeeper(
  */
 export function accessTokenReader(store: SecretStore, profile: string): ((grant: GrantIdentity) => Promise<CachedAccessToken | undefined>) | undefined {
   if (!store.writable) return undefined;
-  return async (grant) => decodeAccessToken((await store.get(profile)).access_token, grant);
+  return async (grant) => decodeAccessToken(await readKeptAccessToken(store, profile), grant);
 }

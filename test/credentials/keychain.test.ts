@@ -2,7 +2,7 @@
 // the ways a keychain is out of reach: no bus, a bus without a Secret Service, a bus that never answers.
 // What every store promises (merging, deleting, listing, concurrency) is in contract.test.ts; here, what only
 // the keychain does: where the entries live, and how an unreachable keychain fails.
-import { mkdtempSync, rmSync, unlinkSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, unlinkSync } from 'node:fs';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -75,17 +75,21 @@ describe.skipIf(skip)(
       expect(await entry.getPassword()).toBeNull();
     });
 
-    test('keeps the access-token cache under account "<profile>:access_token"; delete() removes it with the secrets', async () => {
+    test('keeps the access-token cache in a sealed file of the config dir, not in the keychain; delete() removes it with the secrets', async () => {
       const store = openSecretStore({ kind: 'keychain', configDir, timeoutMs: FUNCTIONAL_TIMEOUT_MS });
       // A profile stored before the cache existed reads as it did.
       await store.set('kc-cache', { app_key: 'ak', refresh_token: 'rt' });
       expect(await store.get('kc-cache')).toEqual({ app_key: 'ak', refresh_token: 'rt' });
       await store.set('kc-cache', { access_token: CANARY });
       expect(await store.get('kc-cache')).toEqual({ app_key: 'ak', refresh_token: 'rt', access_token: CANARY });
+      expect(await store.readAccessToken?.('kc-cache')).toBe(CANARY);
       const entry = new AsyncEntry('syncauth', 'kc-cache:access_token', { linux: { store: 'secret-service' } });
-      expect(await entry.getPassword()).toBe(CANARY);
-      await store.delete('kc-cache');
       expect(await entry.getPassword()).toBeNull();
+      const file = path.join(configDir, 'keychain-tokens', 'kc-cache.token');
+      expect(readFileSync(file, 'utf8')).not.toContain(CANARY);
+      expect(readFileSync(file, 'utf8')).not.toContain(Buffer.from(CANARY).toString('base64'));
+      await store.delete('kc-cache');
+      expect(existsSync(file)).toBe(false);
       expect(await store.get('kc-cache')).toEqual({});
       expect(await store.listProfiles()).not.toContain('kc-cache');
     });
