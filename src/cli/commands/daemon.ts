@@ -343,6 +343,19 @@ export async function loadProfiles(context: CommandContext, store: ProfileStore,
   );
 }
 
+/**
+ * A loader that answers `first` once (and lets go of it), then calls `load`: the entries read for the start's
+ * checks are the ones the daemon starts with, and every later call (a reload) reads the profiles anew.
+ */
+function handOver(first: ProfileEntry[], load: () => Promise<ProfileEntry[]>): () => Promise<ProfileEntry[]> {
+  let kept: ProfileEntry[] | undefined = first;
+  return () => {
+    const entries = kept;
+    kept = undefined;
+    return entries ? Promise.resolve(entries) : load();
+  };
+}
+
 /** Profiles whose state and secrets are read at once while loading. */
 const PROFILES_LOADED_AT_ONCE = 16;
 
@@ -429,7 +442,7 @@ async function runDaemon(given: CommandContext, givenOptions: DaemonCommandOptio
     return true;
   };
   log.debug({ event: 'daemon.starting', op: 'start' }, 'loading the profiles');
-  const initial = await load();
+  const initial: ProfileEntry[] = await load();
   if (await stoppedDuringStart()) return;
   if (initial.length === 0) {
     throw new SyncauthError('SYNCAUTH_NO_PROFILES', 'there is no profile to serve: no profile is stored and the environment holds no Dropbox grant', {
@@ -477,7 +490,9 @@ async function runDaemon(given: CommandContext, givenOptions: DaemonCommandOptio
   let running: RunningDaemon;
   try {
     running = await startDaemon({
-      profiles: load,
+      // The profiles loaded above start the daemon; a reload (SIGHUP) loads them anew. Loading them a second
+      // time here read every profile twice at start and held both sets for the daemon's life.
+      profiles: handOver(initial, load),
       loadProfile: async (name) => (await loadProfiles(context, store, [name]))[0] ?? { name, error: new Error(`profile "${name}" is gone`) },
       profileStore: store,
       renewMarginMs: settings.marginMs,
