@@ -9,13 +9,13 @@ import { checkTokenFileTemplate, sameProfileSinks, TokenPublisher, type ProfileS
 import { classifyFailure } from './classify.js';
 import { resolveDaemonConfig, type DaemonConfig } from './config.js';
 import { scheduleSweeps, type ClockJump, type SweepSchedule } from './cron.js';
-import { RateGate, Semaphore } from './limiter.js';
+import { eachBounded, RateGate, Semaphore } from './limiter.js';
 import { renewalLock, replicaLease, SingleFlight } from './exclusion.js';
 import { DaemonMetrics } from './metrics.js';
 import type { DaemonClock } from './runtime.js';
 import { startHealthServer } from './server.js';
 import type { ReauthorizationResult, ReauthorizedGrant } from './events.js';
-import type { DaemonOptions, DaemonStatus, ProfileEntry, RunningDaemon, SweepReport } from './types.js';
+import type { DaemonOptions, DaemonStatus, ProfileEntry, RunningDaemon, SweepEntry, SweepReport } from './types.js';
 import { GrantSharing } from './grant-sharing.js';
 import { ProfileWorker } from './worker.js';
 import type { WorkerContext } from './worker-context.js';
@@ -186,8 +186,19 @@ export class Daemon implements RunningDaemon {
     if (this.#closing) return { at: new Date(at).toISOString(), profiles: [] };
     this.#metrics.swept(at);
     const workers = [...this.#workers.values()];
-    await Promise.all(workers.map((worker) => worker.expire(at)));
-    const entries = await Promise.all(workers.map((worker) => worker.visit()));
+    const width = this.#config.concurrency;
+    await eachBounded(workers, width, (worker) => worker.expire(at));
+    // A few profiles visited at a time (as many as renew at once), each in order: ten thousand visits started
+    // together held ten thousand waits for a renewal slot on the heap. A visit's reconcile runs on under its
+    // own bound while the next profile is visited; the report waits for it.
+    const entries: SweepEntry[] = new Array<SweepEntry>(workers.length);
+    const reconciles: Promise<void>[] = [];
+    await eachBounded(workers, width, async (worker, i) => {
+      const { entry, reconcile } = await worker.visitOwn();
+      entries[i] = entry;
+      if (reconcile) reconciles.push(reconcile.then((outcome) => void (entries[i] = { ...entry, reconcile: outcome })));
+    });
+    await Promise.all(reconciles);
     return { at: new Date(at).toISOString(), profiles: entries };
   }
 

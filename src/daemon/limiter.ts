@@ -46,3 +46,25 @@ export class RateGate {
     if (slot > now) await this.sleep(slot - now, signal);
   }
 }
+
+/**
+ * Calls `fn` on every item, at most `width` at a time, in order: a daemon's sweep over ten thousand profiles
+ * keeps a few visits under way, not ten thousand waiting at once. After a call fails no other starts; resolves
+ * once every call started has ended, rejecting with the first failure.
+ */
+export async function eachBounded<T>(items: readonly T[], width: number, fn: (item: T, index: number) => Promise<void>): Promise<void> {
+  let next = 0;
+  let failure: { error: unknown } | undefined;
+  const lane = async (): Promise<void> => {
+    while (!failure && next < items.length) {
+      const index = next++;
+      try {
+        await fn(items[index] as T, index);
+      } catch (error) {
+        failure ??= { error };
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.max(1, Math.min(width, items.length)) }, lane));
+  if (failure) throw failure.error;
+}

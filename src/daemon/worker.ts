@@ -30,7 +30,7 @@ export function isLoadFailure(entry: ProfileEntry): entry is ProfileLoadFailure 
 }
 
 /** One visit's work: its sweep entry, and the reconcile it started, which runs outside the single flight. */
-interface Visited {
+export interface Visited {
   entry: SweepEntry;
   reconcile?: Promise<ReconcileOutcome>;
 }
@@ -86,6 +86,17 @@ export class ProfileWorker {
    * service, a hung endpoint, each within its deadline) is skipped and counted, and the sweep goes on.
    */
   async visit(): Promise<SweepEntry> {
+    const visited = await this.visitOwn();
+    // The reconcile the visit started runs on the profile's own chain, outside the single flight: the sweep
+    // still reports its outcome, but the next visit may renew while it runs.
+    return visited.reconcile ? { ...visited.entry, reconcile: await visited.reconcile } : visited.entry;
+  }
+
+  /**
+   * The visit's own work, ended without waiting for the reconcile it started, which is handed back: a sweep
+   * visits a few profiles at a time, and a profile's reconcile (bounded apart) must not hold up the next visit.
+   */
+  async visitOwn(): Promise<Visited> {
     const name = this.#rt.name;
     this.#checkNotices();
     const visited = await this.#ctx.locks.flight.run(name, () =>
@@ -96,11 +107,9 @@ export class ProfileWorker {
     );
     if (visited === HELD_ELSEWHERE || visited.entry.action === 'in_flight') {
       this.#ctx.metrics.skipped(name);
-      return { profile: name, action: 'in_flight' };
+      return { entry: { profile: name, action: 'in_flight' } };
     }
-    // The reconcile the visit started runs on the profile's own chain, outside the single flight: the sweep
-    // still reports its outcome, but the next visit may renew while it runs.
-    return visited.reconcile ? { ...visited.entry, reconcile: await visited.reconcile } : visited.entry;
+    return visited;
   }
 
   /** Drops the token held when its time is up at `at`; the token file goes with it. */

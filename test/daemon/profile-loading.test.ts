@@ -2,6 +2,7 @@
 // once. Ten thousand read at once held every read on the heap together and crashed the daemon at start.
 import type * as Session from '../../src/cli/session.js';
 import { beforeAll, describe, expect, test, vi } from 'vitest';
+import { resolveSettings } from '../../src/config.js';
 import { openProfileStore } from '../../src/profile/index.js';
 import type { Home } from '../helpers/onboarding.js';
 import { fileStoreContext, storedProfilesHome } from './stored-profiles-home.js';
@@ -27,7 +28,7 @@ vi.mock('../../src/cli/session.js', async (importOriginal) => {
   };
 });
 
-const { loadProfiles } = await import('../../src/cli/commands/daemon.js');
+const { daemon, loadProfiles } = await import('../../src/cli/commands/daemon.js');
 
 const PROFILES = 60;
 let home: Home;
@@ -53,6 +54,19 @@ describe('loading the stored profiles', () => {
     expect(reads.most).toBeLessThanOrEqual(16);
     expect(loaded.map((entry) => entry.name)).toEqual(names);
     expect(loaded.filter((entry) => 'error' in entry)).toEqual([]);
+    expect(reads.names.sort()).toEqual(names);
+  });
+});
+
+describe('starting the daemon', () => {
+  test('reads each profile once: the profiles loaded for the start\'s checks are those it serves', async () => {
+    reads.gate = Promise.resolve();
+    reads.names = [];
+    const base = fileStoreContext(home);
+    const inputs = { ...base.inputs, env: { ...base.inputs.env, SYNCAUTH_LOG_LEVEL: 'silent' } };
+    // One pass over profiles whose token endpoint no one answers: none gets a token, so the pass fails, but
+    // only after the start has loaded them all and the sweep has visited every one.
+    await expect(daemon({ ...base, inputs, settings: resolveSettings(inputs) }, { once: true })).rejects.toThrow(/not fresh/);
     expect(reads.names.sort()).toEqual(names);
   });
 });

@@ -3,6 +3,7 @@
 // turns signals into a graceful stop (SIGTERM, SIGINT) or a reload (SIGHUP).
 import { syncauthCommand } from '../../profile/name.js';
 import path from 'node:path';
+import v8 from 'node:v8';
 import { SETTINGS, type SettingName, type Settings } from '../../config.js';
 import {
   checkRedisUrl,
@@ -343,6 +344,19 @@ export async function loadProfiles(context: CommandContext, store: ProfileStore,
   );
 }
 
+/**
+ * A loader that answers `first` once (and lets go of it), then calls `load`: the entries read for the start's
+ * checks are the ones the daemon starts with, and every later call (a reload) reads the profiles anew.
+ */
+function handOver(first: ProfileEntry[], load: () => Promise<ProfileEntry[]>): () => Promise<ProfileEntry[]> {
+  let kept: ProfileEntry[] | undefined = first;
+  return () => {
+    const entries = kept;
+    kept = undefined;
+    return entries ? Promise.resolve(entries) : load();
+  };
+}
+
 /** Profiles whose state and secrets are read at once while loading. */
 const PROFILES_LOADED_AT_ONCE = 16;
 
@@ -393,7 +407,21 @@ function holdSignals(): HeldSignals {
 /** The exit code of a one-shot run that a signal stopped, as the shell reports it (the daemon proper exits 0). */
 const ONCE_STOPPED: Partial<Record<NodeJS.Signals, number>> = { SIGINT: 130, SIGTERM: 143 };
 
+/**
+ * How far past what it holds the daemon's heap grows before a full collection. V8 judges that itself, up to
+ * fourfold: a 10,000-profile daemon held about 70 MiB live but peaked at 220 MiB RSS in its first sweep, against
+ * some 130 MiB once settled. At 30 % the peak came to about 195 MiB, for the same CPU (bench/stored.mjs).
+ */
+const HEAP_GROWING_PERCENT = 30;
+
+/** Sets the daemon's heap growth, unless the operator set it (NODE_OPTIONS or node's own flags). */
+export function tuneHeapGrowth(): void {
+  const given = [...process.execArgv, process.env.NODE_OPTIONS ?? ''].some((arg) => /heap[-_]growing[-_]percent/.test(arg));
+  if (!given) v8.setFlagsFromString(`--heap-growing-percent=${HEAP_GROWING_PERCENT}`);
+}
+
 export async function daemon(given: CommandContext, givenOptions: DaemonCommandOptions = {}): Promise<void> {
+  tuneHeapGrowth();
   const held = holdSignals();
   try {
     await runDaemon(given, givenOptions, held);
@@ -429,7 +457,7 @@ async function runDaemon(given: CommandContext, givenOptions: DaemonCommandOptio
     return true;
   };
   log.debug({ event: 'daemon.starting', op: 'start' }, 'loading the profiles');
-  const initial = await load();
+  const initial: ProfileEntry[] = await load();
   if (await stoppedDuringStart()) return;
   if (initial.length === 0) {
     throw new SyncauthError('SYNCAUTH_NO_PROFILES', 'there is no profile to serve: no profile is stored and the environment holds no Dropbox grant', {
@@ -477,7 +505,9 @@ async function runDaemon(given: CommandContext, givenOptions: DaemonCommandOptio
   let running: RunningDaemon;
   try {
     running = await startDaemon({
-      profiles: load,
+      // The profiles loaded above start the daemon; a reload (SIGHUP) loads them anew. Loading them a second
+      // time here read every profile twice at start and held both sets for the daemon's life.
+      profiles: handOver(initial, load),
       loadProfile: async (name) => (await loadProfiles(context, store, [name]))[0] ?? { name, error: new Error(`profile "${name}" is gone`) },
       profileStore: store,
       renewMarginMs: settings.marginMs,
