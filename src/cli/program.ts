@@ -65,8 +65,19 @@ function jsonOption(command: Command): Command {
   return command.option('--json', 'print machine-readable JSON');
 }
 
-export function buildProgram(factory: Factory): Command {
+/** The top-level commands, in the order of the help. */
+export const COMMAND_NAMES = ['setup', 'authorize', 'token', 'reauth-link', 'status', 'refresh', 'logout', 'exec', 'daemon', 'notify',
+  'source', 'workflow', 'jobs', 'destination', 'profile', 'demo', 'emulate', 'doctor', 'completion'] as const;
+export type CommandName = (typeof COMMAND_NAMES)[number];
+
+/**
+ * The command tree: every command, or with `only` that top-level command alone (with all its subcommands and
+ * options), for a run that names it first. Its own help, errors and suggestions are the same either way: they
+ * never name a sibling.
+ */
+export function buildProgram(factory: Factory, only?: CommandName): Command {
   const lazy = lazyWith(factory);
+  const declared = (name: CommandName): boolean => only === undefined || only === name;
   const program = new Command('syncauth')
     .description('Onboard a Dropbox app folder into the ingestion service and keep its OAuth tokens fresh.')
     .version(version, '-V, --version')
@@ -90,14 +101,16 @@ the secret store, a .env file or stdin, never from flags; SYNCAUTH_STORE_KEY fro
     .option('--no-browser', 'paste mode: no redirect; Dropbox shows a code and you paste it here (headless hosts)')
     .option('--no-open', 'loopback mode without starting a browser; open the printed URL yourself')
     .option('--timeout <seconds>', 'how long to wait for the browser to come back', '300');
+  const scheduleHelp = `named schedule, one of: ${SCHEDULES.join(', ')}`;
 
-  flowOptions(jsonOption(addSettingOptions(program.command('setup'), [...ONBOARDING, 'publicUrl'])))
-    .description('onboard a Dropbox app folder: authorize, store the secrets, create the connector, wire the workflow')
-    .option('-y, --yes', 'never prompt: take everything from flags, the environment and .env, and fail naming what is missing')
-    .option('--no-check', "skip the service's connection check of the connector (run `syncauth source check ID` later)")
-    .option('--no-workflow', 'the connector alone: no workflow question, and a re-run drops the workflow the profile had')
-    .option('--adopt', 'take over an existing connector of the same name that may not be this profile\'s (asked at a terminal)')
-    .addHelpText('after', `
+  if (declared('setup')) {
+    flowOptions(jsonOption(addSettingOptions(program.command('setup'), [...ONBOARDING, 'publicUrl'])))
+      .description('onboard a Dropbox app folder: authorize, store the secrets, create the connector, wire the workflow')
+      .option('-y, --yes', 'never prompt: take everything from flags, the environment and .env, and fail naming what is missing')
+      .option('--no-check', "skip the service's connection check of the connector (run `syncauth source check ID` later)")
+      .option('--no-workflow', 'the connector alone: no workflow question, and a re-run drops the workflow the profile had')
+      .option('--adopt', 'take over an existing connector of the same name that may not be this profile\'s (asked at a terminal)')
+      .addHelpText('after', `
 Secrets (SYNCAUTH_API_KEY, SYNCAUTH_APP_KEY, SYNCAUTH_APP_SECRET) come from the environment, .env or hidden
 prompts. With SYNCAUTH_REFRESH_TOKEN set, the browser step is skipped (containers, CI).
 
@@ -111,49 +124,63 @@ Examples:
   syncauth setup --no-browser                             # on a server: paste the code Dropbox shows
   SYNCAUTH_BASE_URL=https://platform.example.com SYNCAUTH_REMOTE_URL=dropbox://data \\
     syncauth setup --workflow-id 6f1c9a2e-8d4b-4c3a-9e7f-2b5d8c1a0e93 --schedule "every 4 hours" --yes`)
-    .action(lazy(() => import('./commands/setup.js'), 'setup', 'unwind'));
-  flowOptions(jsonOption(addSettingOptions(program.command('authorize'), ['authorizeUrl', 'tokenUrl', 'redirectUri'])))
-    .description('only the OAuth flow, on a machine with a browser; prints the refresh token for another host')
-    .addHelpText('after', '\nThen, on the headless host (paste the printed token at the silent prompt; it stays out of shell history):\n  read -rs SYNCAUTH_REFRESH_TOKEN && export SYNCAUTH_REFRESH_TOKEN && syncauth setup --yes')
-    .action(lazy(() => import('./commands/authorize.js'), 'authorize', 'unwind'));
-  addSettingOptions(program.command('token'), [...DROPBOX])
-    .description('print a valid access token alone on stdout (renewed first), for scripts')
-    .option('--force', 'renew even when the stored access token still has more than the margin to live')
-    .addHelpText('after', '\nExample:\n  curl -H "Authorization: Bearer $(syncauth token)" -X POST https://api.dropboxapi.com/2/users/get_current_account')
-    .action(lazy(() => import('./commands/token.js'), 'token'));
-  addSettingOptions(program.command('reauth-link'), ['profile', 'configDir', 'publicUrl', 'reauthLinkTtl', 'redisUrl'])
-    .description("mint a link to the daemon's re-authorization page for a profile and print it on stdout (a credential)")
-    .option('--allow-account-change', 'the link may move the profile to another Dropbox account')
-    .addHelpText('after', `
+      .action(lazy(() => import('./commands/setup.js'), 'setup', 'unwind'));
+  }
+  if (declared('authorize')) {
+    flowOptions(jsonOption(addSettingOptions(program.command('authorize'), ['authorizeUrl', 'tokenUrl', 'redirectUri'])))
+      .description('only the OAuth flow, on a machine with a browser; prints the refresh token for another host')
+      .addHelpText('after', '\nThen, on the headless host (paste the printed token at the silent prompt; it stays out of shell history):\n  read -rs SYNCAUTH_REFRESH_TOKEN && export SYNCAUTH_REFRESH_TOKEN && syncauth setup --yes')
+      .action(lazy(() => import('./commands/authorize.js'), 'authorize', 'unwind'));
+  }
+  if (declared('token')) {
+    addSettingOptions(program.command('token'), [...DROPBOX])
+      .description('print a valid access token alone on stdout (renewed first), for scripts')
+      .option('--force', 'renew even when the stored access token still has more than the margin to live')
+      .addHelpText('after', '\nExample:\n  curl -H "Authorization: Bearer $(syncauth token)" -X POST https://api.dropboxapi.com/2/users/get_current_account')
+      .action(lazy(() => import('./commands/token.js'), 'token'));
+  }
+  if (declared('reauth-link')) {
+    addSettingOptions(program.command('reauth-link'), ['profile', 'configDir', 'publicUrl', 'reauthLinkTtl', 'redisUrl'])
+      .description("mint a link to the daemon's re-authorization page for a profile and print it on stdout (a credential)")
+      .option('--allow-account-change', 'the link may move the profile to another Dropbox account')
+      .addHelpText('after', `
 The link is PUBLIC_URL/reauthorize/<token>, valid for --reauth-link-ttl (default 72h); only a digest of it is kept.
 Whoever opens it can give the profile a new grant of its own Dropbox account: send it only to that account's owner.
 
 Example:
   syncauth reauth-link --profile docs --public-url https://syncauth.example.com`)
-    .action(lazy(() => import('./commands/reauth-link.js'), 'reauthLink'));
-  jsonOption(addSettingOptions(program.command('status'), ['profile', 'configDir', 'redisUrl']))
-    .description('every profile: token expiry, connector, workflow, last renewal and error; exit 4 if one needs re-authorization')
-    .action(lazy(() => import('./commands/status.js'), 'status'));
-  jsonOption(addSettingOptions(program.command('refresh'), [...DROPBOX, 'baseUrl', 'apiKeyHeader']))
-    .description('renew the access token now and update the connector with it')
-    .action(lazy(() => import('./commands/refresh.js'), 'refresh'));
-  addSettingOptions(program.command('logout'), [...DROPBOX])
-    .description("revoke the grant at Dropbox and delete the profile's secrets and state")
-    .option('--no-revoke', 'delete locally only, leave the grant valid')
-    .action(lazy(() => import('./commands/logout.js'), 'logout'));
-  addSettingOptions(program.command('exec'), [...DROPBOX, 'renewMargin', 'logLevel'])
-    .description('run a command with a fresh access token in its environment (and none of the secrets)')
-    .argument('[command...]', 'the command and its arguments, after --')
-    .option('--env-name <name>', 'variable that holds the token; its expiry (RFC 3339) goes in <name>_EXPIRES_AT', 'DROPBOX_ACCESS_TOKEN')
-    .option('--watch', 'keep the token fresh: renew it inside the margin, then restart the command (or send --signal)')
-    .option('--signal <signal>', 'with --watch: send this signal (e.g. HUP, USR1) instead of restarting; the command re-reads a template or runs `syncauth token`')
-    .option('--kill-timeout <seconds>', 'SIGKILL the command and its descendants this long after the signal that ends them (0: never kill, wait)', '10')
-    .option('--clean-env', 'recommended: give the command only PATH, HOME, LANG, TZ, the token variables and --pass-env names')
-    .option('--pass-env <name>', 'with --clean-env: pass this variable too, unless it holds a secret (repeatable)',
-      (value: string, previous: string[] | undefined) => [...(previous ?? []), value])
-    .option('--template <SRC:DEST[:MODE]>', 'render SRC to DEST (mode default 0600) before the command starts and after each renewal (repeatable)',
-      (value: string, previous: string[] | undefined) => [...(previous ?? []), value])
-    .addHelpText('after', `
+      .action(lazy(() => import('./commands/reauth-link.js'), 'reauthLink'));
+  }
+  if (declared('status')) {
+    jsonOption(addSettingOptions(program.command('status'), ['profile', 'configDir', 'redisUrl']))
+      .description('every profile: token expiry, connector, workflow, last renewal and error; exit 4 if one needs re-authorization')
+      .action(lazy(() => import('./commands/status.js'), 'status'));
+  }
+  if (declared('refresh')) {
+    jsonOption(addSettingOptions(program.command('refresh'), [...DROPBOX, 'baseUrl', 'apiKeyHeader']))
+      .description('renew the access token now and update the connector with it')
+      .action(lazy(() => import('./commands/refresh.js'), 'refresh'));
+  }
+  if (declared('logout')) {
+    addSettingOptions(program.command('logout'), [...DROPBOX])
+      .description("revoke the grant at Dropbox and delete the profile's secrets and state")
+      .option('--no-revoke', 'delete locally only, leave the grant valid')
+      .action(lazy(() => import('./commands/logout.js'), 'logout'));
+  }
+  if (declared('exec')) {
+    addSettingOptions(program.command('exec'), [...DROPBOX, 'renewMargin', 'logLevel'])
+      .description('run a command with a fresh access token in its environment (and none of the secrets)')
+      .argument('[command...]', 'the command and its arguments, after --')
+      .option('--env-name <name>', 'variable that holds the token; its expiry (RFC 3339) goes in <name>_EXPIRES_AT', 'DROPBOX_ACCESS_TOKEN')
+      .option('--watch', 'keep the token fresh: renew it inside the margin, then restart the command (or send --signal)')
+      .option('--signal <signal>', 'with --watch: send this signal (e.g. HUP, USR1) instead of restarting; the command re-reads a template or runs `syncauth token`')
+      .option('--kill-timeout <seconds>', 'SIGKILL the command and its descendants this long after the signal that ends them (0: never kill, wait)', '10')
+      .option('--clean-env', 'recommended: give the command only PATH, HOME, LANG, TZ, the token variables and --pass-env names')
+      .option('--pass-env <name>', 'with --clean-env: pass this variable too, unless it holds a secret (repeatable)',
+        (value: string, previous: string[] | undefined) => [...(previous ?? []), value])
+      .option('--template <SRC:DEST[:MODE]>', 'render SRC to DEST (mode default 0600) before the command starts and after each renewal (repeatable)',
+        (value: string, previous: string[] | undefined) => [...(previous ?? []), value])
+      .addHelpText('after', `
 The token is obtained before the command starts, as \`syncauth token\` gets it (shared with it and a daemon;
 the connector is not reconciled); a failure exits with the usual code (4: authorize again) and starts nothing.
 The command runs directly (no shell) with stdio inherited, in exec's own session (a terminal keeps working),
@@ -180,24 +207,26 @@ Examples:
   syncauth exec --profile docs --watch -- python3 worker.py            # restarted with each new token
   syncauth exec --clean-env --pass-env PYTHONPATH -- python3 worker.py # nothing but what it needs
   syncauth exec --watch --signal HUP --template rclone.conf.tpl:/run/app/rclone.conf:0600 -- ./app --config /run/app/rclone.conf`)
-    .action(lazy(() => import('./commands/exec.js'), 'exec', 'own'));
+      .action(lazy(() => import('./commands/exec.js'), 'exec', 'own'));
+  }
 
-  addSettingOptions(program.command('daemon'), ['configDir', 'store', 'renewMargin', 'sweep', 'tokenFile', 'tokenFileMode', 'tokenFileGroup', 'socket', 'listen', 'reauthListen', 'publicUrl', 'reauthLinkTtl', 'redisUrl', 'onReauthorized', 'logLevel', 'config', 'notifyFormat', 'notifyConnectorFailingAfter'])
-    .description("the sidecar: keep every profile's access token fresh and its connector reconciled, report health")
-    // Repeatable, so not registered through addSettingOptions (one value per setting there).
-    .option('--profile <name>', 'serve this profile (repeatable; default: every stored profile, or one made of SYNCAUTH_* variables)',
-      (value: string, previous: string[] | undefined) => [...(previous ?? []), value])
-    .option('--concurrency <n>', 'renewals and reconciles running at once across profiles (default 4)')
-    .option('--max-renewals-per-second <n>', 'cap on token requests per second across profiles (default: no cap)')
-    .option('--shutdown-timeout <seconds>', 'how long SIGTERM and SIGINT wait for in-flight work (default 10)')
-    .option('--once', 'one pass: renew what is due, reconcile, publish, then exit: 0 when every profile is fresh, 4 when one needs re-authorization, 1 otherwise')
-    .option('--template <SRC:DEST[:MODE]>', 'render DEST from the template SRC after each renewal (repeatable; MODE default 0600; fields in docs/daemon.md)',
-      (value: string, previous: string[] | undefined) => [...(previous ?? []), value])
-    .option('--socket-mode <mode>', 'mode of the --socket file (default 0600; 0660 with --socket-group lets that group ask)')
-    .option('--socket-group <group>', "the --socket file's group (name or id)")
-    .option('--notify-url <url>', 'send a signed notice here when a person is needed (repeatable; env SYNCAUTH_NOTIFY_URL, comma-separated; https, or http to this machine)',
-      (value: string, previous: string[] | undefined) => [...(previous ?? []), value])
-    .addHelpText('after', `
+  if (declared('daemon')) {
+    addSettingOptions(program.command('daemon'), ['configDir', 'store', 'renewMargin', 'sweep', 'tokenFile', 'tokenFileMode', 'tokenFileGroup', 'socket', 'listen', 'reauthListen', 'publicUrl', 'reauthLinkTtl', 'redisUrl', 'onReauthorized', 'logLevel', 'config', 'notifyFormat', 'notifyConnectorFailingAfter'])
+      .description("the sidecar: keep every profile's access token fresh and its connector reconciled, report health")
+      // Repeatable, so not registered through addSettingOptions (one value per setting there).
+      .option('--profile <name>', 'serve this profile (repeatable; default: every stored profile, or one made of SYNCAUTH_* variables)',
+        (value: string, previous: string[] | undefined) => [...(previous ?? []), value])
+      .option('--concurrency <n>', 'renewals and reconciles running at once across profiles (default 4)')
+      .option('--max-renewals-per-second <n>', 'cap on token requests per second across profiles (default: no cap)')
+      .option('--shutdown-timeout <seconds>', 'how long SIGTERM and SIGINT wait for in-flight work (default 10)')
+      .option('--once', 'one pass: renew what is due, reconcile, publish, then exit: 0 when every profile is fresh, 4 when one needs re-authorization, 1 otherwise')
+      .option('--template <SRC:DEST[:MODE]>', 'render DEST from the template SRC after each renewal (repeatable; MODE default 0600; fields in docs/daemon.md)',
+        (value: string, previous: string[] | undefined) => [...(previous ?? []), value])
+      .option('--socket-mode <mode>', 'mode of the --socket file (default 0600; 0660 with --socket-group lets that group ask)')
+      .option('--socket-group <group>', "the --socket file's group (name or id)")
+      .option('--notify-url <url>', 'send a signed notice here when a person is needed (repeatable; env SYNCAUTH_NOTIFY_URL, comma-separated; https, or http to this machine)',
+        (value: string, previous: string[] | undefined) => [...(previous ?? []), value])
+      .addHelpText('after', `
 Renews each token when its remaining life falls inside the margin (15 min by default, with jitter), updates
 the connector with it, backs off on failures and parks a profile whose grant was revoked until it is set up
 again. SIGTERM/SIGINT stop it cleanly; SIGHUP reloads the profiles.
@@ -220,14 +249,16 @@ Examples:
   syncauth daemon --token-file '/run/syncauth/{profile}.token' --redis-url redis://127.0.0.1:6379
   syncauth daemon --config /etc/syncauth/syncauth.yaml
   SYNCAUTH_NOTIFY_SECRET=whsec_... syncauth daemon --notify-url https://hooks.example.com/syncauth`)
-    .action(lazy(() => import('./commands/daemon.js'), 'daemon', 'own'));
+      .action(lazy(() => import('./commands/daemon.js'), 'daemon', 'own'));
+  }
 
-  const notify = program.command('notify').description('the notices the daemon sends when a person is needed (webhooks)');
-  jsonOption(addSettingOptions(notify.command('test'), ['notifyFormat']))
-    .description('send a signed test notice to each notice URL and say what each answered')
-    .option('--notify-url <url>', 'send it here (repeatable; default: SYNCAUTH_NOTIFY_URL, comma-separated)',
-      (value: string, previous: string[] | undefined) => [...(previous ?? []), value])
-    .addHelpText('after', `
+  if (declared('notify')) {
+    const notify = program.command('notify').description('the notices the daemon sends when a person is needed (webhooks)');
+    jsonOption(addSettingOptions(notify.command('test'), ['notifyFormat']))
+      .description('send a signed test notice to each notice URL and say what each answered')
+      .option('--notify-url <url>', 'send it here (repeatable; default: SYNCAUTH_NOTIFY_URL, comma-separated)',
+        (value: string, previous: string[] | undefined) => [...(previous ?? []), value])
+      .addHelpText('after', `
 Sends one event of type syncauth.test, signed with SYNCAUTH_NOTIFY_SECRET exactly as the daemon signs its
 notices (webhook-id, webhook-timestamp, webhook-signature), to each URL, and prints each URL's origin with the
 HTTP status it answered or why there was no answer. Exit 0 when every URL answered 2xx, 1 otherwise, 2 when a
@@ -237,142 +268,151 @@ checks the signature with another secret. Nothing is queued: a failed test is no
 Examples:
   SYNCAUTH_NOTIFY_SECRET=whsec_... syncauth notify test --notify-url https://hooks.example.com/syncauth
   SYNCAUTH_NOTIFY_URL=https://hooks.slack.com/services/... syncauth notify test --notify-format slack`)
-    .action(lazy(() => import('./commands/notify.js'), 'notifyTest'));
+      .action(lazy(() => import('./commands/notify.js'), 'notifyTest'));
+  }
 
-  const loadSource = () => import('./commands/source.js');
-  const source = program.command('source').description('create, inspect, update and delete source connectors of any of the 21 types');
-  const typeList = `one of: ${SOURCE_TYPES.join(', ')}`;
-  jsonOption(addSettingOptions(source.command('create'), [...SERVICE_SETTINGS]))
-    .description('create a source connector from a JSON config (validated for its type before anything is sent)')
-    .requiredOption('--type <type>', `connector type, ${typeList}`)
-    .requiredOption('--name <name>', 'connector name, unique in the workspace')
-    .requiredOption('--config <file>', 'JSON file with the config object, or - for stdin')
-    .addHelpText('after', '\nExample:\n  syncauth source create --type dropbox --name docs --config dropbox.json\n  echo \'{"remote_url":"s3://bucket/path","anonymous":true}\' | syncauth source create --type s3 --name bucket --config -')
-    .action(lazy(loadSource, 'createSource'));
-  jsonOption(addSettingOptions(source.command('get'), [...SERVICE_SETTINGS]))
-    .description('show one source connector (secret fields masked)')
-    .argument('<id>', 'connector id (uuid)')
-    .action(lazy(loadSource, 'getSource'));
-  jsonOption(addSettingOptions(source.command('list'), [...SERVICE_SETTINGS]))
-    .description('list source connectors')
-    .option('--type <type>', `only this type, ${typeList}`)
-    .action(lazy(loadSource, 'listSources'));
-  jsonOption(addSettingOptions(source.command('update'), [...SERVICE_SETTINGS]))
-    .description("replace a connector's whole config (name and type cannot change)")
-    .argument('<id>', 'connector id (uuid)')
-    .requiredOption('--config <file>', 'JSON file with the complete new config, or - for stdin')
-    .option('--type <type>', "the connector's type, to validate without looking it up first")
-    .action(lazy(loadSource, 'updateSource'));
-  addSettingOptions(source.command('delete'), [...SERVICE_SETTINGS])
-    .description('delete a source connector')
-    .argument('<id>', 'connector id (uuid)')
-    .option('-y, --yes', 'do not ask for confirmation')
-    .action(lazy(loadSource, 'deleteSource'));
-  jsonOption(addSettingOptions(source.command('check'), [...SERVICE_SETTINGS]))
-    .description("run the service's connection check of a connector and wait for the result; exit 1 when it fails")
-    .argument('<id>', 'connector id (uuid)')
-    .addHelpText('after', '\nExample:\n  syncauth source check 3fa85f64-5717-4562-b3fc-2c963f66afa6')
-    .action(lazy(loadSource, 'checkSource'));
+  if (declared('source')) {
+    const loadSource = () => import('./commands/source.js');
+    const source = program.command('source').description('create, inspect, update and delete source connectors of any of the 21 types');
+    const typeList = `one of: ${SOURCE_TYPES.join(', ')}`;
+    jsonOption(addSettingOptions(source.command('create'), [...SERVICE_SETTINGS]))
+      .description('create a source connector from a JSON config (validated for its type before anything is sent)')
+      .requiredOption('--type <type>', `connector type, ${typeList}`)
+      .requiredOption('--name <name>', 'connector name, unique in the workspace')
+      .requiredOption('--config <file>', 'JSON file with the config object, or - for stdin')
+      .addHelpText('after', '\nExample:\n  syncauth source create --type dropbox --name docs --config dropbox.json\n  echo \'{"remote_url":"s3://bucket/path","anonymous":true}\' | syncauth source create --type s3 --name bucket --config -')
+      .action(lazy(loadSource, 'createSource'));
+    jsonOption(addSettingOptions(source.command('get'), [...SERVICE_SETTINGS]))
+      .description('show one source connector (secret fields masked)')
+      .argument('<id>', 'connector id (uuid)')
+      .action(lazy(loadSource, 'getSource'));
+    jsonOption(addSettingOptions(source.command('list'), [...SERVICE_SETTINGS]))
+      .description('list source connectors')
+      .option('--type <type>', `only this type, ${typeList}`)
+      .action(lazy(loadSource, 'listSources'));
+    jsonOption(addSettingOptions(source.command('update'), [...SERVICE_SETTINGS]))
+      .description("replace a connector's whole config (name and type cannot change)")
+      .argument('<id>', 'connector id (uuid)')
+      .requiredOption('--config <file>', 'JSON file with the complete new config, or - for stdin')
+      .option('--type <type>', "the connector's type, to validate without looking it up first")
+      .action(lazy(loadSource, 'updateSource'));
+    addSettingOptions(source.command('delete'), [...SERVICE_SETTINGS])
+      .description('delete a source connector')
+      .argument('<id>', 'connector id (uuid)')
+      .option('-y, --yes', 'do not ask for confirmation')
+      .action(lazy(loadSource, 'deleteSource'));
+    jsonOption(addSettingOptions(source.command('check'), [...SERVICE_SETTINGS]))
+      .description("run the service's connection check of a connector and wait for the result; exit 1 when it fails")
+      .argument('<id>', 'connector id (uuid)')
+      .addHelpText('after', '\nExample:\n  syncauth source check 3fa85f64-5717-4562-b3fc-2c963f66afa6')
+      .action(lazy(loadSource, 'checkSource'));
+  }
 
-  const loadWorkflow = () => import('./commands/workflow.js');
-  const workflow = program.command('workflow').description('inspect and update workflows');
-  jsonOption(addSettingOptions(workflow.command('get'), [...SERVICE_SETTINGS]))
-    .description('show one workflow')
-    .argument('<id>', 'workflow id (uuid)')
-    .action(lazy(loadWorkflow, 'getWorkflow'));
-  jsonOption(addSettingOptions(workflow.command('list'), [...SERVICE_SETTINGS]))
-    .description('list workflows')
-    .action(lazy(loadWorkflow, 'listWorkflows'));
-  const scheduleHelp = `named schedule, one of: ${SCHEDULES.join(', ')}`;
-  jsonOption(addSettingOptions(workflow.command('update'), [...SERVICE_SETTINGS]))
-    .description('update a workflow; the request carries exactly the fields given')
-    .argument('<id>', 'workflow id (uuid)')
-    .option('--name <name>', 'new workflow name')
-    .option('--source-id <uuid>', 'source connector to read from')
-    .option('--destination-id <uuid>', 'destination connector to write to')
-    .addOption(new Option('--workflow-type <type>', 'workflow type').choices(WORKFLOW_TYPES))
-    .option('--nodes <file>', 'JSON file with the workflow_nodes array, or - for stdin')
-    .addOption(new Option('--schedule <schedule>', scheduleHelp).conflicts('clearSchedule'))
-    .option('--clear-schedule', 'remove the schedule (sends "schedule": null)')
-    .option('--reprocess-all', 'reprocess every file on the next run')
-    .option('--no-reprocess-all', 'process only new or changed files')
-    .addHelpText('after', '\nExample:\n  syncauth workflow update 3fa85f64-5717-4562-b3fc-2c963f66afa6 --source-id 9b2c7e1d-4f3a-4b8e-a6d2-1c5f0e8b7a94 --schedule "every 4 hours"')
-    .action(lazy(loadWorkflow, 'updateWorkflow'));
-  jsonOption(addSettingOptions(workflow.command('run'), [...SERVICE_SETTINGS]))
-    .description('start a job of the workflow now (the service starts none while one is still running)')
-    .argument('<id>', 'workflow id (uuid)')
-    .addHelpText('after', '\nExample:\n  syncauth workflow run 3fa85f64-5717-4562-b3fc-2c963f66afa6 && syncauth jobs list --workflow 3fa85f64-5717-4562-b3fc-2c963f66afa6')
-    .action(lazy(loadWorkflow, 'runWorkflow'));
+  if (declared('workflow')) {
+    const loadWorkflow = () => import('./commands/workflow.js');
+    const workflow = program.command('workflow').description('inspect and update workflows');
+    jsonOption(addSettingOptions(workflow.command('get'), [...SERVICE_SETTINGS]))
+      .description('show one workflow')
+      .argument('<id>', 'workflow id (uuid)')
+      .action(lazy(loadWorkflow, 'getWorkflow'));
+    jsonOption(addSettingOptions(workflow.command('list'), [...SERVICE_SETTINGS]))
+      .description('list workflows')
+      .action(lazy(loadWorkflow, 'listWorkflows'));
+    jsonOption(addSettingOptions(workflow.command('update'), [...SERVICE_SETTINGS]))
+      .description('update a workflow; the request carries exactly the fields given')
+      .argument('<id>', 'workflow id (uuid)')
+      .option('--name <name>', 'new workflow name')
+      .option('--source-id <uuid>', 'source connector to read from')
+      .option('--destination-id <uuid>', 'destination connector to write to')
+      .addOption(new Option('--workflow-type <type>', 'workflow type').choices(WORKFLOW_TYPES))
+      .option('--nodes <file>', 'JSON file with the workflow_nodes array, or - for stdin')
+      .addOption(new Option('--schedule <schedule>', scheduleHelp).conflicts('clearSchedule'))
+      .option('--clear-schedule', 'remove the schedule (sends "schedule": null)')
+      .option('--reprocess-all', 'reprocess every file on the next run')
+      .option('--no-reprocess-all', 'process only new or changed files')
+      .addHelpText('after', '\nExample:\n  syncauth workflow update 3fa85f64-5717-4562-b3fc-2c963f66afa6 --source-id 9b2c7e1d-4f3a-4b8e-a6d2-1c5f0e8b7a94 --schedule "every 4 hours"')
+      .action(lazy(loadWorkflow, 'updateWorkflow'));
+    jsonOption(addSettingOptions(workflow.command('run'), [...SERVICE_SETTINGS]))
+      .description('start a job of the workflow now (the service starts none while one is still running)')
+      .argument('<id>', 'workflow id (uuid)')
+      .addHelpText('after', '\nExample:\n  syncauth workflow run 3fa85f64-5717-4562-b3fc-2c963f66afa6 && syncauth jobs list --workflow 3fa85f64-5717-4562-b3fc-2c963f66afa6')
+      .action(lazy(loadWorkflow, 'runWorkflow'));
+  }
 
-  const loadJobs = () => import('./commands/jobs.js');
-  const jobs = program.command('jobs').description("list, inspect and cancel the jobs of workflows' runs");
-  jsonOption(addSettingOptions(jobs.command('list'), [...SERVICE_SETTINGS]))
-    .description('list jobs, newest first')
-    .option('--workflow <id>', 'only the jobs of this workflow (uuid)')
-    .option('--status <status>', 'only jobs in this state: scheduled, in_progress, completed, stopped, failed')
-    .addHelpText('after', '\nExample:\n  syncauth jobs list --workflow 3fa85f64-5717-4562-b3fc-2c963f66afa6 --status failed')
-    .action(lazy(loadJobs, 'listJobs'));
-  jsonOption(addSettingOptions(jobs.command('show'), [...SERVICE_SETTINGS]))
-    .description('show one job')
-    .argument('<id>', 'job id (uuid)')
-    .addHelpText('after', '\nExample:\n  syncauth jobs show 0d3c4b5a-6f7e-4d8c-9b0a-1c2d3e4f5a6b --json')
-    .action(lazy(loadJobs, 'showJob'));
-  jsonOption(addSettingOptions(jobs.command('cancel'), [...SERVICE_SETTINGS]))
-    .description('ask the service to stop a running job')
-    .argument('<id>', 'job id (uuid)')
-    .addHelpText('after', '\nExample:\n  syncauth jobs cancel 0d3c4b5a-6f7e-4d8c-9b0a-1c2d3e4f5a6b')
-    .action(lazy(loadJobs, 'cancelJob'));
+  if (declared('jobs')) {
+    const loadJobs = () => import('./commands/jobs.js');
+    const jobs = program.command('jobs').description("list, inspect and cancel the jobs of workflows' runs");
+    jsonOption(addSettingOptions(jobs.command('list'), [...SERVICE_SETTINGS]))
+      .description('list jobs, newest first')
+      .option('--workflow <id>', 'only the jobs of this workflow (uuid)')
+      .option('--status <status>', 'only jobs in this state: scheduled, in_progress, completed, stopped, failed')
+      .addHelpText('after', '\nExample:\n  syncauth jobs list --workflow 3fa85f64-5717-4562-b3fc-2c963f66afa6 --status failed')
+      .action(lazy(loadJobs, 'listJobs'));
+    jsonOption(addSettingOptions(jobs.command('show'), [...SERVICE_SETTINGS]))
+      .description('show one job')
+      .argument('<id>', 'job id (uuid)')
+      .addHelpText('after', '\nExample:\n  syncauth jobs show 0d3c4b5a-6f7e-4d8c-9b0a-1c2d3e4f5a6b --json')
+      .action(lazy(loadJobs, 'showJob'));
+    jsonOption(addSettingOptions(jobs.command('cancel'), [...SERVICE_SETTINGS]))
+      .description('ask the service to stop a running job')
+      .argument('<id>', 'job id (uuid)')
+      .addHelpText('after', '\nExample:\n  syncauth jobs cancel 0d3c4b5a-6f7e-4d8c-9b0a-1c2d3e4f5a6b')
+      .action(lazy(loadJobs, 'cancelJob'));
+  }
 
-  const loadDestination = () => import('./commands/destination.js');
-  const destination = program.command('destination').description('create, inspect and delete destination connectors');
-  jsonOption(addSettingOptions(destination.command('list'), [...SERVICE_SETTINGS]))
-    .description('list destination connectors')
-    .option('--type <type>', `only this type, one of: ${DESTINATION_TYPES.join(', ')}`)
-    .addHelpText('after', '\nExample:\n  syncauth destination list --type s3')
-    .action(lazy(loadDestination, 'listDestinations'));
-  jsonOption(addSettingOptions(destination.command('show'), [...SERVICE_SETTINGS]))
-    .description('show one destination connector (secret fields masked)')
-    .argument('<id>', 'connector id (uuid)')
-    .addHelpText('after', '\nExample:\n  syncauth destination show 6ec0bd7f-11c0-43da-975e-2a8ad9ebae0b')
-    .action(lazy(loadDestination, 'showDestination'));
-  jsonOption(addSettingOptions(destination.command('create'), [...SERVICE_SETTINGS]))
-    .description('create a destination connector from a JSON config')
-    .requiredOption('--type <type>', `connector type, one of: ${DESTINATION_TYPES.join(', ')}`)
-    .requiredOption('--name <name>', 'connector name, unique in the workspace')
-    .requiredOption('--config <file>', 'JSON file with the config object, or - for stdin')
-    .addHelpText('after', '\nExample:\n  syncauth destination create --type s3 --name output --config s3.json\n  echo \'{"remote_url":"s3://bucket/output","anonymous":true}\' | syncauth destination create --type s3 --name output --config -')
-    .action(lazy(loadDestination, 'createDestination'));
-  addSettingOptions(destination.command('delete'), [...SERVICE_SETTINGS])
-    .description('delete a destination connector')
-    .argument('<id>', 'connector id (uuid)')
-    .option('-y, --yes', 'do not ask for confirmation')
-    .addHelpText('after', '\nExample:\n  syncauth destination delete 6ec0bd7f-11c0-43da-975e-2a8ad9ebae0b --yes')
-    .action(lazy(loadDestination, 'deleteDestination'));
+  if (declared('destination')) {
+    const loadDestination = () => import('./commands/destination.js');
+    const destination = program.command('destination').description('create, inspect and delete destination connectors');
+    jsonOption(addSettingOptions(destination.command('list'), [...SERVICE_SETTINGS]))
+      .description('list destination connectors')
+      .option('--type <type>', `only this type, one of: ${DESTINATION_TYPES.join(', ')}`)
+      .addHelpText('after', '\nExample:\n  syncauth destination list --type s3')
+      .action(lazy(loadDestination, 'listDestinations'));
+    jsonOption(addSettingOptions(destination.command('show'), [...SERVICE_SETTINGS]))
+      .description('show one destination connector (secret fields masked)')
+      .argument('<id>', 'connector id (uuid)')
+      .addHelpText('after', '\nExample:\n  syncauth destination show 6ec0bd7f-11c0-43da-975e-2a8ad9ebae0b')
+      .action(lazy(loadDestination, 'showDestination'));
+    jsonOption(addSettingOptions(destination.command('create'), [...SERVICE_SETTINGS]))
+      .description('create a destination connector from a JSON config')
+      .requiredOption('--type <type>', `connector type, one of: ${DESTINATION_TYPES.join(', ')}`)
+      .requiredOption('--name <name>', 'connector name, unique in the workspace')
+      .requiredOption('--config <file>', 'JSON file with the config object, or - for stdin')
+      .addHelpText('after', '\nExample:\n  syncauth destination create --type s3 --name output --config s3.json\n  echo \'{"remote_url":"s3://bucket/output","anonymous":true}\' | syncauth destination create --type s3 --name output --config -')
+      .action(lazy(loadDestination, 'createDestination'));
+    addSettingOptions(destination.command('delete'), [...SERVICE_SETTINGS])
+      .description('delete a destination connector')
+      .argument('<id>', 'connector id (uuid)')
+      .option('-y, --yes', 'do not ask for confirmation')
+      .addHelpText('after', '\nExample:\n  syncauth destination delete 6ec0bd7f-11c0-43da-975e-2a8ad9ebae0b --yes')
+      .action(lazy(loadDestination, 'deleteDestination'));
+  }
 
-  const loadProfile = () => import('./commands/profile.js');
-  const profile = program.command('profile').description("change a profile without a new authorization: its settings, one of its secrets, the file store's key");
-  jsonOption(addSettingOptions(profile.command('set'), ['profile', 'configDir', 'store']))
-    .description("change a profile's settings in its state; checked with the service first, applied by `refresh` or a daemon reload")
-    .option('--workflow-id <uuid>', 'wire this workflow (it must exist for the profile\'s API key)')
-    .option('--no-workflow', 'stop wiring a workflow (the workflow on the service is left as it is)')
-    .option('--schedule <schedule>', `${scheduleHelp}; needs a workflow`)
-    .option('--clear-schedule', 'stop setting a schedule (the one on the service is left as it is)')
-    .option('--connector-name <name>', 'name of the source connector (a new one is made under it at the next refresh)')
-    .option('--remote-url <url>', 'dropbox://<subfolder> to read (the folder must exist)')
-    .option('--recursive', 'read subfolders too')
-    .option('--no-recursive', 'do not read subfolders')
-    .addHelpText('after', `
+  if (declared('profile')) {
+    const loadProfile = () => import('./commands/profile.js');
+    const profile = program.command('profile').description("change a profile without a new authorization: its settings, one of its secrets, the file store's key");
+    jsonOption(addSettingOptions(profile.command('set'), ['profile', 'configDir', 'store']))
+      .description("change a profile's settings in its state; checked with the service first, applied by `refresh` or a daemon reload")
+      .option('--workflow-id <uuid>', 'wire this workflow (it must exist for the profile\'s API key)')
+      .option('--no-workflow', 'stop wiring a workflow (the workflow on the service is left as it is)')
+      .option('--schedule <schedule>', `${scheduleHelp}; needs a workflow`)
+      .option('--clear-schedule', 'stop setting a schedule (the one on the service is left as it is)')
+      .option('--connector-name <name>', 'name of the source connector (a new one is made under it at the next refresh)')
+      .option('--remote-url <url>', 'dropbox://<subfolder> to read (the folder must exist)')
+      .option('--recursive', 'read subfolders too')
+      .option('--no-recursive', 'do not read subfolders')
+      .addHelpText('after', `
 Only the flags given change. \`syncauth refresh\` applies the change to the connector and workflow now; a
 running daemon takes it up when reloaded (SIGHUP) and applies it at its next renewal.
 
 Examples:
   syncauth profile set --profile docs --workflow-id 3fa85f64-5717-4562-b3fc-2c963f66afa6 --schedule "every 4 hours"
   syncauth profile set --profile docs --no-workflow`)
-    .action(lazy(loadProfile, 'profileSet'));
-  addSettingOptions(profile.command('rotate'), ['profile', 'configDir', 'store'])
-    .description('replace the service API key or the Dropbox app secret of a profile, after checking the new one')
-    .addArgument(program.createArgument('<secret>', 'which secret').choices(['api-key', 'app-secret']))
-    .addHelpText('after', `
+      .action(lazy(loadProfile, 'profileSet'));
+    addSettingOptions(profile.command('rotate'), ['profile', 'configDir', 'store'])
+      .description('replace the service API key or the Dropbox app secret of a profile, after checking the new one')
+      .addArgument(program.createArgument('<secret>', 'which secret').choices(['api-key', 'app-secret']))
+      .addHelpText('after', `
 The new value is asked with hidden input on a terminal, or read as one line from stdin; never from a flag.
 An API key is checked with one read from the service, an app secret with one token renewal at Dropbox; a value
 they refuse is not stored.
@@ -380,35 +420,41 @@ they refuse is not stored.
 Examples:
   syncauth profile rotate api-key --profile docs
   printf '%s\\n' "$NEW_API_KEY" | syncauth profile rotate api-key --profile docs`)
-    .action(lazy(loadProfile, 'profileRotate'));
-  addSettingOptions(profile.command('rekey'), ['configDir', 'store'])
-    .description('re-encrypt the encrypted file store (SYNCAUTH_STORE=file) under a new key')
-    .addHelpText('after', `
+      .action(lazy(loadProfile, 'profileRotate'));
+    addSettingOptions(profile.command('rekey'), ['configDir', 'store'])
+      .description('re-encrypt the encrypted file store (SYNCAUTH_STORE=file) under a new key')
+      .addHelpText('after', `
 The current key comes from SYNCAUTH_STORE_KEY; the new one (at least 16 characters) is asked twice with hidden
 input on a terminal, or read as one line from stdin. The file is replaced in one step: a crash leaves it
 readable with the old key or with the new one. Afterwards set SYNCAUTH_STORE_KEY to the new key everywhere.
 
 Example:
   NEW_KEY=$(openssl rand -base64 32); printf '%s\\n' "$NEW_KEY" | syncauth profile rekey   # then put $NEW_KEY where the old key was`)
-    .action(lazy(loadProfile, 'profileRekey'));
+      .action(lazy(loadProfile, 'profileRekey'));
+  }
 
-  program.command('demo')
-    .description('run the main job end to end on the built-in emulator: no accounts, no network')
-    .option('--browser', "approve in your own browser instead of automatically")
-    .action(lazy(() => import('./commands/demo.js'), 'demo', 'unwind'));
+  if (declared('demo')) {
+    program.command('demo')
+      .description('run the main job end to end on the built-in emulator: no accounts, no network')
+      .option('--browser', "approve in your own browser instead of automatically")
+      .action(lazy(() => import('./commands/demo.js'), 'demo', 'unwind'));
+  }
 
-  addSettingOptions(program.command('emulate'), ['apiKeyHeader'])
-    .description('run a local stand-in for the service and for Dropbox OAuth, for trying syncauth without accounts')
-    .option('--port <port>', 'port on 127.0.0.1 (0 picks a free one)', '8765')
-    .option('--token-lifetime <seconds>', 'access-token lifetime', '14400')
-    .option('--auto-approve', 'approve authorize requests without showing the page')
-    .option('--fault <rule>', 'inject failures: ROUTE:STATUS[:RATE[:RETRY_AFTER]], e.g. token:503:0.5 (repeatable)', (v: string, prev: string[]) => [...prev, v], [] as string[])
-    .action(lazy(() => import('./commands/emulate.js'), 'emulate', 'own'));
+  if (declared('emulate')) {
+    addSettingOptions(program.command('emulate'), ['apiKeyHeader'])
+      .description('run a local stand-in for the service and for Dropbox OAuth, for trying syncauth without accounts')
+      .option('--port <port>', 'port on 127.0.0.1 (0 picks a free one)', '8765')
+      .option('--token-lifetime <seconds>', 'access-token lifetime', '14400')
+      .option('--auto-approve', 'approve authorize requests without showing the page')
+      .option('--fault <rule>', 'inject failures: ROUTE:STATUS[:RATE[:RETRY_AFTER]], e.g. token:503:0.5 (repeatable)', (v: string, prev: string[]) => [...prev, v], [] as string[])
+      .action(lazy(() => import('./commands/emulate.js'), 'emulate', 'own'));
+  }
 
-  jsonOption(addSettingOptions(program.command('doctor'), ['profile', 'configDir', 'store', 'baseUrl', 'apiKeyHeader', 'tokenFile', 'socket', 'listen']))
-    .description('check the secret store, config directory, profiles, service and API key, and a running daemon; say what to fix')
-    .option('--template <SRC:DEST[:MODE]>', "check where the daemon's template would render DEST (repeatable)", (value: string, previous: string[] | undefined) => [...(previous ?? []), value])
-    .addHelpText('after', `
+  if (declared('doctor')) {
+    jsonOption(addSettingOptions(program.command('doctor'), ['profile', 'configDir', 'store', 'baseUrl', 'apiKeyHeader', 'tokenFile', 'socket', 'listen']))
+      .description('check the secret store, config directory, profiles, service and API key, and a running daemon; say what to fix')
+      .option('--template <SRC:DEST[:MODE]>', "check where the daemon's template would render DEST (repeatable)", (value: string, previous: string[] | undefined) => [...(previous ?? []), value])
+      .addHelpText('after', `
 Each line is ok, warn or fail, with what to do. Nothing is changed and no secret is printed. Exit 0 when
 nothing fails (warnings allowed), 1 otherwise. With --listen (or SYNCAUTH_LISTEN) it asks that daemon's /readyz.
 
@@ -416,24 +462,37 @@ Examples:
   syncauth doctor
   syncauth doctor --profile docs --json
   syncauth doctor --listen 127.0.0.1:9464`)
-    .action(lazy(() => import('./commands/doctor.js'), 'doctor'));
+      .action(lazy(() => import('./commands/doctor.js'), 'doctor'));
+  }
 
-  program.command('completion')
-    .description('print a shell completion script for bash, zsh or fish')
-    .addArgument(program.createArgument('<shell>', 'the shell').choices(['bash', 'zsh', 'fish']))
-    .addHelpText('after', `
+  if (declared('completion')) {
+    program.command('completion')
+      .description('print a shell completion script for bash, zsh or fish')
+      .addArgument(program.createArgument('<shell>', 'the shell').choices(['bash', 'zsh', 'fish']))
+      .addHelpText('after', `
 Install:
   bash:  echo 'source <(syncauth completion bash)' >> ~/.bashrc
   zsh:   echo 'source <(syncauth completion zsh)' >> ~/.zshrc     # after compinit runs there
   fish:  syncauth completion fish > ~/.config/fish/completions/syncauth.fish`)
-    // Not lazy(): it needs the command tree, and neither settings nor .env.
-    .action(async (shell: string, _options: unknown, command: Command) => {
-      const { completion } = await import('./commands/completion.js');
-      completion(command.parent as Command, shell, factory.io);
-    });
+      // Not lazy(): it needs the command tree, and neither settings nor .env.
+      .action(async (shell: string, _options: unknown, command: Command) => {
+        const { completion } = await import('./commands/completion.js');
+        completion(command.parent as Command, shell, factory.io);
+      });
+  }
 
 
   return program;
+}
+
+/**
+ * The top-level command a command line runs when it names one first (`syncauth source list`), so that only it
+ * is declared; undefined for anything else (root options first, `help`, a typo, `completion`, which describes
+ * the whole tree), which declares every command.
+ */
+export function commandRun(argv: string[]): CommandName | undefined {
+  const first = argv[2];
+  return first !== 'completion' && (COMMAND_NAMES as readonly string[]).includes(first ?? '') ? (first as CommandName) : undefined;
 }
 
 /** Runs one command line (`argv` as process.argv has it) with the parts `factory` builds; resolves with the exit code. */
@@ -447,7 +506,7 @@ export async function main(argv: string[], factory: Factory): Promise<number> {
     );
     return ExitCode.usage;
   }
-  const program = buildProgram(factory);
+  const program = buildProgram(factory, commandRun(argv));
   try {
     await program.parseAsync(argv);
     return interruptedExitCode() ?? ExitCode.ok;

@@ -25,6 +25,7 @@ import {
   resolveServiceEndpoint,
 } from './http.js';
 import type { HttpMethod, HttpRequest, HttpResponse } from './http.js';
+import { lazy } from './lazy.js';
 import {
   ConnectionCheckSchema,
   DestinationConnectorInformationSchema,
@@ -121,8 +122,8 @@ export interface WaitForCheckOptions {
   onPoll?: (check: ConnectionCheck) => void;
 }
 
-const SourceListSchema = z.array(SourceConnectorInformationSchema);
-const DestinationListSchema = z.array(DestinationConnectorInformationSchema);
+const SourceListSchema = lazy(() => z.array(SourceConnectorInformationSchema));
+const DestinationListSchema = lazy(() => z.array(DestinationConnectorInformationSchema));
 
 /** What names a connector collection in requests; sources and destinations are read and deleted alike. */
 interface ConnectorRoutes<T> {
@@ -157,12 +158,12 @@ const DESTINATION_ROUTES: ConnectorRoutes<DestinationConnectorInformation> = {
   schema: DestinationConnectorInformationSchema,
   listSchema: DestinationListSchema,
 };
-const JobListSchema = z.array(JobInformationSchema);
+const JobListSchema = lazy(() => z.array(JobInformationSchema));
 /** A run answered with `{"detail": …}` instead of a job: one is already running (unstructured-python-client#286). */
-const RunRefusedSchema = z.looseObject({ detail: z.string() });
+const RunRefusedSchema = lazy(() => z.looseObject({ detail: z.string() }));
 /** A POST whose answer was lost is matched with what the service holds by time; allow for the clocks' skew. */
 const CLOCK_SKEW_MS = 120_000;
-const WorkflowListSchema = z.array(WorkflowInformationSchema);
+const WorkflowListSchema = lazy(() => z.array(WorkflowInformationSchema));
 
 /** The service pages workflow lists (default page size 20) without an envelope: a full page may have more after it. */
 const WORKFLOW_PAGE_SIZE = 20;
