@@ -40,7 +40,7 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as z from 'zod';
-import { Semaphore } from '../daemon/limiter.js';
+import { Semaphore } from '../limiter.js';
 import { ensurePrivateDir, writePrivateFile } from '../profile/files.js';
 import { withFileLock } from '../profile/lock.js';
 import { assertProfileName, isProfileName } from '../profile/name.js';

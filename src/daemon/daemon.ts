@@ -9,7 +9,7 @@ import { checkTokenFileTemplate, sameProfileSinks, TokenPublisher, type ProfileS
 import { classifyFailure } from './classify.js';
 import { resolveDaemonConfig, type DaemonConfig } from './config.js';
 import { scheduleSweeps, type ClockJump, type SweepSchedule } from './cron.js';
-import { eachBounded, RateGate, Semaphore } from './limiter.js';
+import { eachBounded, RateGate, Semaphore } from '../limiter.js';
 import { renewalLock, replicaLease, SingleFlight } from './exclusion.js';
 import { DaemonMetrics } from './metrics.js';
 import type { DaemonClock } from './runtime.js';

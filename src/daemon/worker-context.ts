@@ -6,7 +6,7 @@ import type { TokenPublisher } from '../publish/token-file.js';
 import type { DaemonConfig } from './config.js';
 import type { Coordinator } from './coordinator.js';
 import type { Exclusion, SingleFlight } from './exclusion.js';
-import type { RateGate, Semaphore } from './limiter.js';
+import type { RateGate, Semaphore } from '../limiter.js';
 import type { DaemonMetrics } from './metrics.js';
 import type { DaemonClock } from './runtime.js';
 import type { NoticeSink } from './events.js';

@@ -23,7 +23,7 @@ import {
 import { ExitCode, SyncauthError, ValidationError, type FieldIssue } from '../../errors.js';
 import { createLogger, type LogLevel, type Logger } from '../../log.js';
 import { SECRET_FILE_NAME, secretFilesOf } from '../../credentials/file.js';
-import { Semaphore } from '../../daemon/limiter.js';
+import { Semaphore } from '../../limiter.js';
 import { notifySystemd } from '../../daemon/notify.js';
 import { PRIVATE_ACCESS, parseMode, parseSocketMode, resolveGroup, type FileAccess } from '../../publish/file.js';
 import { checkTokenFilePlaces, type ProfileSinks } from '../../publish/token-file.js';

@@ -1,4 +1,5 @@
-// Bounds on the work across profiles: how many run at once, and how many token requests start per second.
+// Bounds on concurrent work: how many run at once, how many start per second, and visiting a list a few at a time. The
+// daemon bounds its profiles with them; the keychain store its child processes.
 
 /** At most `size` functions run at once; the rest wait their turn in order. */
 export class Semaphore {
