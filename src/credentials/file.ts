@@ -31,11 +31,11 @@
 // warning that names `syncauth profile rekey`, which wraps the data key under a new key and salt. The format
 // does not change for either: the store key never enters a file.
 import { randomBytes, scrypt } from 'node:crypto';
-import { readdir, rm } from 'node:fs/promises';
+import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import * as z from 'zod';
 import { SyncauthError, ValidationError } from '../errors.js';
-import { ensurePrivateDir, writePrivateFile } from '../profile/files.js';
+import { ensurePrivateDir, readdirIfExists, writePrivateFile } from '../profile/files.js';
 import { withFileLock } from '../profile/lock.js';
 import { PROFILE_NAME_PATTERN, assertProfileName, isProfileName, syncauthCommand } from '../profile/name.js';
 import { SecretStoreError } from './errors.js';
@@ -422,15 +422,8 @@ function makeCore(configDir: string) {
   }
 
   async function storedNames(): Promise<string[]> {
-    let entries: string[];
-    try {
-      entries = await readdir(dir);
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return [];
-      throw error;
-    }
     const names = new Set<string>();
-    for (const entry of entries) {
+    for (const entry of await readdirIfExists(dir)) {
       const suffix = [RECORD_SUFFIX, TOKEN_SUFFIX].find((end) => entry.endsWith(end));
       const name = suffix ? entry.slice(0, -suffix.length) : '';
       if (isProfileName(name)) names.add(name);

@@ -35,13 +35,13 @@
 // token file alone is left is listed too, as a profile holding only its token is in any store.
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readdir, rm } from 'node:fs/promises';
+import { rm } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as z from 'zod';
 import { Semaphore } from '../limiter.js';
-import { ensurePrivateDir, writePrivateFile } from '../profile/files.js';
+import { ensurePrivateDir, readdirIfExists, writePrivateFile } from '../profile/files.js';
 import { withFileLock } from '../profile/lock.js';
 import { assertProfileName, isProfileName } from '../profile/name.js';
 import { SecretStoreError } from './errors.js';
@@ -234,14 +234,7 @@ export function openKeychainSecretStore(options: KeychainSecretStoreOptions): Se
   }
 
   async function tokenFileNames(): Promise<string[]> {
-    let entries: string[];
-    try {
-      entries = await readdir(tokensDir);
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return [];
-      throw error;
-    }
-    return entries
+    return (await readdirIfExists(tokensDir))
       .filter((entry) => entry.endsWith(TOKEN_SUFFIX))
       .map((entry) => entry.slice(0, -TOKEN_SUFFIX.length))
       .filter(isProfileName);

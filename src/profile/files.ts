@@ -104,6 +104,16 @@ export async function readTextIfExists(file: string): Promise<string | undefined
   }
 }
 
+/** The names in a directory, or none when it does not exist yet; any other failure is thrown. */
+export async function readdirIfExists(dir: string): Promise<string[]> {
+  try {
+    return await readdir(dir);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return [];
+    throw error;
+  }
+}
+
 /**
  * Removes the temporary files that atomic writes of these files left behind when their process was killed
  * mid-write (`temporaryNameFor` names them `<file>.<number>`, as write-file-atomic did before). Only those older

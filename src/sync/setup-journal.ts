@@ -15,12 +15,12 @@
 //   `syncauth refresh` makes the connector;
 // - does not: nothing usable was stored; for a new profile it removes whatever part of the secrets got written,
 //   and a re-run's profile is left as it was.
-import { readdir, rm } from 'node:fs/promises';
+import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import * as z from 'zod';
 import type { SecretStore } from '../credentials/index.js';
 import { ExitCode, SyncauthError } from '../errors.js';
-import { readTextIfExists, writePrivateFile, ensurePrivateDir } from '../profile/files.js';
+import { readdirIfExists, readTextIfExists, writePrivateFile, ensurePrivateDir } from '../profile/files.js';
 import { withFileLock } from '../profile/lock.js';
 import { assertProfileName, syncauthCommand } from '../profile/name.js';
 import { ProfileStateSchema, type ProfileStateDraft, type ProfileStore } from '../profile/index.js';
@@ -144,10 +144,5 @@ export async function recoverInterruptedSetup(
 
 /** Names of profiles with a record of an interrupted setup, for `status`, which lists profiles without opening each. */
 export async function pendingSetups(profiles: ProfileStore): Promise<string[]> {
-  try {
-    return (await readdir(profiles.dir)).filter((f) => f.endsWith('.setup-pending')).map((f) => f.slice(0, -'.setup-pending'.length)).sort();
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return [];
-    throw error;
-  }
+  return (await readdirIfExists(profiles.dir)).filter((f) => f.endsWith('.setup-pending')).map((f) => f.slice(0, -'.setup-pending'.length)).sort();
 }
