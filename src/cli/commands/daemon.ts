@@ -23,7 +23,7 @@ import {
 import { ExitCode, SyncauthError, ValidationError, type FieldIssue } from '../../errors.js';
 import { createLogger, type LogLevel, type Logger } from '../../log.js';
 import { SECRET_FILE_NAME, secretFilesOf } from '../../credentials/file.js';
-import { Semaphore } from '../../limiter.js';
+import { eachBounded } from '../../limiter.js';
 import { notifySystemd } from '../../daemon/notify.js';
 import { PRIVATE_ACCESS, parseMode, parseSocketMode, resolveGroup, type FileAccess } from '../../publish/file.js';
 import { checkTokenFilePlaces, type ProfileSinks } from '../../publish/token-file.js';
@@ -330,18 +330,20 @@ export async function loadProfiles(context: CommandContext, store: ProfileStore,
   const isStored = new Set(stored);
   // A few at a time, at start, on SIGHUP and for --once alike: each load reads the profile's state and secrets,
   // and ten thousand of them at once held every read on the heap together.
-  const slots = new Semaphore(PROFILES_LOADED_AT_ONCE);
   const shared: SharedStores = { secrets: new Map() };
-  return Promise.all(
-    names.map((name): Promise<ProfileEntry> => slots.run(async () => {
-      if (!isStored.has(name) && fromEnvironment) return environmentProfile(context, name, fromEnvironment, store);
-      try {
-        return await storedProfile(context, name, shared);
-      } catch (error) {
-        return { name, error: error instanceof Error ? error : new Error(String(error)) };
-      }
-    })),
-  );
+  const entries: ProfileEntry[] = new Array<ProfileEntry>(names.length);
+  await eachBounded(names, PROFILES_LOADED_AT_ONCE, async (name, i) => {
+    if (!isStored.has(name) && fromEnvironment) {
+      entries[i] = environmentProfile(context, name, fromEnvironment, store);
+      return;
+    }
+    try {
+      entries[i] = await storedProfile(context, name, shared);
+    } catch (error) {
+      entries[i] = { name, error: error instanceof Error ? error : new Error(String(error)) };
+    }
+  });
+  return entries;
 }
 
 /**
