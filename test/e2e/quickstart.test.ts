@@ -11,7 +11,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { nodeWarnings } from '../helpers/cli.js';
 import { quickStartCommands, recordingBrowser, syncauthOnPath } from '../helpers/docs.js';
-import { approveLikeABrowser, newHome, onboardingEnv, sources, startOnboarding, type Onboarding } from '../helpers/onboarding.js';
+import { approveLikeABrowser, newHome, onboardingEnv, setupAnswers, sources, startOnboarding, type Onboarding } from '../helpers/onboarding.js';
 import { isCI } from '../helpers/secret-service.js';
 import { hasTmux, openTerminal } from '../helpers/terminal.js';
 import { waitFor } from '../helpers/wait.js';
@@ -74,13 +74,7 @@ describe.skipIf(!hasTmux && !isCI())(`${tmuxNote}the README's quick start, as pr
     const terminal = openTerminal(setup, { env, cwd: home.dir });
     try {
       await terminal.see(/Create app/);
-      const answers: [RegExp, string][] = [
-        [/base URL/, ob.emulator.url],
-        [/Service API key/, ob.apiKey],
-        [/Dropbox app key/, ob.app.appKey],
-        [/Dropbox app secret/, ob.app.appSecret],
-        [/Subfolder to read/, 'dropbox://data'],
-      ];
+      const answers = setupAnswers(ob);
       for (const [question, answer] of answers) {
         await terminal.see(question);
         terminal.type(answer);

@@ -10,7 +10,7 @@ import { ServiceClient } from '../../src/service/client.js';
 import { CLI, nodeWarnings } from '../helpers/cli.js';
 import { isCI } from '../helpers/secret-service.js';
 import {
-  AUTHORIZE_URL_PATTERN, approveLikeABrowser, grantRefreshToken, newHome, onboardingEnv, profileFile, readProfileState, runCli, startOnboarding, storedSecrets, type Home, type Onboarding,
+  AUTHORIZE_URL_PATTERN, approveLikeABrowser, grantRefreshToken, newHome, onboardingEnv, profileFile, readProfileState, runCli, setupAnswers, startOnboarding, storedSecrets, type Home, type Onboarding,
 } from '../helpers/onboarding.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -95,13 +95,7 @@ describe.skipIf(!hasTmux && !isCI())(`${tmuxNote}setup's questions at a terminal
       SYNCAUTH_DROPBOX_API_URL: full.SYNCAUTH_DROPBOX_API_URL, SYNCAUTH_REDIRECT_URI: full.SYNCAUTH_REDIRECT_URI,
       SYNCAUTH_CONNECTOR_NAME: 'asked-first-use',
     };
-    const answers: [RegExp, string][] = [
-      [/base URL/, ob.emulator.url],
-      [/Service API key/, ob.apiKey],
-      [/Dropbox app key/, ob.app.appKey],
-      [/Dropbox app secret/, ob.app.appSecret],
-      [/Subfolder to read/, 'dropbox://data'],
-    ];
+    const answers = setupAnswers(ob);
     const final = await inTmux(home, env, ['--no-open'], async (t) => {
       for (const [question, answer] of answers) {
         await t.see(question);
@@ -280,15 +274,8 @@ describe.skipIf(!hasTmux && !isCI())(`${tmuxNote}setup's questions at a terminal
     const final = await inTmux(home, env, ['--no-open'], async (t) => {
       await t.see(/in an encrypted file in .* instead\?/);
       t.press('Enter');
-      for (const [question, answer] of [
-        [/A key for the new encrypted file store/, storeKey],
-        [/The same key again/, storeKey],
-        [/base URL/, ob.emulator.url],
-        [/Service API key/, ob.apiKey],
-        [/Dropbox app key/, ob.app.appKey],
-        [/Dropbox app secret/, ob.app.appSecret],
-        [/Subfolder to read/, 'dropbox://data'],
-      ] as [RegExp, string][]) {
+      const keyTwice: [RegExp, string][] = [[/A key for the new encrypted file store/, storeKey], [/The same key again/, storeKey]];
+      for (const [question, answer] of [...keyTwice, ...setupAnswers(ob)]) {
         await t.see(question);
         t.type(answer);
         t.press('Enter');

@@ -27,6 +27,17 @@ export interface Onboarding {
   apiKey: string;
 }
 
+/** Setup's first questions at a terminal, each with what a person types for this emulator: its URL, key and app. */
+export function setupAnswers(ob: Onboarding): [RegExp, string][] {
+  return [
+    [/base URL/, ob.emulator.url],
+    [/Service API key/, ob.apiKey],
+    [/Dropbox app key/, ob.app.appKey],
+    [/Dropbox app secret/, ob.app.appSecret],
+    [/Subfolder to read/, 'dropbox://data'],
+  ];
+}
+
 export interface OnboardingOptions {
   /** Apps besides the default one (their redirect URIs are replaced by the free loopback one). */
   extraApps?: EmulatorApp[];
