@@ -3,7 +3,6 @@
 // turns signals into a graceful stop (SIGTERM, SIGINT) or a reload (SIGHUP).
 import { syncauthCommand } from '../../profile/name.js';
 import path from 'node:path';
-import v8 from 'node:v8';
 import { SETTINGS, type SettingName, type Settings } from '../../config.js';
 import {
   checkRedisUrl,
@@ -409,21 +408,7 @@ function holdSignals(): HeldSignals {
 /** The exit code of a one-shot run that a signal stopped, as the shell reports it (the daemon proper exits 0). */
 const ONCE_STOPPED: Partial<Record<NodeJS.Signals, number>> = { SIGINT: 130, SIGTERM: 143 };
 
-/**
- * How far past what it holds the daemon's heap grows before a full collection. V8 judges that itself, up to
- * fourfold: a 10,000-profile daemon held about 70 MiB live but peaked at 220 MiB RSS in its first sweep, against
- * some 130 MiB once settled. At 30 % the peak came to about 195 MiB, for the same CPU (bench/stored.mjs).
- */
-const HEAP_GROWING_PERCENT = 30;
-
-/** Sets the daemon's heap growth, unless the operator set it (NODE_OPTIONS or node's own flags). */
-export function tuneHeapGrowth(): void {
-  const given = [...process.execArgv, process.env.NODE_OPTIONS ?? ''].some((arg) => /heap[-_]growing[-_]percent/.test(arg));
-  if (!given) v8.setFlagsFromString(`--heap-growing-percent=${HEAP_GROWING_PERCENT}`);
-}
-
 export async function daemon(given: CommandContext, givenOptions: DaemonCommandOptions = {}): Promise<void> {
-  tuneHeapGrowth();
   const held = holdSignals();
   try {
     await runDaemon(given, givenOptions, held);
