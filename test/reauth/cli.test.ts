@@ -124,12 +124,13 @@ describe.skipIf(redisCheck.skip)('reauth-link and status with --redis-url (repli
   it('the link is kept in Redis, where every replica\'s page looks, not in the config dir; status reads it there', async () => {
     redis = await startRedisServer(redisCheck);
     const { dir, configDir } = await withProfile();
-    const env = { SYNCAUTH_REDIS_URL: redis.url };
+    const grantKey = Buffer.alloc(32, 0x42);
+    const env = { SYNCAUTH_REDIS_URL: redis.url, SYNCAUTH_GRANT_KEY: grantKey.toString('base64') };
     const result = await runInProcess(['reauth-link', '--profile', 'docs', '--public-url', 'https://syncauth.example.com'], { cwd: dir, env });
     expect(result.code, result.stderr).toBe(0);
     const token = result.stdout.trim().split('/').pop() as string;
     expect(existsSync(path.join(configDir, LINKS_FILE_NAME))).toBe(false);
-    const store = await RedisReauthStore.open({ url: redis.url });
+    const store = await RedisReauthStore.open({ url: redis.url, grantKey });
     try {
       expect(await store.links.find(hashToken(token), Date.now())).toMatchObject({ profile: 'docs' });
     } finally {

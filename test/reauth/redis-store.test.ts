@@ -9,13 +9,14 @@ import { RedisReauthStore } from '../../src/reauth/redis-store.js';
 import { redisAvailability, startRedisServer, type RedisServer } from '../helpers/redis.js';
 
 const availability = redisAvailability();
+const GRANT_KEY = Buffer.alloc(32, 0x42);
 
 describe.skipIf(availability.skip)('the page\'s records in Redis', () => {
   let redis: RedisServer;
   let raw: Redis;
   const opened: RedisReauthStore[] = [];
   const open = async (prefix: string): Promise<RedisReauthStore> => {
-    const store = await RedisReauthStore.open({ url: redis.url, keyPrefix: prefix });
+    const store = await RedisReauthStore.open({ url: redis.url, keyPrefix: prefix, grantKey: GRANT_KEY });
     opened.push(store);
     return store;
   };
