@@ -15,7 +15,7 @@ const SECRET = `whsec_${Buffer.from('previous-release-notify-secret!!').toString
 const LINK = 'https://syncauth.example.com/reauthorize/PrevReleaseLinkToken0000000000000000000000';
 
 describe('an outbox of version 1', () => {
-  it('is read once, written sealed at once, and its notice delivered with the same link and id', async () => {
+  it('is read once, written sealed at once, and its notice due with the same link and id', async () => {
     const configDir = tempDir('syncauth-outbox-v1-');
     cpSync(FIXTURE, path.join(configDir, OUTBOX_FILE));
     const fixture = JSON.parse(readFileSync(FIXTURE, 'utf8')) as { deliveries: { id: string; firstAt: number }[] };
