@@ -166,8 +166,18 @@ export class RedisReauthStore {
         return unspent(link, await spentAt(link.profile)) ? link : undefined;
       },
       spend: async (profile) => {
+        // The mark covers every link being spent by its own (authenticated) creation time, not this replica's
+        // clock: a link minted later by a replica whose clock is behind stays good.
+        const members = await command('spend the links', () => client.zrange(key('links', profile), 0, -1));
+        const raws = members.length > 0 ? await command('spend the links', () => client.mget(...members.map((member) => key('link', member)))) : [];
+        const created = raws.flatMap((raw, i) => {
+          const link = parseLink(key('link', members[i] as string), raw);
+          return link && link.profile === profile ? [link.createdAt] : [];
+        });
+        const before = await spentAt(profile);
+        if (typeof before === 'number') created.push(before);
         const name = key('spent', profile);
-        const mark = signRecord(macKey, name, { v: VERSION, profile, at: Date.now() });
+        const mark = signRecord(macKey, name, { v: VERSION, profile, at: created.length > 0 ? Math.max(...created) : Date.now() });
         return Number(await command('spend the links', () => client.eval(SPEND, 2, key('links', profile), name, `${key('link')}:`, mark, String(SPENT_TTL_MS))));
       },
       outstanding: async (profile, now) => {
