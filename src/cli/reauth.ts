@@ -14,20 +14,22 @@ import type { CommandContext } from './context.js';
 import { openSession, readSecrets, requireGrant } from './session.js';
 
 /** Both or neither: a page without a public URL could not name its links, a URL without a page serves nothing. */
-export function reauthSettingIssues(context: CommandContext, label: (name: SettingName) => string): FieldIssue[] {
+export function reauthSettingIssues(context: CommandContext, label: (name: SettingName) => string, notifying = false): FieldIssue[] {
   const v = context.settings.values;
   if (v.reauthListen && !v.publicUrl) return [{ field: label('reauthListen'), message: 'needs a public URL (--public-url or SYNCAUTH_PUBLIC_URL), the https origin people open the page at' }];
   if (v.publicUrl && !v.reauthListen) return [{ field: label('publicUrl'), message: 'needs the page\'s listen address (--reauth-listen or SYNCAUTH_REAUTH_LISTEN)' }];
-  return grantSharingIssues(context, label);
+  return grantSharingIssues(context, label, notifying);
 }
 
 /**
  * Replicas share a grant obtained by re-authorization only sealed, under SYNCAUTH_GRANT_KEY: with Redis and the
  * page both on, the key is required (a re-authorization on one replica would otherwise leave the others failing
- * with the revoked grant); a key without Redis has nothing to seal for. --on-reauthorized runs only after a
- * re-authorization, which only the page makes.
+ * with the revoked grant); a key without Redis has nothing to seal for. With Redis, the page's links and rounds
+ * and the notices' outbox are authenticated (and a notice's link sealed) under subkeys of it, so the key is
+ * required with the page or notices too. --on-reauthorized runs only after a re-authorization, which only the
+ * page makes.
  */
-function grantSharingIssues(context: CommandContext, label: (name: SettingName) => string): FieldIssue[] {
+function grantSharingIssues(context: CommandContext, label: (name: SettingName) => string, notifying: boolean): FieldIssue[] {
   const v = context.settings.values;
   const issues: FieldIssue[] = [];
   if (v.grantKey !== undefined) {
@@ -43,7 +45,12 @@ function grantSharingIssues(context: CommandContext, label: (name: SettingName) 
   } else if (v.redisUrl && v.reauthListen) {
     issues.push({
       field: label('grantKey'),
-      message: 'is required with --redis-url and --reauth-listen: the grant a re-authorization brings is shared with the other replicas sealed under it (32 random bytes in base64, the same on every replica, from the Secret)',
+      message: 'is required with --redis-url and --reauth-listen: the grant a re-authorization brings is shared with the other replicas sealed under it, and the links in Redis are authenticated under it (32 random bytes in base64, the same on every replica, from the Secret)',
+    });
+  } else if (v.redisUrl && notifying) {
+    issues.push({
+      field: label('grantKey'),
+      message: 'is required with --redis-url and --notify-url: the notices waiting in Redis are sealed under it, so Redis never holds a usable link (32 random bytes in base64, the same on every replica, from the Secret)',
     });
   }
   if (v.onReauthorized !== undefined && !v.reauthListen) issues.push({ field: label('onReauthorized'), message: 'needs the re-authorization page (--reauth-listen and --public-url): only it brings a new grant' });
@@ -54,6 +61,18 @@ function grantSharingIssues(context: CommandContext, label: (name: SettingName) 
 export function grantKeyOf(context: CommandContext): Buffer | undefined {
   const v = context.settings.values;
   return v.grantKey !== undefined && v.redisUrl ? parseGrantKey(v.grantKey, SETTINGS.grantKey.env) : undefined;
+}
+
+/**
+ * SYNCAUTH_GRANT_KEY for a command that reads or writes the page's records or the outbox in Redis: exit 2 naming
+ * it when it is missing or malformed, before anything is sent or written.
+ */
+export function requireGrantKey(context: CommandContext, why = 'with --redis-url: the re-authorization links and the notices in Redis are authenticated under it'): Buffer {
+  const v = context.settings.values;
+  if (v.grantKey === undefined) {
+    throw new ValidationError([{ field: SETTINGS.grantKey.env, message: `is required ${why} (32 random bytes in base64, the same as the replicas')` }]);
+  }
+  return parseGrantKey(v.grantKey, SETTINGS.grantKey.env);
 }
 
 
@@ -69,12 +88,12 @@ export interface ReauthStores {
  * The stores of the page, when it is on: with --redis-url, Redis, so that a link minted by the replica that sent
  * the notice opens on any replica and an authorize round may come back to another; otherwise the config dir.
  */
-export async function openReauthStores(context: CommandContext): Promise<ReauthStores | undefined> {
+export async function openReauthStores(context: CommandContext, log?: Logger): Promise<ReauthStores | undefined> {
   const v = context.settings.values;
   if (!v.reauthListen || !v.publicUrl) return undefined;
   if (v.redisUrl) {
     const { RedisReauthStore } = await import('../reauth/redis-store.js');
-    const store = await RedisReauthStore.open({ url: v.redisUrl });
+    const store = await RedisReauthStore.open({ url: v.redisUrl, grantKey: requireGrantKey(context), ...(log ? { logger: log } : {}) });
     return { links: store.links, rounds: store.rounds, close: () => store.close() };
   }
   const { fileLinkStore } = await import('../reauth/links.js');

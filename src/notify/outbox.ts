@@ -5,8 +5,14 @@
 import type { ProfileNotice } from '../daemon/events.js';
 import type { NoticePayload } from './payload.js';
 
-/** Version of the outbox's records (the file, and each Redis record). */
-export const OUTBOX_VERSION = 1;
+/**
+ * Version of the outbox's records (the file, and each Redis record). 2: a delivery's payload is sealed and a
+ * reminder authenticated (outbox-seal.ts); the file outbox reads version 1 once and writes it sealed, the previous
+ * release refuses version 2 and leaves it untouched.
+ */
+export const OUTBOX_VERSION = 2;
+/** The previous release's version: payloads in the clear, nothing authenticated. */
+export const PREVIOUS_OUTBOX_VERSION = 1;
 
 /** How long a delivery key is remembered after it was first queued. */
 export const SEEN_MS = 7 * 24 * 3600 * 1000;

@@ -3,11 +3,18 @@
 // limit), so every replica that sees the same transition queues it once. One replica sends each delivery: it
 // takes the delivery's lease (SET NX with a time limit, longer than one attempt's deadline) and lets go when
 // the attempt is recorded; a replica that dies mid-send leaves a lease that expires, and another sends it.
+//
+// Each delivery's payload is sealed and each reminder authenticated under a subkey of SYNCAUTH_GRANT_KEY
+// (outbox-seal.ts), bound to the hash and field it is stored under: a dump of Redis holds no usable link, and a
+// record written by anyone without the key is refused (logged once), never signed and sent. The previous
+// release's records (version 1, in the clear) are not trusted here: they are left for a replica of that release.
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import type { Logger } from '../log.js';
 import { closeRedisClient, newRedisClient } from '../net/redis.js';
+import { subkey } from '../record-keys.js';
 import { OUTBOX_VERSION, SEEN_MS, type Claim, type Delivery, type OutboxStore, type Reminder } from './outbox.js';
+import { OutboxSeal } from './outbox-seal.js';
 
 export interface RedisOutboxOptions {
   url: string;
@@ -17,6 +24,8 @@ export interface RedisOutboxOptions {
   leaseMs?: number;
   /** Connect and command deadline. Default 2 s. */
   timeoutMs?: number;
+  /** SYNCAUTH_GRANT_KEY: the records are sealed and authenticated under a subkey of it. */
+  grantKey: Buffer;
   logger?: Logger;
 }
 
@@ -32,13 +41,11 @@ const REMINDER = `local current = redis.call('HGET', KEYS[1], ARGV[1])
 local same = false
 if current then
   local ok, decoded = pcall(cjson.decode, current)
-  same = ok and type(decoded) == 'table' and decoded.transition == ARGV[4]
+  same = ok and type(decoded) == 'table' and decoded.v == tonumber(ARGV[5]) and decoded.transition == ARGV[4]
 end
 if (ARGV[3] == 'start' and same) or (ARGV[3] == 'advance' and not same) then return 0 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 return 1`;
-
-type Versioned<T> = T & { v: number };
 
 export class RedisOutbox implements OutboxStore {
   readonly where: string;
@@ -46,6 +53,7 @@ export class RedisOutbox implements OutboxStore {
   readonly #prefix: string;
   readonly #leaseMs: number;
   readonly #log: Logger | undefined;
+  readonly #seal: OutboxSeal;
   /** Records of another version, each logged once. */
   readonly #refused = new Set<string>();
 
@@ -55,6 +63,7 @@ export class RedisOutbox implements OutboxStore {
     this.#prefix = `${options.keyPrefix ?? 'syncauth'}:notify`;
     this.#leaseMs = options.leaseMs ?? 30_000;
     this.#log = options.logger;
+    this.#seal = new OutboxSeal(subkey(options.grantKey, 'outbox-redis'), where, options.logger);
   }
 
   /** Connects (ioredis is loaded only here); an unreachable Redis is retried by the client, not fatal. */
@@ -70,30 +79,47 @@ export class RedisOutbox implements OutboxStore {
     return id === undefined ? `${this.#prefix}:${kind}` : `${this.#prefix}:${kind}:${id}`;
   }
 
-  #decode<T>(raw: string, what: string): T | undefined {
+  /** The name a record is authenticated under: its hash and field. */
+  #name(kind: 'outbox' | 'reminders', field: string): string {
+    return `${this.#key(kind)}\0${field}`;
+  }
+
+  /** A record of the previous release is left for it, said once; anything else goes to the seal, which says why it refuses. */
+  #fromPrevious(raw: string, what: string): boolean {
+    let v: unknown;
     try {
-      const record = JSON.parse(raw) as Versioned<T>;
-      if (record.v === OUTBOX_VERSION) {
-        const { v: _v, ...rest } = record;
-        return rest as T;
-      }
-      if (!this.#refused.has(what)) {
-        this.#refused.add(what);
-        this.#log?.error({ event: 'notify.outbox_refused', op: 'notify', record: what, version: record.v ?? null }, `a notice record in Redis (${what}) has version ${JSON.stringify(record.v ?? null)}, which this release does not know; it is left for the release that wrote it`);
-      }
+      v = (JSON.parse(raw) as { v?: unknown } | null)?.v;
     } catch {
-      if (!this.#refused.has(what)) {
-        this.#refused.add(what);
-        this.#log?.error({ event: 'notify.outbox_refused', op: 'notify', record: what }, `a notice record in Redis (${what}) is damaged; it is left as it is`);
-      }
+      return false;
     }
-    return undefined;
+    if (v === OUTBOX_VERSION || typeof v !== 'number') return false;
+    if (!this.#refused.has(what)) {
+      this.#refused.add(what);
+      this.#log?.warn({ event: 'notify.outbox_refused', op: 'notify', record: what, version: v }, `a notice record in Redis (${what}) has version ${v}, which this release does not send; it is left for the release that wrote it`);
+    }
+    return true;
+  }
+
+  #decodeDelivery(key: string, raw: string): Delivery | undefined {
+    if (this.#fromPrevious(raw, `delivery ${key}`)) return undefined;
+    let stored: unknown;
+    try {
+      stored = JSON.parse(raw);
+    } catch {
+      stored = undefined;
+    }
+    const delivery = this.#seal.open(this.#name('outbox', key), stored);
+    return delivery && delivery.key === key ? delivery : undefined;
+  }
+
+  #encodeDelivery(delivery: Delivery): string {
+    return JSON.stringify(this.#seal.seal(this.#name('outbox', delivery.key), delivery));
   }
 
   async enqueue(deliveries: Delivery[]): Promise<Delivery[]> {
     const added: Delivery[] = [];
     for (const delivery of deliveries) {
-      const stored = JSON.stringify({ v: OUTBOX_VERSION, ...delivery });
+      const stored = this.#encodeDelivery(delivery);
       const result = await this.#client.eval(ENQUEUE, 2, this.#key('seen', delivery.key), this.#key('outbox'), delivery.key, stored, String(SEEN_MS));
       if (Number(result) === 1) added.push(delivery);
     }
@@ -104,7 +130,7 @@ export class RedisOutbox implements OutboxStore {
     const all = await this.#client.hgetall(this.#key('outbox'));
     return Object.entries(all)
       .flatMap(([key, raw]) => {
-        const delivery = this.#decode<Delivery>(raw, `delivery ${key}`);
+        const delivery = this.#decodeDelivery(key, raw);
         return delivery && delivery.nextAt <= now ? [delivery] : [];
       })
       .sort((a, b) => a.nextAt - b.nextAt);
@@ -117,7 +143,7 @@ export class RedisOutbox implements OutboxStore {
     const claim: Claim = { release: async () => void (await this.#client.eval(RELEASE, 1, leaseKey, token)) };
     // Read under the lease: another replica may have delivered it between the listing and the lease.
     const raw = await this.#client.hget(this.#key('outbox'), key);
-    const delivery = raw === null ? undefined : this.#decode<Delivery>(raw, `delivery ${key}`);
+    const delivery = raw === null ? undefined : this.#decodeDelivery(key, raw);
     if (!delivery) {
       await claim.release().catch(() => undefined);
       return undefined;
@@ -130,20 +156,21 @@ export class RedisOutbox implements OutboxStore {
   }
 
   async reschedule(delivery: Delivery): Promise<void> {
-    await this.#client.hset(this.#key('outbox'), delivery.key, JSON.stringify({ v: OUTBOX_VERSION, ...delivery }));
+    await this.#client.hset(this.#key('outbox'), delivery.key, this.#encodeDelivery(delivery));
   }
 
   async reminders(): Promise<Reminder[]> {
     const all = await this.#client.hgetall(this.#key('reminders'));
     return Object.entries(all).flatMap(([profile, raw]) => {
-      const reminder = this.#decode<Reminder>(raw, `reminder of ${profile}`);
-      return reminder ? [reminder] : [];
+      if (this.#fromPrevious(raw, `reminder of ${profile}`)) return [];
+      const reminder = this.#seal.openReminder(this.#name('reminders', profile), raw);
+      return reminder && reminder.profile === profile ? [reminder] : [];
     });
   }
 
   async #writeReminder(reminder: Reminder, mode: 'start' | 'advance'): Promise<boolean> {
-    const stored = JSON.stringify({ v: OUTBOX_VERSION, ...reminder });
-    return Number(await this.#client.eval(REMINDER, 1, this.#key('reminders'), reminder.profile, stored, mode, reminder.transition)) === 1;
+    const stored = this.#seal.signReminder(this.#name('reminders', reminder.profile), reminder);
+    return Number(await this.#client.eval(REMINDER, 1, this.#key('reminders'), reminder.profile, stored, mode, reminder.transition, String(OUTBOX_VERSION))) === 1;
   }
 
   startReminder(reminder: Reminder): Promise<boolean> {

@@ -8,6 +8,7 @@ import { Webhook } from 'standardwebhooks';
 import { describe, expect, it } from 'vitest';
 import type { ProfileNotice } from '../../src/daemon/events.js';
 import { FileOutbox, Notifier, OUTBOX_FILE, resolveNotifySettings, type NotifierOptions } from '../../src/notify/index.js';
+import { subkey } from '../../src/record-keys.js';
 import { captureLog, fakeClock } from '../daemon/helpers.js';
 import { startReceiver } from './receiver.js';
 
@@ -37,7 +38,8 @@ async function notifierFor(urls: string[], options: Partial<NotifierOptions> & {
   const log = captureLog();
   const configDir = options.configDir ?? tempConfig();
   const settings = resolveNotifySettings({ urls, urlField: '--notify-url', format: options.format ?? 'standard', ...(options.secret !== '' ? { secret: options.secret ?? SECRET } : {}) });
-  const store = await FileOutbox.open(configDir, log.logger);
+  // As the daemon opens it: sealed under a subkey of the notify secret's key, when there is one.
+  const store = await FileOutbox.open(configDir, log.logger, settings.key ? subkey(settings.key, 'outbox-file') : undefined);
   const notifier = new Notifier({ ...settings, store, log: log.logger, now: clock.now, random: () => 0.5, pollMs: false, ...options });
   return { notifier, clock, log, configDir };
 }
@@ -214,7 +216,7 @@ describe('the outbox file', () => {
     const file = path.join(first.configDir, OUTBOX_FILE);
     expect(statSync(file).mode & 0o777).toBe(0o600);
     const content = JSON.parse(readFileSync(file, 'utf8')) as { version: number; deliveries: unknown[]; reminders: unknown[] };
-    expect(content.version).toBe(1);
+    expect(content.version).toBe(2);
     expect(content.deliveries).toHaveLength(2);
     expect(content.reminders).toHaveLength(1);
     expect(readFileSync(file, 'utf8')).not.toContain(receiver.url);

@@ -9,6 +9,7 @@ import { redisAvailability, startRedisServer, type RedisServer } from '../helper
 import { startReceiver } from './receiver.js';
 
 const availability = redisAvailability();
+const GRANT_KEY = Buffer.alloc(32, 0x33);
 const SECRET = `whsec_${Buffer.from('0123456789abcdef0123456789abcdef').toString('base64')}`;
 
 function notice(type: ProfileNotice['type'], transition: string, at = Date.now()): ProfileNotice {
@@ -28,7 +29,7 @@ describe.skipIf(availability.skip)('notices with replicas, on a real redis-serve
 
   async function replica(url: string, keyPrefix: string, leaseMs = 30_000) {
     const log = captureLog();
-    const store = await RedisOutbox.open({ url: redis.url, keyPrefix, leaseMs, logger: log.logger }, 'redis');
+    const store = await RedisOutbox.open({ url: redis.url, keyPrefix, leaseMs, grantKey: GRANT_KEY, logger: log.logger }, 'redis');
     const settings = resolveNotifySettings({ urls: [url], urlField: '--notify-url', secret: SECRET });
     const notifier = new Notifier({ ...settings, store, log: log.logger, pollMs: false });
     return { notifier, store, log };

@@ -46,9 +46,10 @@ describe('notices across a restart of the daemon', () => {
       await waitFor('a failed delivery of profile.reauthorization_needed', () => retried('profile.reauthorization_needed'), 30_000);
       const outbox = path.join(home, 'config', 'notices.json');
       expect(existsSync(outbox)).toBe(true);
-      const pending = JSON.parse(readFileSync(outbox, 'utf8')) as { version: number; deliveries: { payload: { type: string } }[] };
-      expect(pending.version).toBe(1);
-      expect(pending.deliveries.map((d) => d.payload.type).sort()).toEqual(['profile.reauthorization_needed', 'token.unavailable']);
+      // Both wait, their payloads sealed (under a subkey of the notify secret's key, which the file does not hold).
+      const pending = JSON.parse(readFileSync(outbox, 'utf8')) as { version: number; deliveries: { payload?: unknown; sealed?: unknown }[] };
+      expect(pending.version).toBe(2);
+      expect(pending.deliveries.map((d) => [d.payload, typeof d.sealed])).toEqual([[undefined, 'object'], [undefined, 'object']]);
       first.child.kill('SIGKILL');
       await first.exited;
 

@@ -2,7 +2,7 @@
 // URL is https (http only on loopback) and a bare origin, each refused with exit 2 naming the field before
 // anything starts or is written; the link is printed on stdout alone, only its digest kept (0600), and `status`
 // says one is outstanding and until when, never the link.
-import { existsSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { openProfileStore } from '../../src/profile/index.js';
@@ -69,6 +69,28 @@ describe('the settings of replicas sharing a new grant', () => {
   });
 });
 
+describe('the grant key with Redis: whatever mints, reads or delivers a link there needs it', () => {
+  // Nothing listens there: a command that got as far as Redis would fail otherwise than with exit 2.
+  const redis = { SYNCAUTH_REDIS_URL: 'redis://127.0.0.1:1' };
+  const secret = { SYNCAUTH_NOTIFY_SECRET: `whsec_${Buffer.alloc(24, 3).toString('base64')}` };
+  it.each([
+    ['daemon with notices and Redis, no page', (dir: string) => ['daemon', '--profile', 'docs', '--token-file', path.join(dir, 'token'), '--notify-url', 'http://127.0.0.1:9/hook'], { ...redis, ...secret }, 'SYNCAUTH_GRANT_KEY', 'is required with --redis-url and --notify-url'],
+    ['reauth-link with Redis', () => ['reauth-link', '--profile', 'docs', '--public-url', 'https://syncauth.example.com'], redis, 'SYNCAUTH_GRANT_KEY', 'is required with --redis-url'],
+    ['status with Redis', () => ['status', '--profile', 'docs'], redis, 'SYNCAUTH_GRANT_KEY', 'is required with --redis-url'],
+    ['daemon with the page and unsigned Slack notices, no Redis', (dir: string) => ['daemon', '--profile', 'docs', '--token-file', path.join(dir, 'token'), '--reauth-listen', '127.0.0.1:0', '--public-url', 'https://syncauth.example.com', '--notify-url', 'http://127.0.0.1:9/hook', '--notify-format', 'slack'], {}, 'SYNCAUTH_NOTIFY_SECRET', 'sealed under a key derived from it'],
+  ])('%s: exit 2 naming %s, nothing printed or written', async (_what, args, env, field, message) => {
+    const { dir, configDir } = await withProfile();
+    const before = readdirSync(configDir, { recursive: true }).sort();
+    const result = await runInProcess(args(dir), { cwd: dir, env });
+    expect(result.code, result.stderr).toBe(2);
+    expect(result.stderr).toContain(field);
+    expect(result.stderr).toContain(message);
+    expect(result.stdout).toBe('');
+    expect(readdirSync(configDir, { recursive: true }).sort()).toEqual(before);
+    expect(existsSync(path.join(dir, 'token'))).toBe(false);
+  });
+});
+
 describe('syncauth reauth-link', () => {
   it('without a public URL: exit 2 naming it, and no link is minted', async () => {
     const { dir, configDir } = await withProfile();
@@ -124,12 +146,13 @@ describe.skipIf(redisCheck.skip)('reauth-link and status with --redis-url (repli
   it('the link is kept in Redis, where every replica\'s page looks, not in the config dir; status reads it there', async () => {
     redis = await startRedisServer(redisCheck);
     const { dir, configDir } = await withProfile();
-    const env = { SYNCAUTH_REDIS_URL: redis.url };
+    const grantKey = Buffer.alloc(32, 0x42);
+    const env = { SYNCAUTH_REDIS_URL: redis.url, SYNCAUTH_GRANT_KEY: grantKey.toString('base64') };
     const result = await runInProcess(['reauth-link', '--profile', 'docs', '--public-url', 'https://syncauth.example.com'], { cwd: dir, env });
     expect(result.code, result.stderr).toBe(0);
     const token = result.stdout.trim().split('/').pop() as string;
     expect(existsSync(path.join(configDir, LINKS_FILE_NAME))).toBe(false);
-    const store = await RedisReauthStore.open({ url: redis.url });
+    const store = await RedisReauthStore.open({ url: redis.url, grantKey });
     try {
       expect(await store.links.find(hashToken(token), Date.now())).toMatchObject({ profile: 'docs' });
     } finally {

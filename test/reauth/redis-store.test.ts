@@ -9,13 +9,14 @@ import { RedisReauthStore } from '../../src/reauth/redis-store.js';
 import { redisAvailability, startRedisServer, type RedisServer } from '../helpers/redis.js';
 
 const availability = redisAvailability();
+const GRANT_KEY = Buffer.alloc(32, 0x42);
 
 describe.skipIf(availability.skip)('the page\'s records in Redis', () => {
   let redis: RedisServer;
   let raw: Redis;
   const opened: RedisReauthStore[] = [];
   const open = async (prefix: string): Promise<RedisReauthStore> => {
-    const store = await RedisReauthStore.open({ url: redis.url, keyPrefix: prefix });
+    const store = await RedisReauthStore.open({ url: redis.url, keyPrefix: prefix, grantKey: GRANT_KEY });
     opened.push(store);
     return store;
   };
@@ -55,6 +56,16 @@ describe.skipIf(availability.skip)('the page\'s records in Redis', () => {
     expect(await two.links.spend('docs')).toBe(1);
     expect(await one.links.find(hashToken(token), now)).toBeUndefined();
     expect(await one.links.outstanding('docs', now)).toEqual([]);
+  });
+
+  it('a link minted after a spend by a replica whose clock is a minute behind still opens; the spent one does not', async () => {
+    const store = await open('skew');
+    const behind = Date.now() - 60_000;
+    const spent = await mintLink(store.links, { profile: 'docs', publicUrl: 'https://s.example.com', now: () => behind });
+    expect(await store.links.spend('docs')).toBe(1);
+    const later = await mintLink(store.links, { profile: 'docs', publicUrl: 'https://s.example.com', now: () => behind + 1_000 });
+    expect(await store.links.find(hashToken(later.url.split('/').pop() as string), behind + 2_000)).toMatchObject({ profile: 'docs' });
+    expect(await store.links.find(hashToken(spent.url.split('/').pop() as string), behind + 2_000)).toBeUndefined();
   });
 
   it('keeps the newest links of a profile only, apart from other profiles', async () => {

@@ -38,7 +38,7 @@ import { baseState, stateWithNewGrant } from '../../sync/renew.js';
 import type { CommandContext } from '../context.js';
 import { openSession, readSecrets, requireGrant, type ProfileSession, type ResolvedSecrets } from '../session.js';
 import { configFileLabel, notifyUrlFileLabel, prepareProfileSinks, withDaemonConfigFile } from '../daemon-config.js';
-import { notifySettingsOf, startNotifier } from './notify.js';
+import { notifySettingsOf, outboxKeyIssue, startNotifier } from './notify.js';
 import { grantHook, grantKeyOf, openReauthStores, reauthLinkFor, reauthSettingIssues, startReauthPage } from '../reauth.js';
 
 /** A temporary file this old is no write in progress (those take milliseconds): its writer died. */
@@ -188,7 +188,7 @@ function checkSettings(context: CommandContext, options: DaemonCommandOptions): 
       maxRenewalsPerSecond = value;
     }
   }
-  issues.push(...reauthSettingIssues(context, (name) => label(context, name)));
+  issues.push(...reauthSettingIssues(context, (name) => label(context, name), (options.notifyUrl?.length ?? 0) > 0 || Boolean(v.notifyUrl)));
   const requested = options.profile && options.profile.length > 0 ? [...new Set(options.profile)] : undefined;
   for (const name of requested ?? []) {
     if (!isProfileName(name)) {
@@ -425,6 +425,8 @@ async function runDaemon(given: CommandContext, givenOptions: DaemonCommandOptio
   const settings = checkSettings(context, options);
   // Checked before anything starts: a bad URL or secret is exit 2, with nothing sent or written.
   const notify = notifySettingsOf(context, options, label(context, 'notifyFormat'), notifyUrlFileLabel(options));
+  const outboxIssues = outboxKeyIssue(notify, context);
+  if (outboxIssues.length > 0) throw new ValidationError(outboxIssues);
   const log = createLogger({ level: v.logLevel as LogLevel, secretHeaders: [v.apiKeyHeader] });
   configured.report(log);
   const store = openProfileStore(v.configDir);
@@ -477,13 +479,13 @@ async function runDaemon(given: CommandContext, givenOptions: DaemonCommandOptio
   const served: { daemon?: RunningDaemon } = {};
   const isResolved = (profile: string): boolean => served.daemon?.status().profiles.find((p) => p.name === profile)?.ready === true;
   // With the re-authorization page on, each ask carries a fresh link to it (a one-shot run serves no page).
-  const reauthStores = once ? undefined : await openReauthStores(context);
+  const reauthStores = once ? undefined : await openReauthStores(context, log);
   const linkFor = notify ? await reauthLinkFor(context, reauthStores) : undefined;
+  const grantKey = grantKeyOf(context);
   const notifier = notify
-    ? await startNotifier(notify, { configDir: v.configDir, redisUrl: v.redisUrl, ...(v.redisUrl ? { redisWhere: redisTarget(v.redisUrl) } : {}), log, isResolved, ...(linkFor ? { linkFor } : {}) })
+    ? await startNotifier(notify, { configDir: v.configDir, redisUrl: v.redisUrl, ...(v.redisUrl ? { redisWhere: redisTarget(v.redisUrl) } : {}), ...(grantKey ? { grantKey } : {}), log, isResolved, ...(linkFor ? { linkFor } : {}) })
     : undefined;
 
-  const grantKey = grantKeyOf(context);
   if (once && (v.listen || v.socket)) log.info({ event: 'daemon.once', op: 'start' }, '--once serves nothing: the health listener and the socket are not started');
   if (await stoppedDuringStart(async () => {
     await notifier?.close();

@@ -2,7 +2,10 @@
 // repeatable, or SYNCAUTH_NOTIFY_URL comma-separated; --notify-format; SYNCAUTH_NOTIFY_SECRET from the
 // environment or a .env, never a flag), all checked before anything is sent, and `notify test` itself: one
 // signed test event to each URL, and what each answered.
-import { ExitCode, SyncauthError } from '../../errors.js';
+import { SETTINGS } from '../../config.js';
+import { ExitCode, SyncauthError, ValidationError, type FieldIssue } from '../../errors.js';
+import { SECRET_VARIABLE } from '../../notify/signing.js';
+import { subkey } from '../../record-keys.js';
 import type { Logger } from '../../log.js';
 import { FileOutbox, Notifier, RedisOutbox, resolveNotifySettings, sendTestNotices, type NotifierOptions, type NotifySettings, type OutboxStore } from '../../notify/index.js';
 import type { CommandContext } from '../context.js';
@@ -31,14 +34,28 @@ export function notifySettingsOf(context: CommandContext, flags: NotifyFlags, fo
   return settings.targets.length > 0 ? settings : undefined;
 }
 
+/**
+ * A notice's link waits in `notices.json` sealed under a subkey of SYNCAUTH_NOTIFY_SECRET's key, which lives in the
+ * environment, never in the config dir. Only an unsigned Slack target has no secret: with the page on and no
+ * Redis, the secret is then required (exit 2 naming it), since the notices would carry links.
+ */
+export function outboxKeyIssue(settings: NotifySettings | undefined, context: CommandContext): FieldIssue[] {
+  const v = context.settings.values;
+  if (!settings || settings.key || v.redisUrl || !v.reauthListen) return [];
+  return [{ field: SECRET_VARIABLE, message: 'is required with the re-authorization page and --notify-url without --redis-url, Slack\'s format included: the link a notice carries waits in notices.json sealed under a key derived from it (whsec_ and the base64 of at least 16 random bytes)' }];
+}
+
 /** The daemon's notifier: its outbox in Redis with replicas, else in the config dir; delivering from now on. */
 export async function startNotifier(
   settings: NotifySettings,
-  options: { configDir: string; redisUrl?: string | undefined; redisWhere?: string; log: Logger } & Pick<NotifierOptions, 'isResolved' | 'linkFor'>,
+  options: { configDir: string; redisUrl?: string | undefined; redisWhere?: string; grantKey?: Buffer; log: Logger } & Pick<NotifierOptions, 'isResolved' | 'linkFor'>,
 ): Promise<Notifier> {
+  // What waits in the outbox is sealed under a key kept elsewhere: in Redis, a subkey of SYNCAUTH_GRANT_KEY (required
+  // with --redis-url and --notify-url); in the config dir, a subkey of SYNCAUTH_NOTIFY_SECRET's key (see outboxKeyIssue).
+  if (options.redisUrl && !options.grantKey) throw new ValidationError([{ field: SETTINGS.grantKey.env, message: 'is required with --redis-url and --notify-url' }]);
   const store: OutboxStore = options.redisUrl
-    ? await RedisOutbox.open({ url: options.redisUrl, logger: options.log }, options.redisWhere ?? 'Redis')
-    : await FileOutbox.open(options.configDir, options.log);
+    ? await RedisOutbox.open({ url: options.redisUrl, logger: options.log, grantKey: options.grantKey as Buffer }, options.redisWhere ?? 'Redis')
+    : await FileOutbox.open(options.configDir, options.log, settings.key ? subkey(settings.key, 'outbox-file') : undefined);
   const notifier = new Notifier({
     ...settings,
     store,

@@ -7,12 +7,15 @@ import { openProfileStore } from '../../profile/index.js';
 import { reauthorizeCommand } from '../../profile/name.js';
 import { fileLinkStore, mintLink } from '../../reauth/links.js';
 import type { CommandContext } from '../context.js';
+import { requireGrantKey } from '../reauth.js';
 
 export async function reauthLink(context: CommandContext, options: { allowAccountChange?: boolean } = {}): Promise<void> {
   const v = context.settings.values;
   if (!v.publicUrl) {
     throw new ValidationError([{ field: '--public-url', message: "is required (or SYNCAUTH_PUBLIC_URL): the https origin the daemon's re-authorization page is reached at" }]);
   }
+  // With --redis-url the link goes to Redis, authenticated under SYNCAUTH_GRANT_KEY: checked before anything is read or written.
+  const grantKey = v.redisUrl ? requireGrantKey(context, 'with --redis-url: the link is kept in Redis authenticated under it, as the replicas\' pages check it') : undefined;
   const name = v.profile;
   const state = await openProfileStore(v.configDir).read(name);
   if (!state) {
@@ -20,7 +23,7 @@ export async function reauthLink(context: CommandContext, options: { allowAccoun
   }
   const allowAccountChange = options.allowAccountChange === true;
   // With --redis-url the replicas' pages look links up in Redis: the link is kept there, not in this config dir.
-  const redis = v.redisUrl ? await (await import('../../reauth/redis-store.js')).RedisReauthStore.open({ url: v.redisUrl }) : undefined;
+  const redis = v.redisUrl ? await (await import('../../reauth/redis-store.js')).RedisReauthStore.open({ url: v.redisUrl, grantKey: grantKey as Buffer }) : undefined;
   let minted: { url: string; expiresAt: number };
   try {
     minted = await mintLink(redis?.links ?? fileLinkStore(v.configDir), { profile: name, publicUrl: v.publicUrl, ttlMs: v.reauthLinkTtl * 1000, allowAccountChange });

@@ -8,6 +8,7 @@ import { reauthorizeCommand, syncauthCommand } from '../../profile/name.js';
 import { pendingSetups, recoverInterruptedSetup } from '../../sync/setup-journal.js';
 import type { CommandContext } from '../context.js';
 import { printJson, printRecord } from '../output.js';
+import { requireGrantKey } from '../reauth.js';
 
 function relative(iso: string | undefined, now: number): string {
   if (!iso) return 'unknown';
@@ -82,20 +83,20 @@ function summary(state: ProfileState, trouble: Trouble | undefined, now: number,
  * The latest-expiring outstanding re-authorization link of each profile; none when the links cannot be read. With
  * --redis-url (replicas), the links are in Redis, where the replicas' pages keep them.
  */
-async function outstandingLinks(configDir: string, redisUrl: string | undefined, names: string[], now: number): Promise<Map<string, { expiresAt: number }>> {
+async function outstandingLinks(configDir: string, redis: { url: string; grantKey: Buffer } | undefined, names: string[], now: number): Promise<Map<string, { expiresAt: number }>> {
   const found = new Map<string, { expiresAt: number }>();
   if (names.length === 0) return found;
   const { fileLinkStore } = await import('../../reauth/links.js');
-  const redis = redisUrl ? await (await import('../../reauth/redis-store.js')).RedisReauthStore.open({ url: redisUrl }).catch(() => undefined) : undefined;
+  const store = redis ? await (await import('../../reauth/redis-store.js')).RedisReauthStore.open({ url: redis.url, grantKey: redis.grantKey }).catch(() => undefined) : undefined;
   try {
-    const links = redis?.links ?? fileLinkStore(configDir);
+    const links = store?.links ?? fileLinkStore(configDir);
     for (const name of names) {
       const open = await links.outstanding(name, now).catch(() => []);
       const latest = open.reduce<{ expiresAt: number } | undefined>((best, link) => (!best || link.expiresAt > best.expiresAt ? link : best), undefined);
       if (latest) found.set(name, latest);
     }
   } finally {
-    await redis?.close();
+    await store?.close();
   }
   return found;
 }
@@ -123,6 +124,8 @@ async function recoverSetups(context: CommandContext, store: ProfileStore, only:
 
 export async function status(context: CommandContext): Promise<void> {
   const { configDir, profile, redisUrl } = context.settings.values;
+  // The links in Redis are authenticated under SYNCAUTH_GRANT_KEY: without it, exit 2 before anything is read or written.
+  const redis = redisUrl ? { url: redisUrl, grantKey: requireGrantKey(context, 'with --redis-url: the links in Redis are authenticated under it, and status reads them there') } : undefined;
   const store = openProfileStore(configDir);
   const only = context.settings.sources.profile === 'default' ? undefined : profile;
   await recoverSetups(context, store, only);
@@ -132,7 +135,7 @@ export async function status(context: CommandContext): Promise<void> {
     throw new SyncauthError('SYNCAUTH_NO_PROFILE', `profile "${only}" has not been set up`, { exitCode: ExitCode.authRequired, hint: `run \`${reauthorizeCommand(only)}\`` });
   }
   const troubles = states.map(troubleOf);
-  const links = await outstandingLinks(configDir, redisUrl, states.map((s) => s.profile), now);
+  const links = await outstandingLinks(configDir, redis, states.map((s) => s.profile), now);
   const rows = states.map((s, i) => summary(s, troubles[i], now, links.get(s.profile)));
   if (context.json) {
     printJson(context.io, { profiles: rows });
