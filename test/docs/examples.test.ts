@@ -115,6 +115,21 @@ const HOW: Record<string, How> = {
   },
   'syncauth emulate --port 8765': { background: { ready: (out) => out.includes('export SYNCAUTH_BASE_URL=http://127.0.0.1:8765'), stop: 'SIGINT' } },
   'syncauth emulate --token-lifetime 20 --fault token:503:0.3 --fault sources:429:1:2': { background: { ready: (out) => out.includes('export SYNCAUTH_BASE_URL='), stop: 'SIGINT' } },
+  'syncauth emulate --redirect-uri http://127.0.0.1:8443/reauthorize/callback': {
+    background: { ready: (out) => out.includes('http://127.0.0.1:8443/reauthorize/callback;'), stop: 'SIGINT' },
+  },
+  'curl -s -X POST -H "Authorization: Bearer $(syncauth token)" "$SYNCAUTH_DROPBOX_API_URL/2/auth/token/revoke"': {
+    check: ({ result, world }) => {
+      expect(result.stdout).toBe('null');
+      expect([...world.ob.emulator.state.grants.values()].filter((g) => g.revokedAt !== null).length).toBeGreaterThan(0);
+    },
+  },
+  'curl -s -X POST -d app_key=emu1appkey2k3y4 "$SYNCAUTH_DROPBOX_API_URL/account/connected_apps/disconnect"': {
+    check: ({ result, world }) => {
+      expect(JSON.parse(result.stdout)).toMatchObject({ app_key: 'emu1appkey2k3y4' });
+      expect([...world.ob.emulator.state.grants.values()].filter((g) => g.revokedAt === null && g.accountId === world.ob.emulator.state.account.accountId)).toEqual([]);
+    },
+  },
   "echo 'source <(syncauth completion bash)' >> ~/.bashrc": { check: ({ world }) => expect(readFileSync(path.join(world.home.dir, '.bashrc'), 'utf8')).toContain('syncauth completion bash') },
   'syncauth completion fish > ~/.config/fish/completions/syncauth.fish': {
     check: ({ world }) => expect(readFileSync(path.join(world.home.dir, '.config/fish/completions/syncauth.fish'), 'utf8')).toMatch(/complete -c syncauth/),
