@@ -66,6 +66,8 @@ describe('syncauth emulate', () => {
     const emulate = startEmulate(['--auto-approve', '--redirect-uri', callback]);
     const { url } = await emulate.ready;
     try {
+      // Printed after the address, maybe in a later chunk.
+      await expect.poll(() => emulate.output().stdout, { timeout: 10_000 }).toContain('Unlink the app');
       expect(emulate.output().stdout).toContain(`Registered redirect URIs: ${DEFAULT_APP.redirectUris[0]}, ${callback};`);
       expect(emulate.output().stdout).toContain(`Unlink the app (revoke its grants) at ${url}/account/connected_apps`);
       const authorizeUrl = `${url}/oauth2/authorize`;
