@@ -437,6 +437,7 @@ Example:
     program.command('demo')
       .description('run the main job end to end on the built-in emulator: no accounts, no network')
       .option('--browser', "approve in your own browser instead of automatically")
+      .option('--reauth', 'then the re-authorization loop: the daemon with its page and signed notices, the app unlinked at Dropbox, the link opened and Allow clicked')
       .action(lazy(() => import('./commands/demo.js'), 'demo', 'unwind'));
   }
 

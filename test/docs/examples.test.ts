@@ -39,6 +39,8 @@ const NOT_RUN: Record<string, string> = {
   'syncauth setup': 'asks its questions at a terminal and opens a browser: the quick start\'s walk-through (test/e2e/quickstart.test.ts) runs it in tmux',
   'npm ci && npm run demo': 'npm ci replaces node_modules and `npm run demo` rebuilds dist/, which the tests running beside this one use; '
     + 'what the demo runs, `syncauth demo`, is run below',
+  'npm run demo -- --reauth': '`npm run demo` rebuilds dist/, which the tests running beside this one use; test/e2e/demo-reauth.test.ts runs `syncauth demo --reauth`',
+  'npm run demo -- --reauth --browser': 'waits for a person to click Allow in a browser; test/e2e/demo-reauth.test.ts runs `syncauth demo --reauth`',
   'npm test': 'the whole suite, this test included',
   'npm ci && npm run build && npm install -g .': 'installs globally from the npm registry; test/deploy/install.test.ts runs it offline in a private prefix',
   'npx --yes ./syncauth-0.1.0.tgz setup': 'needs the packed tarball and npm\'s cache; test/deploy/install.test.ts runs it',
