@@ -1,14 +1,15 @@
 // The loop as a person meets it, end to end: a real daemon process (file store, token file, health listener,
 // re-authorization page on 127.0.0.1, --notify-url to a webhook receiver that verifies each signature with the
-// reference `standardwebhooks` library), the grant revoked at the emulated Dropbox, the daemon parks the profile
-// and the receiver gets `profile.reauthorization_needed` carrying the link; a real headless Chromium opens the
-// link from that notice, goes to the emulated Dropbox, clicks Allow and lands back on the success page; or, where
-// the page's callback is not registered with the app, opens "Paste the code instead", lets Dropbox show a code
-// in a tab of its own, pastes it and clicks Finish. The browser sends its own headers (the page's referrer policy
-// decides what it says of where the form came from); none is set by hand. No shell command runs in between. Within seconds the token file holds a live token of the new grant, the
-// connector holds the grant, the check passed, `profile.reauthorized` arrived, /readyz is 200 and `status`
-// exits 0; the link is spent (a second open gets the forged link's 404). The time from revocation to the fresh
-// token is printed.
+// reference `standardwebhooks` library); the app unlinked at the emulated Dropbox's Connected apps, in the
+// browser; the daemon parks the profile and the receiver gets `profile.reauthorization_needed` carrying the
+// link. A real headless Chromium opens the link from that notice, goes to the emulated Dropbox, clicks Allow and
+// lands back on the success page; or, where the page's callback is not registered with the app, opens "Paste the
+// code instead", lets Dropbox show a code in a tab of its own, pastes it and clicks Finish. The browser sends its
+// own headers (the page's referrer policy decides what it says of where the form came from); none is set by
+// hand, and no shell command runs in between. Within seconds the token file holds a live token of the new
+// grant, the connector holds the grant, the check passed, `profile.reauthorized` arrived, /readyz is 200 and
+// `status` exits 0; the link is spent (a second open gets the forged link's 404). The time from revocation to
+// the fresh token is printed.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -108,8 +109,19 @@ describe.skipIf(availability.skip)('re-authorization in a real browser (headless
     };
     await expect.poll(async () => (await readyz()).status, { timeout: 20_000, interval: 200 }).toBe(200);
 
-    // The user unlinks the app at Dropbox.
-    emulator.revokeGrant(first);
+    // The account's owner unlinks the app at Dropbox: Connected apps, Disconnect, in the browser.
+    const settings = await browser.newContext();
+    try {
+      const apps = await settings.newPage();
+      await apps.goto(`${emulator.url}/account/connected_apps`);
+      await expect(apps.locator('#connected-apps .app').innerText()).resolves.toBe(app.name);
+      await apps.locator('#connected-apps .disconnect').click();
+      await apps.waitForURL(`${emulator.url}/account/connected_apps`);
+      await expect(apps.locator('#none').isVisible()).resolves.toBe(true);
+    } finally {
+      await settings.close();
+    }
+    expect(emulator.state.grantsByRefreshToken.get(first)?.revokedAt).not.toBeNull();
     const revokedAt = performance.now();
     await expect.poll(async () => (await readyz()).body.profiles?.[PROFILE]?.reason ?? '', { timeout: 20_000, interval: 100 }).toMatch(/re-?authoriz/i);
     const parkedAt = performance.now();
