@@ -121,7 +121,7 @@ describe.skipIf(availability.skip)('re-authorization in a real browser (headless
     } finally {
       await settings.close();
     }
-    expect(emulator.state.grantsByRefreshToken.get(first)?.revokedAt).not.toBeNull();
+    expect([...emulator.state.grants.values()].find((g) => g.refreshToken === first)?.revokedAt).not.toBeNull();
     const revokedAt = performance.now();
     await expect.poll(async () => (await readyz()).body.profiles?.[PROFILE]?.reason ?? '', { timeout: 20_000, interval: 100 }).toMatch(/re-?authoriz/i);
     const parkedAt = performance.now();

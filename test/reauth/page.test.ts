@@ -351,6 +351,25 @@ describe('the re-authorization page', () => {
     expectCleanAnswers(world);
   });
 
+  it("the paste form rendered by one replica is accepted by another: the form token is the round's, not the process's", async () => {
+    const world = await startPageWorld();
+    const revoked = await revokeAndPark(world);
+    const link = await world.mint();
+    const page = await world.http(pathOf(link));
+    const shown = await approveAt(new URL(hrefOf(page.body, 'code-display')).toString());
+    const code = /<code id="code">([^<]+)<\/code>/.exec(shown.html)?.[1] as string;
+    const other = await world.replica();
+    const done = await other(pathOf(link), {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ state: fieldOf(page.body, 'state'), form_token: fieldOf(page.body, 'form_token'), code }).toString(),
+    });
+    expect(done.status, done.body).toBe(200);
+    expect(done.body).toContain('syncauth is authorized again');
+    expect(world.stored().refreshToken).not.toBe(revoked);
+    expectCleanAnswers(world);
+  });
+
   it('1,000 wrong links in a minute: rate-limited, nothing changes, and renewals go on', async () => {
     const world = await startPageWorld();
     const link = await world.mint();
