@@ -437,6 +437,7 @@ Example:
     program.command('demo')
       .description('run the main job end to end on the built-in emulator: no accounts, no network')
       .option('--browser', "approve in your own browser instead of automatically")
+      .option('--reauth', 'then the re-authorization loop: the daemon with its page and signed notices, the app unlinked at Dropbox, the link opened and Allow clicked')
       .action(lazy(() => import('./commands/demo.js'), 'demo', 'unwind'));
   }
 
@@ -447,6 +448,17 @@ Example:
       .option('--token-lifetime <seconds>', 'access-token lifetime', '14400')
       .option('--auto-approve', 'approve authorize requests without showing the page')
       .option('--fault <rule>', 'inject failures: ROUTE:STATUS[:RATE[:RETRY_AFTER]], e.g. token:503:0.5 (repeatable)', (v: string, prev: string[]) => [...prev, v], [] as string[])
+      .option('--redirect-uri <url>', "also accept this redirect URI for the app, e.g. the daemon's PUBLIC_URL/reauthorize/callback (repeatable)", (v: string, prev: string[]) => [...prev, v], [] as string[])
+      .addHelpText('after', `
+The app accepts http://127.0.0.1:53682/callback (setup's default) and every --redirect-uri. To meet a grant
+Dropbox no longer honours, unlink the app as its owner would: open URL/account/connected_apps and click
+Disconnect, or from a script (every grant of the app for the default account is revoked):
+  curl -s -X POST -d app_key=emu1appkey2k3y4 URL/account/connected_apps/disconnect
+The one grant behind an access token is revoked as an app revokes it, with Dropbox's own route:
+  curl -s -X POST -H "Authorization: Bearer $(syncauth token)" URL/2/auth/token/revoke
+
+Example (the loop of the re-authorization page, the daemon's page on 127.0.0.1:8443):
+  syncauth emulate --redirect-uri http://127.0.0.1:8443/reauthorize/callback`)
       .action(lazy(() => import('./commands/emulate.js'), 'emulate', 'own'));
   }
 

@@ -6,6 +6,7 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import express from 'express';
 import type { NextFunction, Request, Response } from 'express';
+import { connectedAppsRouter } from './connected-apps.js';
 import type { EmulatorContext } from './context.js';
 import { dropboxApiRouter } from './dropbox-api.js';
 import { dropboxOAuthRouter } from './dropbox-oauth.js';
@@ -145,6 +146,7 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Runn
   // Every body is read raw: each route parses it the way its real counterpart does.
   app.use(express.raw({ type: () => true, limit: '1mb' }));
   app.use(dropboxOAuthRouter(ctx));
+  app.use(connectedAppsRouter(ctx));
   app.use(dropboxApiRouter(ctx));
   app.use(serviceRouter(ctx));
   app.use((_req: Request, res: Response) => {

@@ -123,3 +123,18 @@ export function deniedPage(appName: string): string {
 <p>You chose not to give ${escapeHtml(appName)} access to your Dropbox. You can close this page.</p>`,
   );
 }
+
+/** The account's connected apps, each with a Disconnect button (connected-apps.ts). */
+export function connectedAppsPage(rows: { appKey: string; appName: string; accountId: string; email: string }[]): string {
+  const items = rows.map((r) => `<li><span class="app">${escapeHtml(r.appName)}</span> (${escapeHtml(r.email)})
+<form method="post" action="/account/connected_apps/disconnect">
+<input type="hidden" name="app_key" value="${escapeHtml(r.appKey)}">
+<input type="hidden" name="account" value="${escapeHtml(r.accountId)}">
+<button type="submit" class="disconnect">Disconnect</button>
+</form></li>`);
+  return layout(
+    'Connected apps - Dropbox',
+    `<h1>Connected apps</h1>
+${items.length ? `<ul id="connected-apps">\n${items.join('\n')}\n</ul>` : '<p id="none">No app has access to these accounts.</p>'}`,
+  );
+}

@@ -1,6 +1,7 @@
 // The re-authorization page's HTML: plain documents, no script, every value escaped. Nothing secret is ever
 // placed in a page: the link's own token appears only as the paste form's action (the URL the browser already
-// holds), the state only as a hidden field and inside the Dropbox URL, and neither is a grant.
+// holds), the state only as a hidden field and inside the Dropbox URL, the paste form's token only as a hidden
+// field, and none of them is a grant.
 import { escapeHtml } from '../oauth/pages.js';
 
 const STYLE =
@@ -45,6 +46,8 @@ export interface StartPage {
   codeDisplayUrl: string;
   /** The paste form's own state (bound to the link like the other one). */
   pasteState: string;
+  /** The paste form's token (server.ts pasteFormToken): only this page holds it, never a URL. */
+  formToken: string;
   /** The page's own path, where the paste form posts. */
   action: string;
   allowAccountChange: boolean;
@@ -74,6 +77,7 @@ ${accountRule}
 <p>Where the address of this page cannot be registered with the Dropbox app, <a id="code-display" href="${escapeHtml(page.codeDisplayUrl)}" target="_blank" rel="noopener noreferrer">let Dropbox show a code</a>, then paste it here.</p>
 <form method="post" action="${escapeHtml(page.action)}">
 <input type="hidden" name="state" value="${escapeHtml(page.pasteState)}">
+<input type="hidden" name="form_token" value="${escapeHtml(page.formToken)}">
 <label>Code <input type="text" name="code" id="code" autocomplete="off" required></label>
 <button type="submit" id="submit-code">Finish</button>
 </form>

@@ -11,7 +11,7 @@
 // expired link, an unknown state all get the same 404 body, and refusals are rate-limited per client address
 // (refused requests only, so a person's own clicks never count against them). Every step is logged with a
 // stable `event`; no token, code, state or link is ever logged.
-import { createHash } from 'node:crypto';
+import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { ReauthorizationResult, ReauthorizedGrant } from '../daemon/events.js';
 import type { Logger } from '../log.js';
@@ -155,6 +155,35 @@ function digest(text: string): string {
   return createHash('sha256').update(text, 'utf8').digest('base64url');
 }
 
+/**
+ * The paste form's token: an HMAC of the link's digest and the round's state under the round's PKCE verifier.
+ * The verifier never leaves the page's process (Dropbox sees only its S256 challenge; Redis keeps it sealed
+ * under the state), so the token is known only to the page that rendered it, and any replica that takes the
+ * round can check it. Unlike the state, it is never part of a URL: Dropbox's address bar, history and logs
+ * never see it, and a page on another site cannot read it from ours.
+ */
+export function pasteFormToken(round: { codeVerifier: string; linkHash: string }, state: string): string {
+  return createHmac('sha256', round.codeVerifier).update(`syncauth-reauth-form\0${round.linkHash}\0${state}`, 'utf8').digest('base64url');
+}
+
+function sameToken(given: string, expected: string): boolean {
+  const a = createHash('sha256').update(given, 'utf8').digest();
+  const b = createHash('sha256').update(expected, 'utf8').digest();
+  return timingSafeEqual(a, b);
+}
+
+/**
+ * What the browser says of where a POST came from, judged only where it says something. Under the page's own
+ * `Referrer-Policy: no-referrer` a browser sends `Origin: null` with the form, so a present Origin must be the
+ * public URL's or "null"; `Sec-Fetch-Site`, which no referrer policy hides, must not name another site.
+ */
+function foreignForm(req: IncomingMessage, origin: string): boolean {
+  const from = req.headers.origin;
+  if (from !== undefined && from !== origin && from !== 'null') return true;
+  const site = req.headers['sec-fetch-site'];
+  return site === 'cross-site' || site === 'same-site';
+}
+
 export async function startReauthServer(options: ReauthServerOptions): Promise<ReauthServer> {
   const publicUrl = new URL(options.publicUrl);
   const origin = publicUrl.origin;
@@ -246,6 +275,7 @@ export async function startReauthServer(options: ReauthServerOptions): Promise<R
         authorizeUrl: withRedirect.url,
         codeDisplayUrl: forPaste.url,
         pasteState: forPaste.state,
+        formToken: pasteFormToken({ codeVerifier: forPaste.codeVerifier, linkHash }, forPaste.state),
         action: `/reauthorize/${token}`,
         allowAccountChange: link.allowAccountChange,
       }),
@@ -272,18 +302,27 @@ export async function startReauthServer(options: ReauthServerOptions): Promise<R
   }
 
   async function paste(req: IncomingMessage, res: ServerResponse, token: string): Promise<void> {
-    // A form posted from any other page (a cross-site request carrying a stolen state) is refused.
-    if (req.headers.origin !== origin) {
+    // A form posted from any other page (a cross-site request carrying a stolen state) is refused: by what the
+    // browser says of its origin where it says it, and always by the form's token, which only our page holds.
+    const formRefused = (): void => {
       refused.add(res);
       log.warn({ event: 'reauth.form_refused', op: 'reauth', client: addressOf(req) }, 'refused a pasted code: the form was not sent from the page');
       send(res, 403, FORBIDDEN_PAGE);
+    };
+    if (foreignForm(req, origin)) {
+      formRefused();
       return;
     }
     const form = await readForm(req);
-    const attempt = await take(form?.get('state') ?? null);
+    const state = form?.get('state') ?? null;
+    const attempt = await take(state);
     const code = form?.get('code')?.trim() ?? '';
     if (!attempt || attempt.redirectUri !== undefined || attempt.linkHash !== hashToken(token) || code === '') {
       refuse(req, res, 'reauth.state_refused');
+      return;
+    }
+    if (!sameToken(form?.get('form_token') ?? '', pasteFormToken(attempt, state as string))) {
+      formRefused();
       return;
     }
     await complete(req, res, attempt, code);

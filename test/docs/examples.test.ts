@@ -39,6 +39,8 @@ const NOT_RUN: Record<string, string> = {
   'syncauth setup': 'asks its questions at a terminal and opens a browser: the quick start\'s walk-through (test/e2e/quickstart.test.ts) runs it in tmux',
   'npm ci && npm run demo': 'npm ci replaces node_modules and `npm run demo` rebuilds dist/, which the tests running beside this one use; '
     + 'what the demo runs, `syncauth demo`, is run below',
+  'npm run demo -- --reauth': '`npm run demo` rebuilds dist/, which the tests running beside this one use; test/e2e/demo-reauth.test.ts runs `syncauth demo --reauth`',
+  'npm run demo -- --reauth --browser': 'waits for a person to click Allow in a browser; test/e2e/demo-reauth.test.ts runs `syncauth demo --reauth`',
   'npm test': 'the whole suite, this test included',
   'npm ci && npm run build && npm install -g .': 'installs globally from the npm registry; test/deploy/install.test.ts runs it offline in a private prefix',
   'npx --yes ./syncauth-0.1.0.tgz setup': 'needs the packed tarball and npm\'s cache; test/deploy/install.test.ts runs it',
@@ -115,6 +117,21 @@ const HOW: Record<string, How> = {
   },
   'syncauth emulate --port 8765': { background: { ready: (out) => out.includes('export SYNCAUTH_BASE_URL=http://127.0.0.1:8765'), stop: 'SIGINT' } },
   'syncauth emulate --token-lifetime 20 --fault token:503:0.3 --fault sources:429:1:2': { background: { ready: (out) => out.includes('export SYNCAUTH_BASE_URL='), stop: 'SIGINT' } },
+  'syncauth emulate --redirect-uri http://127.0.0.1:8443/reauthorize/callback': {
+    background: { ready: (out) => out.includes('http://127.0.0.1:8443/reauthorize/callback;'), stop: 'SIGINT' },
+  },
+  'curl -s -X POST -H "Authorization: Bearer $(syncauth token)" "$SYNCAUTH_DROPBOX_API_URL/2/auth/token/revoke"': {
+    check: ({ result, world }) => {
+      expect(result.stdout).toBe('null');
+      expect([...world.ob.emulator.state.grants.values()].filter((g) => g.revokedAt !== null).length).toBeGreaterThan(0);
+    },
+  },
+  'curl -s -X POST -d app_key=emu1appkey2k3y4 "$SYNCAUTH_DROPBOX_API_URL/account/connected_apps/disconnect"': {
+    check: ({ result, world }) => {
+      expect(JSON.parse(result.stdout)).toMatchObject({ app_key: 'emu1appkey2k3y4' });
+      expect([...world.ob.emulator.state.grants.values()].filter((g) => g.revokedAt === null && g.accountId === world.ob.emulator.state.account.accountId)).toEqual([]);
+    },
+  },
   "echo 'source <(syncauth completion bash)' >> ~/.bashrc": { check: ({ world }) => expect(readFileSync(path.join(world.home.dir, '.bashrc'), 'utf8')).toContain('syncauth completion bash') },
   'syncauth completion fish > ~/.config/fish/completions/syncauth.fish': {
     check: ({ world }) => expect(readFileSync(path.join(world.home.dir, '.config/fish/completions/syncauth.fish'), 'utf8')).toMatch(/complete -c syncauth/),

@@ -1,12 +1,15 @@
 // The loop as a person meets it, end to end: a real daemon process (file store, token file, health listener,
 // re-authorization page on 127.0.0.1, --notify-url to a webhook receiver that verifies each signature with the
-// reference `standardwebhooks` library), the grant revoked at the emulated Dropbox, the daemon parks the profile
-// and the receiver gets `profile.reauthorization_needed` carrying the link; a real headless Chromium opens the
-// link from that notice, goes to the emulated Dropbox, clicks Allow and lands back on the success page. No
-// shell command runs in between. Within seconds the token file holds a live token of the new grant, the
-// connector holds the grant, the check passed, `profile.reauthorized` arrived, /readyz is 200 and `status`
-// exits 0; the link is spent (a second open gets the forged link's 404). The time from revocation to the fresh
-// token is printed.
+// reference `standardwebhooks` library); the app unlinked at the emulated Dropbox's Connected apps, in the
+// browser; the daemon parks the profile and the receiver gets `profile.reauthorization_needed` carrying the
+// link. A real headless Chromium opens the link from that notice, goes to the emulated Dropbox, clicks Allow and
+// lands back on the success page; or, where the page's callback is not registered with the app, opens "Paste the
+// code instead", lets Dropbox show a code in a tab of its own, pastes it and clicks Finish. The browser sends its
+// own headers (the page's referrer policy decides what it says of where the form came from); none is set by
+// hand, and no shell command runs in between. Within seconds the token file holds a live token of the new
+// grant, the connector holds the grant, the check passed, `profile.reauthorized` arrived, /readyz is 200 and
+// `status` exits 0; the link is spent (a second open gets the forged link's 404). The time from revocation to
+// the fresh token is printed.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -58,13 +61,16 @@ describe.skipIf(availability.skip)('re-authorization in a real browser (headless
     await emulator?.close();
   });
 
-  it('revoked, told with a link, one click at Dropbox, and the daemon renews, reconciles, checks and tells it is over', async () => {
+  it.each(['redirect', 'paste'] as const)('revoked, told with a link, one click at Dropbox (%s), and the daemon renews, reconciles, checks and tells it is over', async (way) => {
     if (!browser) throw new Error('no browser');
+    daemon?.kill('SIGKILL');
+    await emulator?.close();
     const setupRedirect = `http://127.0.0.1:${await freePort()}/callback`;
     const pagePort = await freePort();
     const healthPort = await freePort();
     const publicUrl = `http://127.0.0.1:${pagePort}`;
-    const app: EmulatorApp = { ...DEFAULT_APP, redirectUris: [setupRedirect, `${publicUrl}/reauthorize/callback`] };
+    // The paste form is for an app where the page's callback cannot be registered: there it is not.
+    const app: EmulatorApp = { ...DEFAULT_APP, redirectUris: way === 'redirect' ? [setupRedirect, `${publicUrl}/reauthorize/callback`] : [setupRedirect] };
     // Short tokens and a margin of most of their life: the daemon renews every few seconds, and so finds a
     // revoked grant within seconds.
     emulator = await startEmulator({ apps: [app], autoApprove: false, tokenLifetimeSeconds: 40 });
@@ -103,8 +109,19 @@ describe.skipIf(availability.skip)('re-authorization in a real browser (headless
     };
     await expect.poll(async () => (await readyz()).status, { timeout: 20_000, interval: 200 }).toBe(200);
 
-    // The user unlinks the app at Dropbox.
-    emulator.revokeGrant(first);
+    // The account's owner unlinks the app at Dropbox: Connected apps, Disconnect, in the browser.
+    const settings = await browser.newContext();
+    try {
+      const apps = await settings.newPage();
+      await apps.goto(`${emulator.url}/account/connected_apps`);
+      await expect(apps.locator('#connected-apps .app').innerText()).resolves.toBe(app.name);
+      await apps.locator('#connected-apps .disconnect').click();
+      await apps.waitForURL(`${emulator.url}/account/connected_apps`);
+      await expect(apps.locator('#none').isVisible()).resolves.toBe(true);
+    } finally {
+      await settings.close();
+    }
+    expect([...emulator.state.grants.values()].find((g) => g.refreshToken === first)?.revokedAt).not.toBeNull();
     const revokedAt = performance.now();
     await expect.poll(async () => (await readyz()).body.profiles?.[PROFILE]?.reason ?? '', { timeout: 20_000, interval: 100 }).toMatch(/re-?authoriz/i);
     const parkedAt = performance.now();
@@ -131,14 +148,35 @@ describe.skipIf(availability.skip)('re-authorization in a real browser (headless
       await expect(page.title()).resolves.toBe('Authorize syncauth again');
       await expect(page.locator('#profile').innerText()).resolves.toBe(PROFILE);
       await expect(page.locator('#account').innerText()).resolves.toBe(accountId);
-      await page.locator('#authorize').click();
-      await page.waitForURL((url) => url.href.startsWith(emulator?.authorizeUrl ?? '-'));
-      await expect(page.title()).resolves.toBe('API Request Authorization - Dropbox');
-      const [landed] = await Promise.all([
-        page.waitForResponse((r) => r.url().startsWith(`${publicUrl}/reauthorize/callback?`), { timeout: 90_000 }),
-        page.locator('#allow').click(),
-      ]);
-      expect(landed.status()).toBe(200);
+      if (way === 'redirect') {
+        await page.locator('#authorize').click();
+        await page.waitForURL((url) => url.href.startsWith(emulator?.authorizeUrl ?? '-'));
+        await expect(page.title()).resolves.toBe('API Request Authorization - Dropbox');
+        const [landed] = await Promise.all([
+          page.waitForResponse((r) => r.url().startsWith(`${publicUrl}/reauthorize/callback?`), { timeout: 90_000 }),
+          page.locator('#allow').click(),
+        ]);
+        expect(landed.status()).toBe(200);
+      } else {
+        await page.getByText('No redirect back here? Paste the code instead').click();
+        // "let Dropbox show a code" opens Dropbox in a tab of its own; Allow there shows the code.
+        const [dropbox] = await Promise.all([context.waitForEvent('page'), page.locator('#code-display').click()]);
+        await dropbox.waitForLoadState();
+        await expect(dropbox.title()).resolves.toBe('API Request Authorization - Dropbox');
+        await dropbox.locator('#allow').click();
+        const code = await dropbox.locator('#code').innerText();
+        expect(code.length).toBeGreaterThan(10);
+        await dropbox.close();
+        await page.locator('#code').fill(code);
+        const [finished] = await Promise.all([
+          page.waitForResponse((r) => r.url() === link && r.request().method() === 'POST', { timeout: 90_000 }),
+          page.locator('#submit-code').click(),
+        ]);
+        expect(finished.status(), await finished.text()).toBe(200);
+        // What Chromium said of the form's origin under the page's `Referrer-Policy: no-referrer` (Fetch: a
+        // POST's serialized origin is "null" under that policy): the form cannot rely on it.
+        expect(await finished.request().headerValue('origin')).toBe('null');
+      }
       await expect(page.title()).resolves.toBe('syncauth is authorized again');
       const text = await page.locator('body').innerText();
       expect(text).toContain("The service's connection check passed.");
@@ -194,7 +232,7 @@ describe.skipIf(availability.skip)('re-authorization in a real browser (headless
     for (const secret of [first, second, app.appSecret, token, NOTIFY_SECRET]) expect(logs).not.toContain(secret);
     for (const secret of [first, second, app.appSecret, NOTIFY_SECRET, ...emulator.state.accessTokens.keys()]) expect(bodies).not.toContain(secret);
     console.log(
-      `re-authorization loop: revocation to parked ${Math.round(parkedAt - revokedAt)} ms; ` +
+      `re-authorization loop (${way}): revocation to parked ${Math.round(parkedAt - revokedAt)} ms; ` +
         `revocation to the notice with its link ${Math.round(toldAt - revokedAt)} ms; ` +
         `revocation to a fresh token in the file ${Math.round(freshAt - revokedAt)} ms (notice, page, Dropbox, back, store, renew, reconcile, check)`,
     );

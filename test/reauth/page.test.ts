@@ -296,48 +296,74 @@ describe('the re-authorization page', () => {
     expectCleanAnswers(world);
   });
 
-  it("the paste form: Dropbox's code display, the code posted back from the page; a cross-site post is refused", async () => {
+  it("the paste form: Dropbox's code display, the code posted back from the page; a post without the page's form token or from another site is refused", async () => {
+    const world = await startPageWorld();
+    const revoked = await revokeAndPark(world);
+    const link = await world.mint();
+    /** The page opened, Dropbox's code display approved: what the page's form would send. */
+    const render = async (): Promise<{ page: string; state: string; formToken: string; code: string }> => {
+      const page = await world.http(pathOf(link));
+      const display = new URL(hrefOf(page.body, 'code-display'));
+      expect(display.searchParams.has('redirect_uri')).toBe(false);
+      expect(display.searchParams.get('code_challenge_method')).toBe('S256');
+      const shown = await approveAt(display.toString());
+      const code = /<code id="code">([^<]+)<\/code>/.exec(shown.html)?.[1];
+      if (!code) throw new Error('no code displayed');
+      const state = fieldOf(page.body, 'state');
+      const formToken = fieldOf(page.body, 'form_token');
+      // The form token is in no URL: not in Dropbox's, nor in the redirect's.
+      expect(page.body.split(formToken)).toHaveLength(2);
+      expect(display.toString()).not.toContain(formToken);
+      return { page: page.body, state, formToken, code };
+    };
+    const post = (to: string, fields: Record<string, string>, headers: Record<string, string> = {}) =>
+      world.http(pathOf(to), { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers }, body: new URLSearchParams(fields).toString() });
+
+    // The state is bound to the link whose page handed it out, and to the paste path: posted to another link,
+    // or the redirect's state posted here, it is refused (and spent).
+    const first = await render();
+    const otherLink = await world.mint();
+    expect((await post(otherLink, { state: first.state, form_token: first.formToken, code: first.code })).status).toBe(404);
+    const redirectState = new URL(hrefOf(first.page, 'authorize')).searchParams.get('state') as string;
+    expect((await post(link, { state: redirectState, form_token: first.formToken, code: first.code })).status).toBe(404);
+    expect(world.emu.state.codes.get(first.code)?.used).toBe(false);
+
+    // A page on another site that learned a state (it is in Dropbox's URL) has no form token: refused, even
+    // with the right Origin, and the round is spent.
+    const stolen = await render();
+    expect((await post(link, { state: stolen.state, code: stolen.code }, { origin: world.publicUrl })).status).toBe(403);
+    expect((await post(link, { state: stolen.state, form_token: stolen.formToken, code: stolen.code })).status).toBe(404);
+    // Another round's token does not fit.
+    const a = await render();
+    const b = await render();
+    expect((await post(link, { state: a.state, form_token: b.formToken, code: a.code })).status).toBe(403);
+    // What the browser says of another site is refused before anything is read.
+    expect((await post(link, { state: b.state, form_token: b.formToken, code: b.code }, { origin: 'https://attacker.example' })).status).toBe(403);
+    expect((await post(link, { state: b.state, form_token: b.formToken, code: b.code }, { 'sec-fetch-site': 'cross-site' })).status).toBe(403);
+    expect(world.stored().refreshToken).toBe(revoked);
+    expect(events(world)).toContain('reauth.form_refused');
+
+    // The page's own form, as a browser sends it under the page's no-referrer policy (Origin: null).
+    const done = await post(link, { state: b.state, form_token: b.formToken, code: b.code }, { origin: 'null', 'sec-fetch-site': 'same-origin' });
+    expect(done.status, done.body).toBe(200);
+    expect(done.body).toContain('syncauth is authorized again');
+    expect(world.stored().refreshToken).not.toBe(revoked);
+    expectCleanAnswers(world);
+  });
+
+  it("the paste form rendered by one replica is accepted by another: the form token is the round's, not the process's", async () => {
     const world = await startPageWorld();
     const revoked = await revokeAndPark(world);
     const link = await world.mint();
     const page = await world.http(pathOf(link));
-    const display = new URL(hrefOf(page.body, 'code-display'));
-    expect(display.searchParams.has('redirect_uri')).toBe(false);
-    expect(display.searchParams.get('code_challenge_method')).toBe('S256');
-    const shown = await approveAt(display.toString());
-    const code = /<code id="code">([^<]+)<\/code>/.exec(shown.html)?.[1];
-    if (!code) throw new Error('no code displayed');
-    const state = fieldOf(page.body, 'state');
-    const form = new URLSearchParams({ state, code }).toString();
-
-    // The state is bound to the link whose page handed it out, and to the paste path: posted to another link,
-    // or the redirect's state posted here, it is refused (and spent).
-    const otherLink = await world.mint();
-    const elsewhere = await world.http(pathOf(otherLink), {
-      method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', origin: world.publicUrl }, body: form,
+    const shown = await approveAt(new URL(hrefOf(page.body, 'code-display')).toString());
+    const code = /<code id="code">([^<]+)<\/code>/.exec(shown.html)?.[1] as string;
+    const other = await world.replica();
+    const done = await other(pathOf(link), {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ state: fieldOf(page.body, 'state'), form_token: fieldOf(page.body, 'form_token'), code }).toString(),
     });
-    expect(elsewhere.status).toBe(404);
-    const redirectState = new URL(hrefOf(page.body, 'authorize')).searchParams.get('state') as string;
-    const wrongKind = await world.http(pathOf(link), {
-      method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', origin: world.publicUrl }, body: new URLSearchParams({ state: redirectState, code }).toString(),
-    });
-    expect(wrongKind.status).toBe(404);
-    expect(world.emu.state.codes.get(code)?.used).toBe(false);
-
-    const second = await world.http(pathOf(link));
-    const state2 = fieldOf(second.body, 'state');
-    const shown2 = await approveAt(new URL(hrefOf(second.body, 'code-display')).toString());
-    const code2 = /<code id="code">([^<]+)<\/code>/.exec(shown2.html)?.[1] as string;
-    const form2 = new URLSearchParams({ state: state2, code: code2 }).toString();
-    const post = (headers: Record<string, string>) =>
-      world.http(pathOf(link), { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers }, body: form2 });
-
-    expect((await post({})).status).toBe(403);
-    expect((await post({ origin: 'https://attacker.example' })).status).toBe(403);
-    expect(world.stored().refreshToken).toBe(revoked);
-    expect(events(world)).toContain('reauth.form_refused');
-
-    const done = await post({ origin: world.publicUrl });
     expect(done.status, done.body).toBe(200);
     expect(done.body).toContain('syncauth is authorized again');
     expect(world.stored().refreshToken).not.toBe(revoked);

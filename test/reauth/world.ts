@@ -10,7 +10,7 @@ import { createAuthorizationRequest, exchangeCode } from '../../src/oauth/index.
 import { newSecretsVersion, openProfileStore, type ProfileStore } from '../../src/profile/index.js';
 import { fileLinkStore, mintLink, type LinkStore } from '../../src/reauth/links.js';
 import type { RoundStore } from '../../src/reauth/redis-store.js';
-import { startReauthServer, type ReauthServer } from '../../src/reauth/server.js';
+import { memoryRoundStore, startReauthServer, type ReauthServer, type ReauthServerOptions } from '../../src/reauth/server.js';
 import { stateWithNewGrant } from '../../src/sync/renew.js';
 import { freePort } from '../helpers/onboarding.js';
 import { captureLog, tempDir, type CapturedLog } from '../daemon/helpers.js';
@@ -40,6 +40,11 @@ export interface PageWorld {
   /** A request to the page; `host` defaults to the public URL's. */
   http(path: string, options?: { method?: string; headers?: Record<string, string>; body?: string; host?: string }): Promise<Answer>;
   mint(options?: { allowAccountChange?: boolean; ttlMs?: number; now?: () => number }): Promise<string>;
+  /**
+   * Another page on a port of its own, sharing the links, the authorize rounds (as replicas share them through
+   * Redis) and the daemon; its `http` sends the public URL's Host, as the load balancer would.
+   */
+  replica(): Promise<PageWorld['http']>;
 }
 
 const cleanups: (() => Promise<void>)[] = [];
@@ -116,11 +121,11 @@ export async function startPageWorld(options: { recordAccount?: boolean; reconci
   cleanups.push(() => daemon.close());
   // The config dir's links by default; Redis's (links and rounds) as replicas keep them, when given.
   const links = options.stores?.links ?? fileLinkStore(configDir);
-  const server = await startReauthServer({
-    listen: { host: '127.0.0.1', port },
+  const rounds = options.stores?.rounds ?? memoryRoundStore();
+  const serverOptions: Omit<ReauthServerOptions, 'listen'> = {
     publicUrl,
     links,
-    ...(options.stores?.rounds ? { rounds: options.stores.rounds } : {}),
+    rounds,
     profile: async (name) => {
       if (name !== PROFILE) return undefined;
       const state = await store.read(PROFILE);
@@ -140,15 +145,16 @@ export async function startPageWorld(options: { recordAccount?: boolean; reconci
     },
     reauthorized: (name, fresh) => daemon.reauthorized(name, fresh),
     log: log.logger,
-  });
+  };
+  const server = await startReauthServer({ listen: { host: '127.0.0.1', port }, ...serverOptions });
   cleanups.push(() => server.close());
 
   const answers: Answer[] = [];
-  const http: PageWorld['http'] = (path, opts = {}) =>
+  const httpTo = (to: number): PageWorld['http'] => (path, opts = {}) =>
     new Promise<Answer>((resolve, reject) => {
       const req = request({
         host: '127.0.0.1',
-        port,
+        port: to,
         path,
         method: opts.method ?? 'GET',
         headers: { host: opts.host ?? `127.0.0.1:${port}`, ...opts.headers },
@@ -165,12 +171,19 @@ export async function startPageWorld(options: { recordAccount?: boolean; reconci
       req.on('error', reject);
       req.end(opts.body);
     });
+  const http = httpTo(port);
   return {
     emu, app, daemon, server, links, store, configDir, publicUrl, log, answers, http,
     stored: () => grant,
     mint: async (mintOptions = {}) => {
       const { url } = await mintLink(links, { profile: PROFILE, publicUrl, ...mintOptions });
       return url;
+    },
+    replica: async () => {
+      const other = await freePort();
+      const replica = await startReauthServer({ listen: { host: '127.0.0.1', port: other }, ...serverOptions });
+      cleanups.push(() => replica.close());
+      return httpTo(other);
     },
   };
 }

@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { DEFAULT_APP, connectionSettings, startEmulator } from '../../emulator/index.js';
 import { ExitCode, SyncauthError } from '../../errors.js';
 import type { CommandContext } from '../context.js';
+import { REAUTH_DEMO_TOKEN_SECONDS, reauthLoop } from './demo-reauth.js';
 
 const CLI = fileURLToPath(new URL('../main.js', import.meta.url));
 
@@ -36,11 +37,17 @@ interface Step {
   onStderr?: (text: string) => void;
 }
 
-export async function demo(context: CommandContext, options: { browser?: boolean }): Promise<void> {
+export async function demo(context: CommandContext, options: { browser?: boolean; reauth?: boolean }): Promise<void> {
   const { io } = context;
   const port = await freePort();
   const redirectUri = `http://127.0.0.1:${port}/callback`;
-  const emulator = await startEmulator({ apps: [{ ...DEFAULT_APP, redirectUris: [redirectUri] }], autoApprove: !options.browser });
+  // With --reauth, the daemon's re-authorization page is registered too, and tokens are short (demo-reauth.ts).
+  const publicUrl = options.reauth ? `http://127.0.0.1:${await freePort()}` : undefined;
+  const emulator = await startEmulator({
+    apps: [{ ...DEFAULT_APP, redirectUris: [redirectUri, ...(publicUrl ? [`${publicUrl}/reauthorize/callback`] : [])] }],
+    autoApprove: !options.browser,
+    ...(options.reauth ? { tokenLifetimeSeconds: REAUTH_DEMO_TOKEN_SECONDS } : {}),
+  });
   const home = await mkdtemp(path.join(tmpdir(), 'syncauth-demo-'));
   const workflowId = emulator.seeded?.workflowId;
   const env: Record<string, string> = {
@@ -77,7 +84,7 @@ export async function demo(context: CommandContext, options: { browser?: boolean
     let seen = '';
     let approving: Promise<void> | undefined;
     await run({
-      args: ['setup', '--yes', ...(options.browser ? [] : ['--no-open'])],
+      args: ['setup', '--yes', ...(options.browser ? [] : ['--no-open']), ...(publicUrl ? ['--public-url', publicUrl] : [])],
       onStderr: (text) => {
         seen += text;
         const url = /\s(http:\/\/127\.0\.0\.1:\d+\/oauth2\/authorize\?\S+)/.exec(seen)?.[1];
@@ -89,6 +96,9 @@ export async function demo(context: CommandContext, options: { browser?: boolean
     if (workflowId) await run({ args: ['workflow', 'get', workflowId] });
     await run({ args: ['refresh'] });
     await run({ args: ['status'] });
+    if (publicUrl) {
+      await reauthLoop({ context, emulator, env, home, cli: CLI, publicUrl, browser: options.browser === true, freePort, run: (args) => run({ args }) });
+    }
     io.stdout.write('\nDone. In real use, `syncauth daemon` keeps renewing the token before its 4 hours are up.\n');
   } finally {
     await emulator.close();

@@ -36,6 +36,23 @@ interface EmulateOptions {
   tokenLifetime: string;
   autoApprove?: boolean;
   fault: string[];
+  redirectUri: string[];
+}
+
+/** A redirect URI the emulated app also accepts: an absolute http(s) URL without a fragment, as the App Console takes. */
+export function parseRedirectUri(text: string, issues: FieldIssue[]): string | undefined {
+  const field = `--redirect-uri ${text}`;
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    issues.push({ field, message: 'must be an absolute URL, e.g. http://127.0.0.1:8443/reauthorize/callback' });
+    return undefined;
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') issues.push({ field, message: 'must be an http or https URL' });
+  else if (url.hash !== '' || text.includes('#')) issues.push({ field, message: 'must not have a fragment (#…)' });
+  else return text;
+  return undefined;
 }
 
 export async function emulate(context: CommandContext, options: EmulateOptions): Promise<void> {
@@ -43,7 +60,9 @@ export async function emulate(context: CommandContext, options: EmulateOptions):
   if (!/^\d+$/.test(options.port) || Number(options.port) > 65535) issues.push({ field: '--port', message: 'must be a port number from 0 to 65535' });
   if (!/^\d+$/.test(options.tokenLifetime) || Number(options.tokenLifetime) < 1) issues.push({ field: '--token-lifetime', message: 'must be whole seconds, at least 1' });
   const faults = options.fault.map((f) => parseFaultRule(f, issues)).filter((f): f is FaultRule => f !== undefined);
+  const extra = options.redirectUri.map((u) => parseRedirectUri(u, issues)).filter((u): u is string => u !== undefined);
   if (issues.length) throw new ValidationError(issues);
+  const app = { ...DEFAULT_APP, redirectUris: [...new Set([...DEFAULT_APP.redirectUris, ...extra])] };
 
   const emulator = await startEmulator({
     port: Number(options.port),
@@ -51,6 +70,7 @@ export async function emulate(context: CommandContext, options: EmulateOptions):
     tokenLifetimeSeconds: Number(options.tokenLifetime),
     autoApprove: options.autoApprove === true,
     faults,
+    apps: [app],
   });
   const { io } = context;
   // The values printed are the emulator's own fixed stand-ins, not anybody's credentials.
@@ -58,7 +78,8 @@ export async function emulate(context: CommandContext, options: EmulateOptions):
   io.stdout.write('Point syncauth at it:\n');
   for (const [name, value] of Object.entries(connectionSettings(emulator))) io.stdout.write(`  export ${name}=${value}\n`);
   if (emulator.seeded) io.stdout.write(`\nSeeded workflow: ${emulator.seeded.workflowId}\n`);
-  io.stdout.write(`Registered redirect URI: ${DEFAULT_APP.redirectUris.join(', ')}; app folder Apps/${DEFAULT_APP.folderName} with subfolders ${Object.keys(DEFAULT_APP.folders ?? {}).join(', ')}\n`);
+  io.stdout.write(`Registered redirect URI${app.redirectUris.length > 1 ? 's' : ''}: ${app.redirectUris.join(', ')}; app folder Apps/${app.folderName} with subfolders ${Object.keys(app.folders ?? {}).join(', ')}\n`);
+  io.stdout.write(`Unlink the app (revoke its grants) at ${emulator.url}/account/connected_apps\n`);
 
   await new Promise<void>((resolve) => {
     const stop = () => resolve();
