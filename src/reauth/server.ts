@@ -12,7 +12,8 @@
 // (refused requests only, so a person's own clicks never count against them). Every step is logged with a
 // stable `event`; no token, code, state or link is ever logged.
 import { createHash } from 'node:crypto';
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer, STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import type { ReauthorizationResult, ReauthorizedGrant } from '../daemon/events.js';
 import type { Logger } from '../log.js';
 import { listenHttp } from '../net/listen.js';
@@ -85,6 +86,11 @@ const PENDING_MAX = 2_000;
 /** Client addresses whose refusals are counted at once; the least recent go first. */
 const BUCKETS_MAX = 10_000;
 const FORM_LIMIT_BYTES = 4_096;
+/**
+ * A body past the form limit is read on and dropped, so that the refusal reaches a client still sending; past
+ * this much the connection is closed instead.
+ */
+const DRAIN_LIMIT_BYTES = 1_048_576;
 
 type Pending = PendingRound;
 
@@ -176,23 +182,35 @@ export async function startReauthServer(options: ReauthServerOptions): Promise<R
     return `default-src 'none'; style-src 'unsafe-inline'; form-action ${[...targets].join(' ')}; frame-ancestors 'none'; base-uri 'none'`;
   };
 
+  const headersOf = (extraOrigin?: string): Record<string, string> => ({
+    'content-type': 'text/html; charset=utf-8',
+    'content-security-policy': csp(extraOrigin),
+    'cache-control': 'no-store',
+    'referrer-policy': 'no-referrer',
+    'x-content-type-options': 'nosniff',
+    'x-frame-options': 'DENY',
+  });
+
+  /** Answers already written straight to the socket (a malformed request, see clientError below). */
+  const answered = new WeakSet<ServerResponse>();
+
   const send = (res: ServerResponse, status: number, html: string, extraOrigin?: string): void => {
-    if (res.headersSent) return;
-    res.writeHead(status, {
-      'content-type': 'text/html; charset=utf-8',
-      'content-security-policy': csp(extraOrigin),
-      'cache-control': 'no-store',
-      'referrer-policy': 'no-referrer',
-      'x-content-type-options': 'nosniff',
-      'x-frame-options': 'DENY',
-    });
+    // A client gone, or answered already: writing again would only raise an error for nobody.
+    if (res.headersSent || answered.has(res) || res.destroyed) return;
+    res.writeHead(status, headersOf(extraOrigin));
     res.end(html);
   };
 
-  const addressOf = (req: IncomingMessage): string => req.socket.remoteAddress ?? 'unknown';
+  /**
+   * The client's address, read once when the request arrives: once its socket is gone (an aborted body, a client
+   * that left) the request no longer knows it, and its refusal must still be counted and logged.
+   */
+  const clients = new WeakMap<IncomingMessage, string>();
+  const addressOf = (req: IncomingMessage): string => clients.get(req) ?? 'unknown';
 
   const refuse = (req: IncomingMessage, res: ServerResponse, event: string, fields: Record<string, unknown> = {}): void => {
     refused.add(res);
+    if (answered.has(res)) return;
     log.warn({ event, op: 'reauth', client: addressOf(req), ...fields }, 'refused a re-authorization request');
     send(res, 404, NOT_FOUND_PAGE);
   };
@@ -216,7 +234,11 @@ export async function startReauthServer(options: ReauthServerOptions): Promise<R
     return rounds.take(state, now());
   };
 
-  async function openPage(req: IncomingMessage, res: ServerResponse, token: string): Promise<void> {
+  /**
+   * GET: the page, with a fresh authorize round. HEAD (a link checker, a preview): the same status and headers
+   * and no body, and no round is begun; a wrong link gets the same 404 as GET and counts as a refusal.
+   */
+  async function openPage(req: IncomingMessage, res: ServerResponse, token: string, head: boolean): Promise<void> {
     const linkHash = hashToken(token);
     const link = await options.links.find(linkHash, now());
     if (!link) {
@@ -228,6 +250,10 @@ export async function startReauthServer(options: ReauthServerOptions): Promise<R
     if (problem || !profile) {
       log.warn({ event: 'reauth.page_refused', op: 'reauth', profile: link.profile }, `re-authorization page of profile "${link.profile}": ${problem ?? 'not served'}`);
       send(res, 200, resultPage({ ok: false, title: 'This profile cannot be re-authorized here', paragraphs: [problem ?? 'The daemon does not serve this profile.'] }));
+      return;
+    }
+    if (head) {
+      send(res, 200, '', new URL(profile.authorizeUrl).origin);
       return;
     }
     const withRedirect = createAuthorizationRequest({ authorizeUrl: profile.authorizeUrl, appKey: profile.appKey, redirectUri });
@@ -279,9 +305,14 @@ export async function startReauthServer(options: ReauthServerOptions): Promise<R
       send(res, 403, FORBIDDEN_PAGE);
       return;
     }
-    const form = await readForm(req);
-    const attempt = await take(form?.get('state') ?? null);
-    const code = form?.get('code')?.trim() ?? '';
+    const read = await readForm(req);
+    if ('problem' in read) {
+      refuse(req, res, 'reauth.form_unreadable', { problem: read.problem });
+      return;
+    }
+    const form = read.form;
+    const attempt = await take(form.get('state'));
+    const code = form.get('code')?.trim() ?? '';
     if (!attempt || attempt.redirectUri !== undefined || attempt.linkHash !== hashToken(token) || code === '') {
       refuse(req, res, 'reauth.state_refused');
       return;
@@ -396,7 +427,12 @@ export async function startReauthServer(options: ReauthServerOptions): Promise<R
     }
   }
 
+  /** The response under way on each connection, for a parse error that comes while its body is read. */
+  const inFlight = new WeakMap<Socket, ServerResponse>();
+
   const server: Server = createServer((req, res) => {
+    clients.set(req, req.socket.remoteAddress ?? 'unknown');
+    inFlight.set(req.socket, res);
     void (async () => {
       if (rateLimited(req, res)) return;
       const host = req.headers.host ?? '';
@@ -409,7 +445,7 @@ export async function startReauthServer(options: ReauthServerOptions): Promise<R
       const match = /^\/reauthorize\/([^/]+)$/.exec(url.pathname);
       const isPage = match !== null && TOKEN_PATTERN.test(match[1] as string);
       if (url.pathname === '/reauthorize/callback' && method === 'GET') await callback(req, res, url.searchParams);
-      else if (isPage && method === 'GET') await openPage(req, res, (match as RegExpExecArray)[1] as string);
+      else if (isPage && (method === 'GET' || method === 'HEAD')) await openPage(req, res, (match as RegExpExecArray)[1] as string, method === 'HEAD');
       else if (isPage && method === 'POST') await paste(req, res, (match as RegExpExecArray)[1] as string);
       else refuse(req, res, 'reauth.not_found');
     })().then(() => {
@@ -418,6 +454,31 @@ export async function startReauthServer(options: ReauthServerOptions): Promise<R
       log.error({ event: 'reauth.error', op: 'reauth', error: messageOf(error) }, 'the re-authorization page failed');
       send(res, 500, resultPage({ ok: false, title: 'Something went wrong', paragraphs: ['Nothing was changed by this request. Try the link again in a minute.'] }));
     });
+  });
+  // A request Node cannot parse (a malformed header or chunk, a body cut short by a half-closed connection, headers
+  // too large) gets the page's 404 like any other wrong request, not Node's bare 400, and counts as a refusal;
+  // a connection already gone is closed without a word.
+  server.on('clientError', (error: NodeJS.ErrnoException, socket: Socket) => {
+    const last = inFlight.get(socket);
+    // A finished answer belongs to an earlier request on this connection: the malformed one is a new request.
+    const res = last && !last.writableEnded ? last : undefined;
+    if (error.code === 'ECONNRESET' || !socket.writable || res?.headersSent === true) {
+      socket.destroy();
+      return;
+    }
+    const client = socket.remoteAddress ?? 'unknown';
+    if (res) {
+      // Its request took a token already; the handler, woken by the abort, answers nothing more.
+      answered.add(res);
+      refused.add(res);
+    }
+    const limited = !res && !limiter.take(client);
+    if (!limited) log.warn({ event: 'reauth.malformed', op: 'reauth', client, errorCode: error.code }, 'refused a re-authorization request that could not be read');
+    const [status, html] = limited ? [429, RATE_LIMITED_PAGE] : [404, NOT_FOUND_PAGE];
+    const headers = { ...headersOf(), ...(limited ? { 'retry-after': '60' } : {}), 'content-length': String(Buffer.byteLength(html)), connection: 'close' };
+    socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\n${Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join('')}\r\n${html}`);
+    // Nothing more is read from it; a client that never closes its side is let go.
+    setTimeout(() => socket.destroy(), 5_000).unref();
   });
   server.keepAliveTimeout = 5_000;
   server.headersTimeout = 10_000;
@@ -474,14 +535,47 @@ function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
 
-async function readForm(req: IncomingMessage): Promise<URLSearchParams | undefined> {
-  if (!(req.headers['content-type'] ?? '').toLowerCase().startsWith('application/x-www-form-urlencoded')) return undefined;
-  let size = 0;
-  const chunks: Buffer[] = [];
-  for await (const chunk of req) {
-    size += (chunk as Buffer).length;
-    if (size > FORM_LIMIT_BYTES) return undefined;
-    chunks.push(chunk as Buffer);
-  }
-  return new URLSearchParams(Buffer.concat(chunks).toString('utf8'));
+type FormRead = { form: URLSearchParams } | { problem: 'content_type' | 'encoding' | 'too_large' | 'aborted' };
+
+/**
+ * The posted form, or why there is none. Never throws, and never leaves a body half read while the client still
+ * sends it: past the limit the rest is read and dropped (closing the connection past DRAIN_LIMIT_BYTES), so the
+ * refusal is answered as any other; a body cut short resolves as `aborted`.
+ */
+function readForm(req: IncomingMessage): Promise<FormRead> {
+  if (!(req.headers['content-type'] ?? '').toLowerCase().startsWith('application/x-www-form-urlencoded')) return Promise.resolve({ problem: 'content_type' });
+  const encoding = (req.headers['content-encoding'] ?? 'identity').trim().toLowerCase();
+  if (encoding !== 'identity' && encoding !== '') return Promise.resolve({ problem: 'encoding' });
+  return new Promise((resolve) => {
+    let size = 0;
+    let settled = false;
+    const chunks: Buffer[] = [];
+    const settle = (result: FormRead): void => {
+      if (settled) return;
+      settled = true;
+      resolve(result);
+    };
+    req.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size <= FORM_LIMIT_BYTES) {
+        chunks.push(chunk);
+        return;
+      }
+      chunks.length = 0;
+      settle({ problem: 'too_large' });
+      if (size > DRAIN_LIMIT_BYTES) req.socket?.destroy();
+    });
+    req.on('end', () => {
+      let text: string;
+      try {
+        text = new TextDecoder('utf-8', { fatal: true }).decode(Buffer.concat(chunks));
+      } catch {
+        settle({ problem: 'encoding' });
+        return;
+      }
+      settle({ form: new URLSearchParams(text) });
+    });
+    req.on('error', () => settle({ problem: 'aborted' }));
+    req.on('close', () => settle({ problem: 'aborted' }));
+  });
 }
