@@ -10,6 +10,7 @@ import path from 'node:path';
 import * as z from 'zod';
 import { ensurePrivateDir, readTextIfExists, writePrivateFile } from '../profile/files.js';
 import { withFileLock } from '../profile/lock.js';
+import { PROFILE_NAME_PATTERN } from '../profile/name.js';
 import { SyncauthError } from '../errors.js';
 
 /** 72 hours: long enough for a weekend, short enough that a forgotten link dies. */
@@ -29,6 +30,18 @@ export interface LinkRecord {
   allowAccountChange: boolean;
 }
 
+/** A completion's hold on its profile, from LinkStore.claim. */
+export interface LinkClaim {
+  /**
+   * Whether the claim is still this completion's, its lease extended by another `leaseMs` when it is: asked right
+   * before the grant is stored, which happens only while the claim is held.
+   */
+  renew(): Promise<boolean>;
+}
+
+/** What LinkStore.claim came to: the completion's own result, or another completion holding the profile. */
+export type Claimed<T> = { claimed: true; value: T } | { claimed: false };
+
 /** Where link digests live. Every method is safe to call from several processes at once. */
 export interface LinkStore {
   /** Keeps a new link (dropping expired ones, and the oldest beyond LINKS_PER_PROFILE of its profile). */
@@ -39,7 +52,18 @@ export interface LinkStore {
   spend(profile: string): Promise<number>;
   /** The unexpired links of a profile, without their digests' use to anyone: for `status`. */
   outstanding(profile: string, now: number): Promise<{ expiresAt: number; allowAccountChange: boolean }[]>;
+  /**
+   * Runs `complete` as the one completion of a re-authorization of `profile` under way, wherever the links are
+   * stored (every process and replica that shares them): `{ claimed: false }` at once, without running it, while
+   * another holds the claim. The claim is released when `complete` settles; one whose holder died lapses (after
+   * `leaseMs` in Redis; the file store's lock is taken over from a dead process). The caller looks its link up
+   * again once it holds the claim: a completion that finished meanwhile spent it.
+   */
+  claim<T>(profile: string, leaseMs: number, complete: (claim: LinkClaim) => Promise<T>): Promise<Claimed<T>>;
 }
+
+/** Thrown by a claim's lock when another process holds it: the claim is not this caller's. */
+class ClaimHeld extends Error {}
 
 export function hashToken(token: string): string {
   return createHash('sha256').update(token, 'utf8').digest('base64url');
@@ -104,6 +128,23 @@ export function fileLinkStore(configDir: string): LinkStore {
   }
 
   return {
+    async claim(profile, _leaseMs, complete) {
+      // One lock per profile beside the links file; a name that could not be a profile's is never claimed.
+      if (!PROFILE_NAME_PATTERN.test(profile)) return { claimed: false };
+      try {
+        const value = await withFileLock(path.join(configDir, `reauth-claim.${profile}.lock`), (signal) => complete({ renew: async () => !signal.aborted }), {
+          // Tried once: a second callback is told the first is under way, it does not queue behind it.
+          waitMs: 0,
+          staleMs: 10_000,
+          recordOwner: true,
+          timeoutError: () => new ClaimHeld(),
+        });
+        return { claimed: true, value };
+      } catch (error) {
+        if (error instanceof ClaimHeld) return { claimed: false };
+        throw error;
+      }
+    },
     add: (record) =>
       change((links) => {
         const live = links.filter((link) => link.expiresAt > record.createdAt);

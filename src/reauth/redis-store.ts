@@ -8,7 +8,9 @@
 //
 // Keys (after the prefix, `syncauth` by default): `reauth:link:<digest>` (the record, JSON, versioned),
 // `reauth:links:<profile>` (a sorted set of the profile's link digests by creation, to spend them all and keep
-// only the newest LINKS_PER_PROFILE), `reauth:round:<digest of the state>` (an authorize round, read once).
+// only the newest LINKS_PER_PROFILE), `reauth:round:<digest of the state>` (an authorize round, read once),
+// `reauth:claim:<profile>` (the completion under way for the profile: a random id, set only when absent, with a
+// lease as long as a completion may take, removed by its holder alone).
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { SyncauthError } from '../errors.js';
@@ -56,6 +58,12 @@ end
 redis.call('DEL', KEYS[1])
 return spent`;
 
+// The claim's holder, and only it, extends or removes it.
+const CLAIM_RENEW = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0`;
+const CLAIM_RELEASE = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0`;
+
 function sha256(text: string): string {
   return createHash('sha256').update(text, 'utf8').digest('base64url');
 }
@@ -91,6 +99,22 @@ export class RedisReauthStore {
     };
 
     this.links = {
+      claim: async (profile, leaseMs, complete) => {
+        const claimKey = key('claim', profile);
+        const holder = randomBytes(16).toString('base64url');
+        const lease = String(Math.max(1, Math.ceil(leaseMs)));
+        const taken = await command('claim the link', () => client.set(claimKey, holder, 'PX', lease, 'NX'));
+        if (taken !== 'OK') return { claimed: false };
+        try {
+          const value = await complete({
+            renew: async () => Number(await command('hold the claim on the link', () => client.eval(CLAIM_RENEW, 1, claimKey, holder, lease))) === 1,
+          });
+          return { claimed: true, value };
+        } finally {
+          // Should Redis not answer, the lease ends it.
+          await client.eval(CLAIM_RELEASE, 1, claimKey, holder).catch(() => undefined);
+        }
+      },
       add: async (record) => {
         const ttl = Math.max(1, record.expiresAt - record.createdAt);
         await command('keep a link', () =>

@@ -28,7 +28,7 @@ import {
   type FolderAccess,
   type TokenSet,
 } from '../oauth/index.js';
-import { hashToken, TOKEN_PATTERN, type LinkRecord, type LinkStore } from './links.js';
+import { hashToken, TOKEN_PATTERN, type LinkClaim, type LinkRecord, type LinkStore } from './links.js';
 import type { PendingRound, RoundStore } from './redis-store.js';
 import { FORBIDDEN_PAGE, NOT_FOUND_PAGE, RATE_LIMITED_PAGE, resultPage, startPage } from './page.js';
 
@@ -86,6 +86,12 @@ const PENDING_MAX = 2_000;
 /** Client addresses whose refusals are counted at once; the least recent go first. */
 const BUCKETS_MAX = 10_000;
 const FORM_LIMIT_BYTES = 4_096;
+/**
+ * The lease of a completion's claim on its profile (where the links are stored): longer than a completion takes
+ * (three Dropbox calls of 15 s, then the daemon's renewal, reconcile and connection check), extended once more
+ * when the grant is stored. A replica that dies mid-way holds the profile this long at most.
+ */
+const CLAIM_LEASE_MS = 5 * 60_000;
 /**
  * A body past the form limit is read on and dropped, so that the refusal reaches a client still sending; past
  * this much the connection is closed instead.
@@ -171,8 +177,6 @@ export async function startReauthServer(options: ReauthServerOptions): Promise<R
   const limiter = new RefusalLimiter(options.refusalsPerMinute ?? 20, now);
   /** Authorization attempts by the digest of their state: one-time, bound to the link that started them. */
   const rounds = options.rounds ?? memoryRoundStore();
-  /** Profiles whose new grant is being stored: one completion at a time each. */
-  const busy = new Set<string>();
   let limitedLogged = 0;
   /** Answers that refused their request: the token their request took is not given back. */
   const refused = new WeakSet<ServerResponse>();
@@ -320,7 +324,21 @@ export async function startReauthServer(options: ReauthServerOptions): Promise<R
     await complete(req, res, attempt, code);
   }
 
+  /**
+   * A callback or pasted code: the profile is claimed where its links are stored (one completion at a time across
+   * processes and replicas; a second gets "already under way"), then the link is looked up again under the
+   * claim, and the grant is stored only while the claim still holds. A completion that stores nothing releases
+   * the claim, and the link still works.
+   */
   async function complete(req: IncomingMessage, res: ServerResponse, attempt: Pending, code: string): Promise<void> {
+    const outcome = await options.links.claim(attempt.profile, CLAIM_LEASE_MS, (claim) => completeClaimed(req, res, attempt, code, claim));
+    if (!outcome.claimed) {
+      log.info({ event: 'reauth.under_way', op: 'reauth', profile: attempt.profile }, `re-authorization of profile "${attempt.profile}" is being completed elsewhere`);
+      send(res, 409, resultPage({ ok: false, title: 'Already under way', paragraphs: ['Another re-authorization of this profile is being completed. Open the link again in a minute to see where it stands.'] }));
+    }
+  }
+
+  async function completeClaimed(req: IncomingMessage, res: ServerResponse, attempt: Pending, code: string, claim: LinkClaim): Promise<void> {
     const link = await options.links.find(attempt.linkHash, now());
     if (!link || link.profile !== attempt.profile) {
       refuse(req, res, 'reauth.link_refused');
@@ -333,98 +351,95 @@ export async function startReauthServer(options: ReauthServerOptions): Promise<R
       return;
     }
     const name = profile.name;
-    if (busy.has(name)) {
-      send(res, 409, resultPage({ ok: false, title: 'Already under way', paragraphs: ['Another re-authorization of this profile is being completed. Open the link again in a minute to see where it stands.'] }));
+    const fail = (title: string, paragraphs: string[]): void => send(res, 200, resultPage({ ok: false, title, paragraphs }));
+    let tokens: TokenSet;
+    try {
+      tokens = await exchangeCode({
+        tokenUrl: profile.tokenUrl,
+        app: { appKey: profile.appKey, appSecret: profile.appSecret },
+        code,
+        ...(attempt.redirectUri !== undefined ? { redirectUri: attempt.redirectUri } : {}),
+        codeVerifier: attempt.codeVerifier,
+        timeoutMs,
+      });
+    } catch (error) {
+      log.warn({ event: 'reauth.exchange_failed', op: 'reauth', profile: name, errorCode: (error as { code?: string }).code }, `re-authorization of profile "${name}": the code exchange failed`);
+      fail('Dropbox refused the code', [messageOf(error), 'Nothing changed. Open the link again to try once more.']);
       return;
     }
-    busy.add(name);
+    let account: DropboxAccount | undefined;
     try {
-      const fail = (title: string, paragraphs: string[]): void => send(res, 200, resultPage({ ok: false, title, paragraphs }));
-      let tokens: TokenSet;
-      try {
-        tokens = await exchangeCode({
-          tokenUrl: profile.tokenUrl,
-          app: { appKey: profile.appKey, appSecret: profile.appSecret },
-          code,
-          ...(attempt.redirectUri !== undefined ? { redirectUri: attempt.redirectUri } : {}),
-          codeVerifier: attempt.codeVerifier,
-          timeoutMs,
-        });
-      } catch (error) {
-        log.warn({ event: 'reauth.exchange_failed', op: 'reauth', profile: name, errorCode: (error as { code?: string }).code }, `re-authorization of profile "${name}": the code exchange failed`);
-        fail('Dropbox refused the code', [messageOf(error), 'Nothing changed. Open the link again to try once more.']);
-        return;
-      }
-      let account: DropboxAccount | undefined;
-      try {
-        account = await getCurrentAccount({ apiUrl: profile.apiUrl, accessToken: tokens.accessToken, timeoutMs });
-      } catch (error) {
-        log.warn({ event: 'reauth.account_unknown', op: 'reauth', profile: name, errorCode: (error as { code?: string }).code }, `re-authorization of profile "${name}": could not ask Dropbox which account granted access; using the account the code exchange named`);
-      }
-      const accountId = account?.accountId ?? tokens.accountId;
-      const revoke = async (why: string): Promise<string> => {
-        try {
-          await revokeToken({ apiUrl: profile.apiUrl, accessToken: tokens.accessToken, timeoutMs });
-          log.info({ event: 'reauth.grant_revoked', op: 'reauth', profile: name, why }, `re-authorization of profile "${name}": the new grant was revoked at Dropbox`);
-          return 'The grant just given was revoked at Dropbox again.';
-        } catch (error) {
-          log.error({ event: 'reauth.revoke_failed', op: 'reauth', profile: name, why, errorCode: (error as { code?: string }).code }, `re-authorization of profile "${name}": revoking the refused grant failed`);
-          return 'Revoking the grant just given failed: remove the app from the Dropbox account\'s connected apps (Settings, Connected apps).';
-        }
-      };
-      const sameAccount = accountId !== undefined && profile.accountId !== undefined && accountId === profile.accountId;
-      if (!link.allowAccountChange && !sameAccount) {
-        log.warn({ event: 'reauth.account_mismatch', op: 'reauth', profile: name, expected: profile.accountId ?? null, got: accountId ?? null }, `re-authorization of profile "${name}" refused: the grant is of another Dropbox account`);
-        const revoked = await revoke('account_mismatch');
-        fail('Another Dropbox account', [
-          `Dropbox authorized the account ${accountId ?? '(unknown)'}, but profile "${name}" belongs to ${profile.accountId ?? 'an account that was never recorded'}.`,
-          'Storing this grant would point the connector at someone else\'s files, so nothing changed.',
-          revoked,
-          'Sign in to Dropbox as the profile\'s own account and open the link again; to move the profile to another account on purpose, ask for a link made with `syncauth reauth-link --allow-account-change`.',
-        ]);
-        return;
-      }
-      if (tokens.scopes.length > 0) {
-        const scopes = checkGrantedScopes(tokens.scopes, profile.access);
-        if (scopes.missing.length > 0) {
-          log.warn({ event: 'reauth.scopes_missing', op: 'reauth', profile: name, missing: scopes.missing }, `re-authorization of profile "${name}" refused: the grant lacks ${scopes.missing.join(', ')}`);
-          const revoked = await revoke('scopes_missing');
-          fail('The grant lacks permissions', [scopes.message ?? `missing ${scopes.missing.join(', ')}`, 'Nothing changed.', revoked]);
-          return;
-        }
-      }
-      const result = await options.reauthorized(name, {
-        appKey: profile.appKey,
-        appSecret: profile.appSecret,
-        refreshToken: tokens.refreshToken,
-        accountId: accountId ?? '',
-      });
-      if (result.stored) {
-        try {
-          await options.links.spend(name);
-        } catch (error) {
-          log.error({ event: 'reauth.spend_failed', op: 'reauth', profile: name, error: messageOf(error) }, `re-authorization of profile "${name}": the grant is stored, but its links could not be marked spent`);
-        }
-      }
-      const ok = result.stored && result.reconciled !== false && result.check?.ok !== false && !result.error;
-      log[ok ? 'info' : 'error'](
-        {
-          event: ok ? 'reauth.completed' : 'reauth.failed',
-          op: 'reauth',
-          profile: name,
-          stored: result.stored,
-          ...(result.reconciled !== undefined ? { reconciled: result.reconciled } : {}),
-          ...(result.check ? { check: result.check.ok } : {}),
-          ...(result.error ? { error: result.error } : {}),
-          ...(result.warning ? { warning: result.warning } : {}),
-          ...(accountId !== profile.accountId ? { accountChanged: true } : {}),
-        },
-        ok ? `profile "${name}" is authorized again` : `re-authorization of profile "${name}" did not complete: ${result.error ?? 'see the page'}`,
-      );
-      send(res, 200, resultPage(resultText(name, profile.folder, result, ok)));
-    } finally {
-      busy.delete(name);
+      account = await getCurrentAccount({ apiUrl: profile.apiUrl, accessToken: tokens.accessToken, timeoutMs });
+    } catch (error) {
+      log.warn({ event: 'reauth.account_unknown', op: 'reauth', profile: name, errorCode: (error as { code?: string }).code }, `re-authorization of profile "${name}": could not ask Dropbox which account granted access; using the account the code exchange named`);
     }
+    const accountId = account?.accountId ?? tokens.accountId;
+    const revoke = async (why: string): Promise<string> => {
+      try {
+        await revokeToken({ apiUrl: profile.apiUrl, accessToken: tokens.accessToken, timeoutMs });
+        log.info({ event: 'reauth.grant_revoked', op: 'reauth', profile: name, why }, `re-authorization of profile "${name}": the new grant was revoked at Dropbox`);
+        return 'The grant just given was revoked at Dropbox again.';
+      } catch (error) {
+        log.error({ event: 'reauth.revoke_failed', op: 'reauth', profile: name, why, errorCode: (error as { code?: string }).code }, `re-authorization of profile "${name}": revoking the refused grant failed`);
+        return 'Revoking the grant just given failed: remove the app from the Dropbox account\'s connected apps (Settings, Connected apps).';
+      }
+    };
+    const sameAccount = accountId !== undefined && profile.accountId !== undefined && accountId === profile.accountId;
+    if (!link.allowAccountChange && !sameAccount) {
+      log.warn({ event: 'reauth.account_mismatch', op: 'reauth', profile: name, expected: profile.accountId ?? null, got: accountId ?? null }, `re-authorization of profile "${name}" refused: the grant is of another Dropbox account`);
+      const revoked = await revoke('account_mismatch');
+      fail('Another Dropbox account', [
+        `Dropbox authorized the account ${accountId ?? '(unknown)'}, but profile "${name}" belongs to ${profile.accountId ?? 'an account that was never recorded'}.`,
+        'Storing this grant would point the connector at someone else\'s files, so nothing changed.',
+        revoked,
+        'Sign in to Dropbox as the profile\'s own account and open the link again; to move the profile to another account on purpose, ask for a link made with `syncauth reauth-link --allow-account-change`.',
+      ]);
+      return;
+    }
+    if (tokens.scopes.length > 0) {
+      const scopes = checkGrantedScopes(tokens.scopes, profile.access);
+      if (scopes.missing.length > 0) {
+        log.warn({ event: 'reauth.scopes_missing', op: 'reauth', profile: name, missing: scopes.missing }, `re-authorization of profile "${name}" refused: the grant lacks ${scopes.missing.join(', ')}`);
+        const revoked = await revoke('scopes_missing');
+        fail('The grant lacks permissions', [scopes.message ?? `missing ${scopes.missing.join(', ')}`, 'Nothing changed.', revoked]);
+        return;
+      }
+    }
+    if (!(await claim.renew())) {
+      log.warn({ event: 'reauth.claim_lost', op: 'reauth', profile: name }, `re-authorization of profile "${name}" took longer than its claim: nothing stored`);
+      const revoked = await revoke('claim_lost');
+      fail('This took too long', ['The re-authorization did not finish in time, so nothing changed; the link still works. Open it again.', revoked]);
+      return;
+    }
+    const result = await options.reauthorized(name, {
+      appKey: profile.appKey,
+      appSecret: profile.appSecret,
+      refreshToken: tokens.refreshToken,
+      accountId: accountId ?? '',
+    });
+    if (result.stored) {
+      try {
+        await options.links.spend(name);
+      } catch (error) {
+        log.error({ event: 'reauth.spend_failed', op: 'reauth', profile: name, error: messageOf(error) }, `re-authorization of profile "${name}": the grant is stored, but its links could not be marked spent`);
+      }
+    }
+    const ok = result.stored && result.reconciled !== false && result.check?.ok !== false && !result.error;
+    log[ok ? 'info' : 'error'](
+      {
+        event: ok ? 'reauth.completed' : 'reauth.failed',
+        op: 'reauth',
+        profile: name,
+        stored: result.stored,
+        ...(result.reconciled !== undefined ? { reconciled: result.reconciled } : {}),
+        ...(result.check ? { check: result.check.ok } : {}),
+        ...(result.error ? { error: result.error } : {}),
+        ...(result.warning ? { warning: result.warning } : {}),
+        ...(accountId !== profile.accountId ? { accountChanged: true } : {}),
+      },
+      ok ? `profile "${name}" is authorized again` : `re-authorization of profile "${name}" did not complete: ${result.error ?? 'see the page'}`,
+    );
+    send(res, 200, resultPage(resultText(name, profile.folder, result, ok)));
   }
 
   /** The response under way on each connection, for a parse error that comes while its body is read. */
