@@ -6,6 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import { describe, expect, it } from 'vitest';
+import { memoryRoundStore } from '../../src/reauth/server.js';
 import { pathOf, startPageWorld, type PageWorld } from './world.js';
 
 interface RawAnswer {
@@ -128,5 +129,41 @@ describe('requests the page cannot use', () => {
     expect(logged.filter((r) => r.level > 40), JSON.stringify(logged)).toEqual([]);
     expect(logged.map((r) => r.event)).not.toContain('reauth.error');
     expect(logged.map((r) => r.event)).toEqual(expect.arrayContaining(['reauth.form_unreadable', 'reauth.malformed']));
+  });
+});
+
+describe('HEAD', () => {
+  it('on a live link: 200 with the page\'s headers and no body, no round begun, never a refusal; on a wrong link: the 404, counted', async () => {
+    const inner = memoryRoundStore();
+    let remembered = 0;
+    const world = await startPageWorld({ rounds: { remember: async (...args) => { remembered += 1; await inner.remember(...args); }, take: (...args) => inner.take(...args) } });
+    const live = pathOf(await world.mint());
+    // More than the 20 refusals a client is allowed a minute: none of these is one.
+    const heads = [];
+    for (let i = 0; i < 30; i += 1) heads.push(await world.http(live, { method: 'HEAD' }));
+    expect(remembered).toBe(0);
+    const page = await world.http(live);
+    expect(page.status).toBe(200);
+    expect(remembered).toBe(2);
+    for (const head of heads) {
+      expect(head.status).toBe(200);
+      expect(head.body).toBe('');
+      for (const name of ['content-type', 'content-security-policy', 'cache-control', 'referrer-policy', 'x-content-type-options', 'x-frame-options']) {
+        expect(head.headers[name], name).toBe(page.headers[name]);
+      }
+    }
+    expect(world.log.records().filter((r) => r.event === 'reauth.page_opened')).toHaveLength(1);
+
+    // A wrong link: the headers of the GET's 404, no body; a guess like any other, so it counts.
+    const wrong = `/reauthorize/${randomBytes(32).toString('base64url')}`;
+    const get404 = await world.http(wrong);
+    const head404 = await world.http(wrong, { method: 'HEAD' });
+    expect(head404.status).toBe(404);
+    expect(head404.body).toBe('');
+    expect(head404.headers['content-security-policy']).toBe(get404.headers['content-security-policy']);
+    const statuses = [];
+    for (let i = 0; i < 25; i += 1) statuses.push((await world.http(`/reauthorize/${randomBytes(32).toString('base64url')}`, { method: 'HEAD' })).status);
+    expect(statuses).toContain(429);
+    expect(remembered).toBe(2);
   });
 });

@@ -9,6 +9,7 @@ import { DEFAULT_APP, DEFAULT_EMULATOR_API_KEY, startEmulator, type EmulatorApp,
 import { createAuthorizationRequest, exchangeCode } from '../../src/oauth/index.js';
 import { newSecretsVersion, openProfileStore, type ProfileStore } from '../../src/profile/index.js';
 import { fileLinkStore, mintLink, type LinkStore } from '../../src/reauth/links.js';
+import type { RoundStore } from '../../src/reauth/redis-store.js';
 import { startReauthServer, type ReauthServer } from '../../src/reauth/server.js';
 import { stateWithNewGrant } from '../../src/sync/renew.js';
 import { freePort } from '../helpers/onboarding.js';
@@ -61,7 +62,7 @@ export async function approveAt(authorizeUrl: string, accountId?: string): Promi
   return { location: answer.headers.get('location') ?? undefined, html: await answer.text() };
 }
 
-export async function startPageWorld(options: { recordAccount?: boolean; reconcile?: boolean; renewMarginMs?: number; folders?: EmulatorApp['folders']; readOnly?: boolean; onReauthorized?: DaemonOptions['onReauthorized'] } = {}): Promise<PageWorld> {
+export async function startPageWorld(options: { recordAccount?: boolean; reconcile?: boolean; renewMarginMs?: number; folders?: EmulatorApp['folders']; readOnly?: boolean; onReauthorized?: DaemonOptions['onReauthorized']; rounds?: RoundStore } = {}): Promise<PageWorld> {
   const port = await freePort();
   const publicUrl = `http://127.0.0.1:${port}`;
   const app: EmulatorApp = {
@@ -118,6 +119,7 @@ export async function startPageWorld(options: { recordAccount?: boolean; reconci
     listen: { host: '127.0.0.1', port },
     publicUrl,
     links,
+    ...(options.rounds ? { rounds: options.rounds } : {}),
     profile: async (name) => {
       if (name !== PROFILE) return undefined;
       const state = await store.read(PROFILE);
