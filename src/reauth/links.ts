@@ -2,7 +2,9 @@
 // token is the only credential of the page, so only its SHA-256 is kept, with the profile it is bound to, its
 // expiry and whether it may change the Dropbox account; a lookup compares digests in constant time. Opening the
 // page spends nothing (mail and chat scanners fetch links); every link of the profile is spent when a new grant
-// is stored. Storage sits behind `LinkStore`: here a small versioned file in the config dir (0600, atomic
+// is stored, and no link is dropped otherwise before it expires: minting never drops another (a link sent in a
+// notice keeps working whatever `syncauth reauth-link` mints), so a profile's live links are capped instead.
+// Storage sits behind `LinkStore`: here a small versioned file in the config dir (0600, atomic
 // writes, a lock across processes, so `syncauth reauth-link` and the daemon share it); a store shared by
 // replicas can take its place.
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
@@ -15,8 +17,11 @@ import { SyncauthError } from '../errors.js';
 
 /** 72 hours: long enough for a weekend, short enough that a forgotten link dies. */
 export const DEFAULT_LINK_TTL_MS = 72 * 3_600_000;
-/** Links kept per profile: the first ask and its reminders. Older ones are dropped when a newer one is minted. */
-export const LINKS_PER_PROFILE = 3;
+/**
+ * Live links a profile may hold at once: room for the three asks of a notice (each carries its own) and a few
+ * minted by hand. Past it a mint is refused (REAUTH_LINKS_FULL); no live link is ever dropped to make room.
+ */
+export const LINKS_PER_PROFILE = 10;
 /** A token as it appears in a link: 32 bytes, base64url without padding. */
 export const TOKEN_PATTERN = /^[A-Za-z0-9_-]{43}$/;
 
@@ -44,7 +49,10 @@ export type Claimed<T> = { claimed: true; value: T } | { claimed: false };
 
 /** Where link digests live. Every method is safe to call from several processes at once. */
 export interface LinkStore {
-  /** Keeps a new link (dropping expired ones, and the oldest beyond LINKS_PER_PROFILE of its profile). */
+  /**
+   * Keeps a new link, dropping expired ones; throws REAUTH_LINKS_FULL, keeping nothing, when its profile holds
+   * LINKS_PER_PROFILE live links already.
+   */
   add(record: LinkRecord): Promise<void>;
   /** The unexpired link whose digest is `hash`, compared in constant time, or undefined. */
   find(hash: string, now: number): Promise<LinkRecord | undefined>;
@@ -60,6 +68,16 @@ export interface LinkStore {
    * again once it holds the claim: a completion that finished meanwhile spent it.
    */
   claim<T>(profile: string, leaseMs: number, complete: (claim: LinkClaim) => Promise<T>): Promise<Claimed<T>>;
+}
+
+/** A mint refused: the profile holds as many live links as it may. */
+export function linksFullError(profile: string, expiries: number[]): SyncauthError {
+  const first = expiries.length > 0 ? new Date(Math.min(...expiries)).toISOString() : undefined;
+  return new SyncauthError(
+    'REAUTH_LINKS_FULL',
+    `profile "${profile}" already has ${expiries.length} live re-authorization links, as many as it may; each works until it expires${first ? ` (the first at ${first})` : ''} or the profile is re-authorized, so send one of those (a notice's link is in the notice) rather than a new one`,
+    { kind: 'configuration' },
+  );
 }
 
 /** Thrown by a claim's lock when another process holds it: the claim is not this caller's. */
@@ -148,9 +166,9 @@ export function fileLinkStore(configDir: string): LinkStore {
     add: (record) =>
       change((links) => {
         const live = links.filter((link) => link.expiresAt > record.createdAt);
-        const same = live.filter((link) => link.profile === record.profile).sort((a, b) => a.createdAt - b.createdAt);
-        const dropped = new Set(same.slice(0, Math.max(0, same.length - (LINKS_PER_PROFILE - 1))));
-        return [...live.filter((link) => !dropped.has(link)), record];
+        const same = live.filter((link) => link.profile === record.profile);
+        if (same.length >= LINKS_PER_PROFILE) throw linksFullError(record.profile, same.map((link) => link.expiresAt));
+        return [...live, record];
       }),
     async find(hash, now) {
       let found: LinkRecord | undefined;

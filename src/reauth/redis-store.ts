@@ -7,15 +7,15 @@
 // round's 15 minutes). Lookups are by digest, so the time one takes says nothing about any token.
 //
 // Keys (after the prefix, `syncauth` by default): `reauth:link:<digest>` (the record, JSON, versioned),
-// `reauth:links:<profile>` (a sorted set of the profile's link digests by creation, to spend them all and keep
-// only the newest LINKS_PER_PROFILE), `reauth:round:<digest of the state>` (an authorize round, read once),
+// `reauth:links:<profile>` (a sorted set of the profile's link digests by creation, to spend them all and count
+// the live ones against LINKS_PER_PROFILE), `reauth:round:<digest of the state>` (an authorize round, read once),
 // `reauth:claim:<profile>` (the completion under way for the profile: a random id, set only when absent, with a
 // lease as long as a completion may take, removed by its holder alone).
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { SyncauthError } from '../errors.js';
 import { closeRedisClient, newRedisClient } from '../net/redis.js';
-import { LINKS_PER_PROFILE, type LinkRecord, type LinkStore } from './links.js';
+import { LINKS_PER_PROFILE, linksFullError, type LinkRecord, type LinkStore } from './links.js';
 
 /** An authorize round begun on the page: bound to its link, its verifier needed to exchange the code. */
 export interface PendingRound {
@@ -37,17 +37,15 @@ export interface RoundStore {
 
 const VERSION = 1;
 
-// Keeps the link, drops the profile's links that expired, and all but the newest `keep`.
-const ADD = `redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-redis.call('ZADD', KEYS[2], ARGV[3], ARGV[4])
-local live = {}
+// Forgets the profile's links that expired, then keeps the new one unless `limit` are live (0: refused). A live
+// link is never dropped.
+const ADD = `local live = 0
 for _, member in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
-  if redis.call('EXISTS', ARGV[6] .. member) == 1 then table.insert(live, member) else redis.call('ZREM', KEYS[2], member) end
+  if redis.call('EXISTS', ARGV[6] .. member) == 1 then live = live + 1 else redis.call('ZREM', KEYS[2], member) end
 end
-for i = 1, #live - tonumber(ARGV[5]) do
-  redis.call('DEL', ARGV[6] .. live[i])
-  redis.call('ZREM', KEYS[2], live[i])
-end
+if live >= tonumber(ARGV[5]) then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+redis.call('ZADD', KEYS[2], ARGV[3], ARGV[4])
 if redis.call('PTTL', KEYS[2]) < tonumber(ARGV[2]) then redis.call('PEXPIRE', KEYS[2], ARGV[2]) end
 return 1`;
 // Spends every link of the profile; returns how many were live.
@@ -117,9 +115,13 @@ export class RedisReauthStore {
       },
       add: async (record) => {
         const ttl = Math.max(1, record.expiresAt - record.createdAt);
-        await command('keep a link', () =>
+        const added = await command('keep a link', () =>
           client.eval(ADD, 2, key('link', record.hash), key('links', record.profile), JSON.stringify({ v: VERSION, ...record }), String(ttl), String(record.createdAt), record.hash, String(LINKS_PER_PROFILE), `${key('link')}:`),
         );
+        if (Number(added) !== 1) {
+          const live = await this.links.outstanding(record.profile, record.createdAt);
+          throw linksFullError(record.profile, live.map((link) => link.expiresAt));
+        }
       },
       find: async (hash, now) => {
         if (!/^[A-Za-z0-9_-]{43}$/.test(hash)) return undefined;
