@@ -443,11 +443,11 @@ export async function startReauthServer(options: ReauthServerOptions): Promise<R
   }
 
   /** The response under way on each connection, for a parse error that comes while its body is read. */
-  const inFlight = new WeakMap<Socket, ServerResponse>();
+  const inFlight = new WeakMap<Socket, { req: IncomingMessage; res: ServerResponse }>();
 
   const server: Server = createServer((req, res) => {
     clients.set(req, req.socket.remoteAddress ?? 'unknown');
-    inFlight.set(req.socket, res);
+    inFlight.set(req.socket, { req, res });
     void (async () => {
       if (rateLimited(req, res)) return;
       const host = req.headers.host ?? '';
@@ -476,7 +476,14 @@ export async function startReauthServer(options: ReauthServerOptions): Promise<R
   server.on('clientError', (error: NodeJS.ErrnoException, socket: Socket) => {
     const last = inFlight.get(socket);
     // A finished answer belongs to an earlier request on this connection: the malformed one is a new request.
-    const res = last && !last.writableEnded ? last : undefined;
+    const current = last && !last.res.writableEnded ? last : undefined;
+    if (current?.req.complete === true && !current.res.headersSent && socket.writable) {
+      // Bytes that do not parse after a whole request: that request is answered as it would be, then the
+      // connection closes.
+      current.res.setHeader('connection', 'close');
+      return;
+    }
+    const res = current?.res;
     if (error.code === 'ECONNRESET' || !socket.writable || res?.headersSent === true) {
       socket.destroy();
       return;

@@ -119,6 +119,11 @@ describe('requests the page cannot use', () => {
       expect(answer.headers['content-security-policy']).toBe(plain.headers['content-security-policy']);
       expect(answer.headers['cache-control']).toBe('no-store');
     }
+    // A whole request followed by bytes that do not parse: the request is answered as it would be, then the
+    // connection closes.
+    const followed = parseRaw(await rawRequest(world, `GET ${wrongPath} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n\r\n\x01\x02 not http\r\n\r\n`, 'wait'));
+    expect(followed.status).toBe(404);
+    expect(followed.body).toBe(plain.body);
     // A client that resets its connection mid-body: nobody to answer, and nothing worse than a warning.
     await rawRequest(world, `${head('Content-Length: 100')}state=abc`, 'destroy');
     await rawRequest(world, `${head('Content-Length: 5000000')}${form('c'.repeat(10_000))}`, 'destroy');
