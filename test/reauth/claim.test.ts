@@ -2,7 +2,8 @@
 // replicas on one real redis-server; separately, two processes on one config dir), the link's page is opened on
 // each, Dropbox (the emulator) is approved twice, and each replica gets its own callback at the same moment.
 // Exactly one stores a grant and exchanges its code; the other answers "already under way" and leaves its code
-// unused. A completion that stores nothing lets the claim go, and the same link then completes elsewhere.
+// unused. A completion that stores nothing lets the claim go, and the same link then completes elsewhere; one
+// whose claim lapsed before it stored stores nothing and revokes the grant it was given.
 import { spawn } from 'node:child_process';
 import { appendFileSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
@@ -246,5 +247,43 @@ describe('two processes on one config dir', () => {
     expect(settled.find((answer) => answer.status === 409)?.body).toContain('Already under way');
     expect(await links.outstanding(PROFILE, Date.now())).toEqual([]);
     expect(err).toBe('');
+  });
+});
+
+describe('a claim that lapsed', () => {
+  it('a completion whose claim lapsed before it stored: nothing stored, the grant it was given revoked, the link still good', async () => {
+    const dir = tempDir('syncauth-claim-');
+    const port = await freePort();
+    const publicUrl = `http://127.0.0.1:${port}`;
+    const host = new URL(publicUrl).host;
+    const { emu, profile } = await emulatorFor(publicUrl);
+    const files = fileLinkStore(path.join(dir, 'config'));
+    let lapse = true;
+    // The claim is taken, but by the time the grant would be stored it is no longer this completion's.
+    const links: LinkStore = { ...files, claim: (name, leaseMs, complete) => files.claim(name, leaseMs, (claim) => complete({ renew: async () => !lapse && (await claim.renew()) })) };
+    const stored: ReauthorizedGrant[] = [];
+    const page = await startReauthServer({
+      listen: { host: '127.0.0.1', port },
+      publicUrl,
+      links,
+      profile: async (name) => (name === PROFILE ? profile : undefined),
+      reauthorized: async (_name, grant) => {
+        stored.push(grant);
+        return { stored: true };
+      },
+      log: captureLog('info').logger,
+    });
+    cleanups.push(() => page.close());
+    const { url: link } = await mintLink(links, { profile: PROFILE, publicUrl });
+    const answer = await get(port, host, await callbackVia(port, host, link));
+    expect(answer.body).toContain('This took too long');
+    expect(answer.body).toContain('the link still works');
+    expect(stored).toEqual([]);
+    const grants = [...emu.state.grants.values()].filter((grant) => grant.refreshToken);
+    expect(grants).toHaveLength(1);
+    expect(grants.every((grant) => grant.revokedAt !== null)).toBe(true);
+    lapse = false;
+    expect((await get(port, host, await callbackVia(port, host, link))).body).toContain('syncauth is authorized again');
+    expect(stored).toHaveLength(1);
   });
 });
