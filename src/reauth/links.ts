@@ -2,7 +2,9 @@
 // token is the only credential of the page, so only its SHA-256 is kept, with the profile it is bound to, its
 // expiry and whether it may change the Dropbox account; a lookup compares digests in constant time. Opening the
 // page spends nothing (mail and chat scanners fetch links); every link of the profile is spent when a new grant
-// is stored. Storage sits behind `LinkStore`: here a small versioned file in the config dir (0600, atomic
+// is stored, and no link is dropped otherwise before it expires: minting never drops another (a link sent in a
+// notice keeps working whatever `syncauth reauth-link` mints), so a profile's live links are capped instead.
+// Storage sits behind `LinkStore`: here a small versioned file in the config dir (0600, atomic
 // writes, a lock across processes, so `syncauth reauth-link` and the daemon share it); a store shared by
 // replicas can take its place.
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
@@ -10,12 +12,16 @@ import path from 'node:path';
 import * as z from 'zod';
 import { ensurePrivateDir, readTextIfExists, writePrivateFile } from '../profile/files.js';
 import { withFileLock } from '../profile/lock.js';
+import { PROFILE_NAME_PATTERN } from '../profile/name.js';
 import { SyncauthError } from '../errors.js';
 
 /** 72 hours: long enough for a weekend, short enough that a forgotten link dies. */
 export const DEFAULT_LINK_TTL_MS = 72 * 3_600_000;
-/** Links kept per profile: the first ask and its reminders. Older ones are dropped when a newer one is minted. */
-export const LINKS_PER_PROFILE = 3;
+/**
+ * Live links a profile may hold at once: room for the three asks of a notice (each carries its own) and a few
+ * minted by hand. Past it a mint is refused (REAUTH_LINKS_FULL); no live link is ever dropped to make room.
+ */
+export const LINKS_PER_PROFILE = 10;
 /** A token as it appears in a link: 32 bytes, base64url without padding. */
 export const TOKEN_PATTERN = /^[A-Za-z0-9_-]{43}$/;
 
@@ -29,9 +35,24 @@ export interface LinkRecord {
   allowAccountChange: boolean;
 }
 
+/** A completion's hold on its profile, from LinkStore.claim. */
+export interface LinkClaim {
+  /**
+   * Whether the claim is still this completion's, its lease extended by another `leaseMs` when it is: asked right
+   * before the grant is stored, which happens only while the claim is held.
+   */
+  renew(): Promise<boolean>;
+}
+
+/** What LinkStore.claim came to: the completion's own result, or another completion holding the profile. */
+export type Claimed<T> = { claimed: true; value: T } | { claimed: false };
+
 /** Where link digests live. Every method is safe to call from several processes at once. */
 export interface LinkStore {
-  /** Keeps a new link (dropping expired ones, and the oldest beyond LINKS_PER_PROFILE of its profile). */
+  /**
+   * Keeps a new link, dropping expired ones; throws REAUTH_LINKS_FULL, keeping nothing, when its profile holds
+   * LINKS_PER_PROFILE live links already.
+   */
   add(record: LinkRecord): Promise<void>;
   /** The unexpired link whose digest is `hash`, compared in constant time, or undefined. */
   find(hash: string, now: number): Promise<LinkRecord | undefined>;
@@ -39,7 +60,28 @@ export interface LinkStore {
   spend(profile: string): Promise<number>;
   /** The unexpired links of a profile, without their digests' use to anyone: for `status`. */
   outstanding(profile: string, now: number): Promise<{ expiresAt: number; allowAccountChange: boolean }[]>;
+  /**
+   * Runs `complete` as the one completion of a re-authorization of `profile` under way, wherever the links are
+   * stored (every process and replica that shares them): `{ claimed: false }` at once, without running it, while
+   * another holds the claim. The claim is released when `complete` settles; one whose holder died lapses (after
+   * `leaseMs` in Redis; the file store's lock is taken over from a dead process). The caller looks its link up
+   * again once it holds the claim: a completion that finished meanwhile spent it.
+   */
+  claim<T>(profile: string, leaseMs: number, complete: (claim: LinkClaim) => Promise<T>): Promise<Claimed<T>>;
 }
+
+/** A mint refused: the profile holds as many live links as it may. */
+export function linksFullError(profile: string, expiries: number[]): SyncauthError {
+  const first = expiries.length > 0 ? new Date(Math.min(...expiries)).toISOString() : undefined;
+  return new SyncauthError(
+    'REAUTH_LINKS_FULL',
+    `profile "${profile}" already has ${expiries.length} live re-authorization links, as many as it may; each works until it expires${first ? ` (the first at ${first})` : ''} or the profile is re-authorized, so send one of those (a notice's link is in the notice) rather than a new one`,
+    { kind: 'configuration' },
+  );
+}
+
+/** Thrown by a claim's lock when another process holds it: the claim is not this caller's. */
+class ClaimHeld extends Error {}
 
 export function hashToken(token: string): string {
   return createHash('sha256').update(token, 'utf8').digest('base64url');
@@ -104,12 +146,29 @@ export function fileLinkStore(configDir: string): LinkStore {
   }
 
   return {
+    async claim(profile, _leaseMs, complete) {
+      // One lock per profile beside the links file; a name that could not be a profile's is never claimed.
+      if (!PROFILE_NAME_PATTERN.test(profile)) return { claimed: false };
+      try {
+        const value = await withFileLock(path.join(configDir, `reauth-claim.${profile}.lock`), (signal) => complete({ renew: async () => !signal.aborted }), {
+          // Tried once: a second callback is told the first is under way, it does not queue behind it.
+          waitMs: 0,
+          staleMs: 10_000,
+          recordOwner: true,
+          timeoutError: () => new ClaimHeld(),
+        });
+        return { claimed: true, value };
+      } catch (error) {
+        if (error instanceof ClaimHeld) return { claimed: false };
+        throw error;
+      }
+    },
     add: (record) =>
       change((links) => {
         const live = links.filter((link) => link.expiresAt > record.createdAt);
-        const same = live.filter((link) => link.profile === record.profile).sort((a, b) => a.createdAt - b.createdAt);
-        const dropped = new Set(same.slice(0, Math.max(0, same.length - (LINKS_PER_PROFILE - 1))));
-        return [...live.filter((link) => !dropped.has(link)), record];
+        const same = live.filter((link) => link.profile === record.profile);
+        if (same.length >= LINKS_PER_PROFILE) throw linksFullError(record.profile, same.map((link) => link.expiresAt));
+        return [...live, record];
       }),
     async find(hash, now) {
       let found: LinkRecord | undefined;

@@ -13,17 +13,18 @@
 // mark that does not verify refuses every link of its profile. What a Redis writer still can do is delete.
 //
 // Keys (after the prefix, `syncauth` by default): `reauth:link:<digest>` (the record, JSON, versioned),
-// `reauth:links:<profile>` (a sorted set of the profile's link digests by creation, to spend them all and keep
-// only the newest LINKS_PER_PROFILE), `reauth:round:<digest of the state>` (an authorize round, read once),
+// `reauth:links:<profile>` (a sorted set of the profile's link digests by creation, to spend them all and count
+// the live ones against LINKS_PER_PROFILE), `reauth:round:<digest of the state>` (an authorize round, read once),
 // `reauth:spent:<profile>` (when its links were last spent: a link made before is refused, should its record be
-// put back).
+// put back), `reauth:claim:<profile>` (the completion under way for the profile: a random id, set only when
+// absent, with a lease as long as a completion may take, removed by its holder alone).
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { SyncauthError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { closeRedisClient, newRedisClient } from '../net/redis.js';
 import { openRecord, signRecord, subkey, type RecordRefusal } from '../record-keys.js';
-import { LINKS_PER_PROFILE, type LinkRecord, type LinkStore } from './links.js';
+import { LINKS_PER_PROFILE, linksFullError, type LinkRecord, type LinkStore } from './links.js';
 
 /** An authorize round begun on the page: bound to its link, its verifier needed to exchange the code. */
 export interface PendingRound {
@@ -54,17 +55,15 @@ const SPENT_TTL_MS = 31 * 24 * 3_600_000;
 /** Refused records remembered, so that one forged record is logged once, not at every request. */
 const REFUSED_REMEMBERED = 1_000;
 
-// Keeps the link, drops the profile's links that expired, and all but the newest `keep`.
-const ADD = `redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-redis.call('ZADD', KEYS[2], ARGV[3], ARGV[4])
-local live = {}
+// Forgets the profile's links that expired, then keeps the new one unless `limit` are live (0: refused). A live
+// link is never dropped.
+const ADD = `local live = 0
 for _, member in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
-  if redis.call('EXISTS', ARGV[6] .. member) == 1 then table.insert(live, member) else redis.call('ZREM', KEYS[2], member) end
+  if redis.call('EXISTS', ARGV[6] .. member) == 1 then live = live + 1 else redis.call('ZREM', KEYS[2], member) end
 end
-for i = 1, #live - tonumber(ARGV[5]) do
-  redis.call('DEL', ARGV[6] .. live[i])
-  redis.call('ZREM', KEYS[2], live[i])
-end
+if live >= tonumber(ARGV[5]) then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+redis.call('ZADD', KEYS[2], ARGV[3], ARGV[4])
 if redis.call('PTTL', KEYS[2]) < tonumber(ARGV[2]) then redis.call('PEXPIRE', KEYS[2], ARGV[2]) end
 return 1`;
 // Marks the profile's links spent (a link made before the mark is refused, should its record come back), then
@@ -76,6 +75,12 @@ for _, member in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
 end
 redis.call('DEL', KEYS[1])
 return spent`;
+
+// The claim's holder, and only it, extends or removes it.
+const CLAIM_RENEW = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0`;
+const CLAIM_RELEASE = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0`;
 
 function sha256(text: string): string {
   return createHash('sha256').update(text, 'utf8').digest('base64url');
@@ -150,13 +155,33 @@ export class RedisReauthStore {
     const unspent = (link: LinkRecord, spent: number | 'refused' | undefined): boolean => spent === undefined || (spent !== 'refused' && link.createdAt > spent);
 
     this.links = {
+      claim: async (profile, leaseMs, complete) => {
+        const claimKey = key('claim', profile);
+        const holder = randomBytes(16).toString('base64url');
+        const lease = String(Math.max(1, Math.ceil(leaseMs)));
+        const taken = await command('claim the link', () => client.set(claimKey, holder, 'PX', lease, 'NX'));
+        if (taken !== 'OK') return { claimed: false };
+        try {
+          const value = await complete({
+            renew: async () => Number(await command('hold the claim on the link', () => client.eval(CLAIM_RENEW, 1, claimKey, holder, lease))) === 1,
+          });
+          return { claimed: true, value };
+        } finally {
+          // Should Redis not answer, the lease ends it.
+          await client.eval(CLAIM_RELEASE, 1, claimKey, holder).catch(() => undefined);
+        }
+      },
       add: async (record) => {
         const ttl = Math.max(1, record.expiresAt - record.createdAt);
         const name = key('link', record.hash);
         const stored = signRecord(macKey, name, { v: VERSION, hash: record.hash, profile: record.profile, expiresAt: record.expiresAt, createdAt: record.createdAt, allowAccountChange: record.allowAccountChange });
-        await command('keep a link', () =>
+        const added = await command('keep a link', () =>
           client.eval(ADD, 2, name, key('links', record.profile), stored, String(ttl), String(record.createdAt), record.hash, String(LINKS_PER_PROFILE), `${key('link')}:`),
         );
+        if (Number(added) !== 1) {
+          const live = await this.links.outstanding(record.profile, record.createdAt);
+          throw linksFullError(record.profile, live.map((link) => link.expiresAt));
+        }
       },
       find: async (hash, now) => {
         if (!/^[A-Za-z0-9_-]{43}$/.test(hash)) return undefined;

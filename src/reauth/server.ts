@@ -12,7 +12,8 @@
 // (refused requests only, so a person's own clicks never count against them). Every step is logged with a
 // stable `event`; no token, code, state or link is ever logged.
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer, STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import type { ReauthorizationResult, ReauthorizedGrant } from '../daemon/events.js';
 import type { Logger } from '../log.js';
 import { listenHttp } from '../net/listen.js';
@@ -27,7 +28,7 @@ import {
   type FolderAccess,
   type TokenSet,
 } from '../oauth/index.js';
-import { hashToken, TOKEN_PATTERN, type LinkRecord, type LinkStore } from './links.js';
+import { hashToken, TOKEN_PATTERN, type LinkClaim, type LinkRecord, type LinkStore } from './links.js';
 import type { PendingRound, RoundStore } from './redis-store.js';
 import { FORBIDDEN_PAGE, NOT_FOUND_PAGE, RATE_LIMITED_PAGE, resultPage, startPage } from './page.js';
 
@@ -85,6 +86,17 @@ const PENDING_MAX = 2_000;
 /** Client addresses whose refusals are counted at once; the least recent go first. */
 const BUCKETS_MAX = 10_000;
 const FORM_LIMIT_BYTES = 4_096;
+/**
+ * The lease of a completion's claim on its profile (where the links are stored): longer than a completion takes
+ * (three Dropbox calls of 15 s, then the daemon's renewal, reconcile and connection check), extended once more
+ * when the grant is stored. A replica that dies mid-way holds the profile this long at most.
+ */
+const CLAIM_LEASE_MS = 5 * 60_000;
+/**
+ * A body past the form limit is read on and dropped, so that the refusal reaches a client still sending; past
+ * this much the connection is closed instead.
+ */
+const DRAIN_LIMIT_BYTES = 1_048_576;
 
 type Pending = PendingRound;
 
@@ -194,8 +206,6 @@ export async function startReauthServer(options: ReauthServerOptions): Promise<R
   const limiter = new RefusalLimiter(options.refusalsPerMinute ?? 20, now);
   /** Authorization attempts by the digest of their state: one-time, bound to the link that started them. */
   const rounds = options.rounds ?? memoryRoundStore();
-  /** Profiles whose new grant is being stored: one completion at a time each. */
-  const busy = new Set<string>();
   let limitedLogged = 0;
   /** Answers that refused their request: the token their request took is not given back. */
   const refused = new WeakSet<ServerResponse>();
@@ -205,23 +215,35 @@ export async function startReauthServer(options: ReauthServerOptions): Promise<R
     return `default-src 'none'; style-src 'unsafe-inline'; form-action ${[...targets].join(' ')}; frame-ancestors 'none'; base-uri 'none'`;
   };
 
+  const headersOf = (extraOrigin?: string): Record<string, string> => ({
+    'content-type': 'text/html; charset=utf-8',
+    'content-security-policy': csp(extraOrigin),
+    'cache-control': 'no-store',
+    'referrer-policy': 'no-referrer',
+    'x-content-type-options': 'nosniff',
+    'x-frame-options': 'DENY',
+  });
+
+  /** Answers already written straight to the socket (a malformed request, see clientError below). */
+  const answered = new WeakSet<ServerResponse>();
+
   const send = (res: ServerResponse, status: number, html: string, extraOrigin?: string): void => {
-    if (res.headersSent) return;
-    res.writeHead(status, {
-      'content-type': 'text/html; charset=utf-8',
-      'content-security-policy': csp(extraOrigin),
-      'cache-control': 'no-store',
-      'referrer-policy': 'no-referrer',
-      'x-content-type-options': 'nosniff',
-      'x-frame-options': 'DENY',
-    });
+    // A client gone, or answered already: writing again would only raise an error for nobody.
+    if (res.headersSent || answered.has(res) || res.destroyed) return;
+    res.writeHead(status, headersOf(extraOrigin));
     res.end(html);
   };
 
-  const addressOf = (req: IncomingMessage): string => req.socket.remoteAddress ?? 'unknown';
+  /**
+   * The client's address, read once when the request arrives: once its socket is gone (an aborted body, a client
+   * that left) the request no longer knows it, and its refusal must still be counted and logged.
+   */
+  const clients = new WeakMap<IncomingMessage, string>();
+  const addressOf = (req: IncomingMessage): string => clients.get(req) ?? 'unknown';
 
   const refuse = (req: IncomingMessage, res: ServerResponse, event: string, fields: Record<string, unknown> = {}): void => {
     refused.add(res);
+    if (answered.has(res)) return;
     log.warn({ event, op: 'reauth', client: addressOf(req), ...fields }, 'refused a re-authorization request');
     send(res, 404, NOT_FOUND_PAGE);
   };
@@ -245,7 +267,11 @@ export async function startReauthServer(options: ReauthServerOptions): Promise<R
     return rounds.take(state, now());
   };
 
-  async function openPage(req: IncomingMessage, res: ServerResponse, token: string): Promise<void> {
+  /**
+   * GET: the page, with a fresh authorize round. HEAD (a link checker, a preview): the same status and headers
+   * and no body, and no round is begun; a wrong link gets the same 404 as GET and counts as a refusal.
+   */
+  async function openPage(req: IncomingMessage, res: ServerResponse, token: string, head: boolean): Promise<void> {
     const linkHash = hashToken(token);
     const link = await options.links.find(linkHash, now());
     if (!link) {
@@ -257,6 +283,10 @@ export async function startReauthServer(options: ReauthServerOptions): Promise<R
     if (problem || !profile) {
       log.warn({ event: 'reauth.page_refused', op: 'reauth', profile: link.profile }, `re-authorization page of profile "${link.profile}": ${problem ?? 'not served'}`);
       send(res, 200, resultPage({ ok: false, title: 'This profile cannot be re-authorized here', paragraphs: [problem ?? 'The daemon does not serve this profile.'] }));
+      return;
+    }
+    if (head) {
+      send(res, 200, '', new URL(profile.authorizeUrl).origin);
       return;
     }
     const withRedirect = createAuthorizationRequest({ authorizeUrl: profile.authorizeUrl, appKey: profile.appKey, redirectUri });
@@ -313,22 +343,41 @@ export async function startReauthServer(options: ReauthServerOptions): Promise<R
       formRefused();
       return;
     }
-    const form = await readForm(req);
-    const state = form?.get('state') ?? null;
+    const read = await readForm(req);
+    if ('problem' in read) {
+      refuse(req, res, 'reauth.form_unreadable', { problem: read.problem });
+      return;
+    }
+    const form = read.form;
+    const state = form.get('state');
     const attempt = await take(state);
-    const code = form?.get('code')?.trim() ?? '';
+    const code = form.get('code')?.trim() ?? '';
     if (!attempt || attempt.redirectUri !== undefined || attempt.linkHash !== hashToken(token) || code === '') {
       refuse(req, res, 'reauth.state_refused');
       return;
     }
-    if (!sameToken(form?.get('form_token') ?? '', pasteFormToken(attempt, state as string))) {
+    if (!sameToken(form.get('form_token') ?? '', pasteFormToken(attempt, state as string))) {
       formRefused();
       return;
     }
     await complete(req, res, attempt, code);
   }
 
+  /**
+   * A callback or pasted code: the profile is claimed where its links are stored (one completion at a time across
+   * processes and replicas; a second gets "already under way"), then the link is looked up again under the
+   * claim, and the grant is stored only while the claim still holds. A completion that stores nothing releases
+   * the claim, and the link still works.
+   */
   async function complete(req: IncomingMessage, res: ServerResponse, attempt: Pending, code: string): Promise<void> {
+    const outcome = await options.links.claim(attempt.profile, CLAIM_LEASE_MS, (claim) => completeClaimed(req, res, attempt, code, claim));
+    if (!outcome.claimed) {
+      log.info({ event: 'reauth.under_way', op: 'reauth', profile: attempt.profile }, `re-authorization of profile "${attempt.profile}" is being completed elsewhere`);
+      send(res, 409, resultPage({ ok: false, title: 'Already under way', paragraphs: ['Another re-authorization of this profile is being completed. Open the link again in a minute to see where it stands.'] }));
+    }
+  }
+
+  async function completeClaimed(req: IncomingMessage, res: ServerResponse, attempt: Pending, code: string, claim: LinkClaim): Promise<void> {
     const link = await options.links.find(attempt.linkHash, now());
     if (!link || link.profile !== attempt.profile) {
       refuse(req, res, 'reauth.link_refused');
@@ -341,101 +390,103 @@ export async function startReauthServer(options: ReauthServerOptions): Promise<R
       return;
     }
     const name = profile.name;
-    if (busy.has(name)) {
-      send(res, 409, resultPage({ ok: false, title: 'Already under way', paragraphs: ['Another re-authorization of this profile is being completed. Open the link again in a minute to see where it stands.'] }));
+    const fail = (title: string, paragraphs: string[]): void => send(res, 200, resultPage({ ok: false, title, paragraphs }));
+    let tokens: TokenSet;
+    try {
+      tokens = await exchangeCode({
+        tokenUrl: profile.tokenUrl,
+        app: { appKey: profile.appKey, appSecret: profile.appSecret },
+        code,
+        ...(attempt.redirectUri !== undefined ? { redirectUri: attempt.redirectUri } : {}),
+        codeVerifier: attempt.codeVerifier,
+        timeoutMs,
+      });
+    } catch (error) {
+      log.warn({ event: 'reauth.exchange_failed', op: 'reauth', profile: name, errorCode: (error as { code?: string }).code }, `re-authorization of profile "${name}": the code exchange failed`);
+      fail('Dropbox refused the code', [messageOf(error), 'Nothing changed. Open the link again to try once more.']);
       return;
     }
-    busy.add(name);
+    let account: DropboxAccount | undefined;
     try {
-      const fail = (title: string, paragraphs: string[]): void => send(res, 200, resultPage({ ok: false, title, paragraphs }));
-      let tokens: TokenSet;
-      try {
-        tokens = await exchangeCode({
-          tokenUrl: profile.tokenUrl,
-          app: { appKey: profile.appKey, appSecret: profile.appSecret },
-          code,
-          ...(attempt.redirectUri !== undefined ? { redirectUri: attempt.redirectUri } : {}),
-          codeVerifier: attempt.codeVerifier,
-          timeoutMs,
-        });
-      } catch (error) {
-        log.warn({ event: 'reauth.exchange_failed', op: 'reauth', profile: name, errorCode: (error as { code?: string }).code }, `re-authorization of profile "${name}": the code exchange failed`);
-        fail('Dropbox refused the code', [messageOf(error), 'Nothing changed. Open the link again to try once more.']);
-        return;
-      }
-      let account: DropboxAccount | undefined;
-      try {
-        account = await getCurrentAccount({ apiUrl: profile.apiUrl, accessToken: tokens.accessToken, timeoutMs });
-      } catch (error) {
-        log.warn({ event: 'reauth.account_unknown', op: 'reauth', profile: name, errorCode: (error as { code?: string }).code }, `re-authorization of profile "${name}": could not ask Dropbox which account granted access; using the account the code exchange named`);
-      }
-      const accountId = account?.accountId ?? tokens.accountId;
-      const revoke = async (why: string): Promise<string> => {
-        try {
-          await revokeToken({ apiUrl: profile.apiUrl, accessToken: tokens.accessToken, timeoutMs });
-          log.info({ event: 'reauth.grant_revoked', op: 'reauth', profile: name, why }, `re-authorization of profile "${name}": the new grant was revoked at Dropbox`);
-          return 'The grant just given was revoked at Dropbox again.';
-        } catch (error) {
-          log.error({ event: 'reauth.revoke_failed', op: 'reauth', profile: name, why, errorCode: (error as { code?: string }).code }, `re-authorization of profile "${name}": revoking the refused grant failed`);
-          return 'Revoking the grant just given failed: remove the app from the Dropbox account\'s connected apps (Settings, Connected apps).';
-        }
-      };
-      const sameAccount = accountId !== undefined && profile.accountId !== undefined && accountId === profile.accountId;
-      if (!link.allowAccountChange && !sameAccount) {
-        log.warn({ event: 'reauth.account_mismatch', op: 'reauth', profile: name, expected: profile.accountId ?? null, got: accountId ?? null }, `re-authorization of profile "${name}" refused: the grant is of another Dropbox account`);
-        const revoked = await revoke('account_mismatch');
-        fail('Another Dropbox account', [
-          `Dropbox authorized the account ${accountId ?? '(unknown)'}, but profile "${name}" belongs to ${profile.accountId ?? 'an account that was never recorded'}.`,
-          'Storing this grant would point the connector at someone else\'s files, so nothing changed.',
-          revoked,
-          'Sign in to Dropbox as the profile\'s own account and open the link again; to move the profile to another account on purpose, ask for a link made with `syncauth reauth-link --allow-account-change`.',
-        ]);
-        return;
-      }
-      if (tokens.scopes.length > 0) {
-        const scopes = checkGrantedScopes(tokens.scopes, profile.access);
-        if (scopes.missing.length > 0) {
-          log.warn({ event: 'reauth.scopes_missing', op: 'reauth', profile: name, missing: scopes.missing }, `re-authorization of profile "${name}" refused: the grant lacks ${scopes.missing.join(', ')}`);
-          const revoked = await revoke('scopes_missing');
-          fail('The grant lacks permissions', [scopes.message ?? `missing ${scopes.missing.join(', ')}`, 'Nothing changed.', revoked]);
-          return;
-        }
-      }
-      const result = await options.reauthorized(name, {
-        appKey: profile.appKey,
-        appSecret: profile.appSecret,
-        refreshToken: tokens.refreshToken,
-        accountId: accountId ?? '',
-      });
-      if (result.stored) {
-        try {
-          await options.links.spend(name);
-        } catch (error) {
-          log.error({ event: 'reauth.spend_failed', op: 'reauth', profile: name, error: messageOf(error) }, `re-authorization of profile "${name}": the grant is stored, but its links could not be marked spent`);
-        }
-      }
-      const ok = result.stored && result.reconciled !== false && result.check?.ok !== false && !result.error;
-      log[ok ? 'info' : 'error'](
-        {
-          event: ok ? 'reauth.completed' : 'reauth.failed',
-          op: 'reauth',
-          profile: name,
-          stored: result.stored,
-          ...(result.reconciled !== undefined ? { reconciled: result.reconciled } : {}),
-          ...(result.check ? { check: result.check.ok } : {}),
-          ...(result.error ? { error: result.error } : {}),
-          ...(result.warning ? { warning: result.warning } : {}),
-          ...(accountId !== profile.accountId ? { accountChanged: true } : {}),
-        },
-        ok ? `profile "${name}" is authorized again` : `re-authorization of profile "${name}" did not complete: ${result.error ?? 'see the page'}`,
-      );
-      send(res, 200, resultPage(resultText(name, profile.folder, result, ok)));
-    } finally {
-      busy.delete(name);
+      account = await getCurrentAccount({ apiUrl: profile.apiUrl, accessToken: tokens.accessToken, timeoutMs });
+    } catch (error) {
+      log.warn({ event: 'reauth.account_unknown', op: 'reauth', profile: name, errorCode: (error as { code?: string }).code }, `re-authorization of profile "${name}": could not ask Dropbox which account granted access; using the account the code exchange named`);
     }
+    const accountId = account?.accountId ?? tokens.accountId;
+    const revoke = async (why: string): Promise<string> => {
+      try {
+        await revokeToken({ apiUrl: profile.apiUrl, accessToken: tokens.accessToken, timeoutMs });
+        log.info({ event: 'reauth.grant_revoked', op: 'reauth', profile: name, why }, `re-authorization of profile "${name}": the new grant was revoked at Dropbox`);
+        return 'The grant just given was revoked at Dropbox again.';
+      } catch (error) {
+        log.error({ event: 'reauth.revoke_failed', op: 'reauth', profile: name, why, errorCode: (error as { code?: string }).code }, `re-authorization of profile "${name}": revoking the refused grant failed`);
+        return 'Revoking the grant just given failed: remove the app from the Dropbox account\'s connected apps (Settings, Connected apps).';
+      }
+    };
+    const sameAccount = accountId !== undefined && profile.accountId !== undefined && accountId === profile.accountId;
+    if (!link.allowAccountChange && !sameAccount) {
+      log.warn({ event: 'reauth.account_mismatch', op: 'reauth', profile: name, expected: profile.accountId ?? null, got: accountId ?? null }, `re-authorization of profile "${name}" refused: the grant is of another Dropbox account`);
+      const revoked = await revoke('account_mismatch');
+      fail('Another Dropbox account', [
+        `Dropbox authorized the account ${accountId ?? '(unknown)'}, but profile "${name}" belongs to ${profile.accountId ?? 'an account that was never recorded'}.`,
+        'Storing this grant would point the connector at someone else\'s files, so nothing changed.',
+        revoked,
+        'Sign in to Dropbox as the profile\'s own account and open the link again; to move the profile to another account on purpose, ask for a link made with `syncauth reauth-link --allow-account-change`.',
+      ]);
+      return;
+    }
+    if (tokens.scopes.length > 0) {
+      const scopes = checkGrantedScopes(tokens.scopes, profile.access);
+      if (scopes.missing.length > 0) {
+        log.warn({ event: 'reauth.scopes_missing', op: 'reauth', profile: name, missing: scopes.missing }, `re-authorization of profile "${name}" refused: the grant lacks ${scopes.missing.join(', ')}`);
+        const revoked = await revoke('scopes_missing');
+        fail('The grant lacks permissions', [scopes.message ?? `missing ${scopes.missing.join(', ')}`, 'Nothing changed.', revoked]);
+        return;
+      }
+    }
+    if (!(await claim.renew())) {
+      log.warn({ event: 'reauth.claim_lost', op: 'reauth', profile: name }, `re-authorization of profile "${name}" took longer than its claim: nothing stored`);
+      const revoked = await revoke('claim_lost');
+      fail('This took too long', ['The re-authorization did not finish in time, so nothing changed; the link still works. Open it again.', revoked]);
+      return;
+    }
+    const result = await options.reauthorized(name, {
+      appKey: profile.appKey,
+      appSecret: profile.appSecret,
+      refreshToken: tokens.refreshToken,
+      accountId: accountId ?? '',
+    });
+    if (result.stored) {
+      try {
+        await options.links.spend(name);
+      } catch (error) {
+        log.error({ event: 'reauth.spend_failed', op: 'reauth', profile: name, error: messageOf(error) }, `re-authorization of profile "${name}": the grant is stored, but its links could not be marked spent`);
+      }
+    }
+    const ok = result.stored && result.reconciled !== false && result.check?.ok !== false && !result.error;
+    log[ok ? 'info' : 'error'](
+      {
+        event: ok ? 'reauth.completed' : 'reauth.failed',
+        op: 'reauth',
+        profile: name,
+        stored: result.stored,
+        ...(result.reconciled !== undefined ? { reconciled: result.reconciled } : {}),
+        ...(result.check ? { check: result.check.ok } : {}),
+        ...(result.error ? { error: result.error } : {}),
+        ...(result.warning ? { warning: result.warning } : {}),
+        ...(accountId !== profile.accountId ? { accountChanged: true } : {}),
+      },
+      ok ? `profile "${name}" is authorized again` : `re-authorization of profile "${name}" did not complete: ${result.error ?? 'see the page'}`,
+    );
+    send(res, 200, resultPage(resultText(name, profile.folder, result, ok)));
   }
 
+  /** The response under way on each connection, for a parse error that comes while its body is read. */
+  const inFlight = new WeakMap<Socket, { req: IncomingMessage; res: ServerResponse }>();
+
   const server: Server = createServer((req, res) => {
+    clients.set(req, req.socket.remoteAddress ?? 'unknown');
+    inFlight.set(req.socket, { req, res });
     void (async () => {
       if (rateLimited(req, res)) return;
       const host = req.headers.host ?? '';
@@ -448,7 +499,7 @@ export async function startReauthServer(options: ReauthServerOptions): Promise<R
       const match = /^\/reauthorize\/([^/]+)$/.exec(url.pathname);
       const isPage = match !== null && TOKEN_PATTERN.test(match[1] as string);
       if (url.pathname === '/reauthorize/callback' && method === 'GET') await callback(req, res, url.searchParams);
-      else if (isPage && method === 'GET') await openPage(req, res, (match as RegExpExecArray)[1] as string);
+      else if (isPage && (method === 'GET' || method === 'HEAD')) await openPage(req, res, (match as RegExpExecArray)[1] as string, method === 'HEAD');
       else if (isPage && method === 'POST') await paste(req, res, (match as RegExpExecArray)[1] as string);
       else refuse(req, res, 'reauth.not_found');
     })().then(() => {
@@ -457,6 +508,38 @@ export async function startReauthServer(options: ReauthServerOptions): Promise<R
       log.error({ event: 'reauth.error', op: 'reauth', error: messageOf(error) }, 'the re-authorization page failed');
       send(res, 500, resultPage({ ok: false, title: 'Something went wrong', paragraphs: ['Nothing was changed by this request. Try the link again in a minute.'] }));
     });
+  });
+  // A request Node cannot parse (a malformed header or chunk, a body cut short by a half-closed connection, headers
+  // too large) gets the page's 404 like any other wrong request, not Node's bare 400, and counts as a refusal;
+  // a connection already gone is closed without a word.
+  server.on('clientError', (error: NodeJS.ErrnoException, socket: Socket) => {
+    const last = inFlight.get(socket);
+    // A finished answer belongs to an earlier request on this connection: the malformed one is a new request.
+    const current = last && !last.res.writableEnded ? last : undefined;
+    if (current?.req.complete === true && !current.res.headersSent && socket.writable) {
+      // Bytes that do not parse after a whole request: that request is answered as it would be, then the
+      // connection closes.
+      current.res.setHeader('connection', 'close');
+      return;
+    }
+    const res = current?.res;
+    if (error.code === 'ECONNRESET' || !socket.writable || res?.headersSent === true) {
+      socket.destroy();
+      return;
+    }
+    const client = socket.remoteAddress ?? 'unknown';
+    if (res) {
+      // Its request took a token already; the handler, woken by the abort, answers nothing more.
+      answered.add(res);
+      refused.add(res);
+    }
+    const limited = !res && !limiter.take(client);
+    if (!limited) log.warn({ event: 'reauth.malformed', op: 'reauth', client, errorCode: error.code }, 'refused a re-authorization request that could not be read');
+    const [status, html] = limited ? [429, RATE_LIMITED_PAGE] : [404, NOT_FOUND_PAGE];
+    const headers = { ...headersOf(), ...(limited ? { 'retry-after': '60' } : {}), 'content-length': String(Buffer.byteLength(html)), connection: 'close' };
+    socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\n${Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join('')}\r\n${html}`);
+    // Nothing more is read from it; a client that never closes its side is let go.
+    setTimeout(() => socket.destroy(), 5_000).unref();
   });
   server.keepAliveTimeout = 5_000;
   server.headersTimeout = 10_000;
@@ -513,14 +596,47 @@ function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
 
-async function readForm(req: IncomingMessage): Promise<URLSearchParams | undefined> {
-  if (!(req.headers['content-type'] ?? '').toLowerCase().startsWith('application/x-www-form-urlencoded')) return undefined;
-  let size = 0;
-  const chunks: Buffer[] = [];
-  for await (const chunk of req) {
-    size += (chunk as Buffer).length;
-    if (size > FORM_LIMIT_BYTES) return undefined;
-    chunks.push(chunk as Buffer);
-  }
-  return new URLSearchParams(Buffer.concat(chunks).toString('utf8'));
+type FormRead = { form: URLSearchParams } | { problem: 'content_type' | 'encoding' | 'too_large' | 'aborted' };
+
+/**
+ * The posted form, or why there is none. Never throws, and never leaves a body half read while the client still
+ * sends it: past the limit the rest is read and dropped (closing the connection past DRAIN_LIMIT_BYTES), so the
+ * refusal is answered as any other; a body cut short resolves as `aborted`.
+ */
+function readForm(req: IncomingMessage): Promise<FormRead> {
+  if (!(req.headers['content-type'] ?? '').toLowerCase().startsWith('application/x-www-form-urlencoded')) return Promise.resolve({ problem: 'content_type' });
+  const encoding = (req.headers['content-encoding'] ?? 'identity').trim().toLowerCase();
+  if (encoding !== 'identity' && encoding !== '') return Promise.resolve({ problem: 'encoding' });
+  return new Promise((resolve) => {
+    let size = 0;
+    let settled = false;
+    const chunks: Buffer[] = [];
+    const settle = (result: FormRead): void => {
+      if (settled) return;
+      settled = true;
+      resolve(result);
+    };
+    req.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size <= FORM_LIMIT_BYTES) {
+        chunks.push(chunk);
+        return;
+      }
+      chunks.length = 0;
+      settle({ problem: 'too_large' });
+      if (size > DRAIN_LIMIT_BYTES) req.socket?.destroy();
+    });
+    req.on('end', () => {
+      let text: string;
+      try {
+        text = new TextDecoder('utf-8', { fatal: true }).decode(Buffer.concat(chunks));
+      } catch {
+        settle({ problem: 'encoding' });
+        return;
+      }
+      settle({ form: new URLSearchParams(text) });
+    });
+    req.on('error', () => settle({ problem: 'aborted' }));
+    req.on('close', () => settle({ problem: 'aborted' }));
+  });
 }

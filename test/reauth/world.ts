@@ -67,7 +67,7 @@ export async function approveAt(authorizeUrl: string, accountId?: string): Promi
   return { location: answer.headers.get('location') ?? undefined, html: await answer.text() };
 }
 
-export async function startPageWorld(options: { recordAccount?: boolean; reconcile?: boolean; renewMarginMs?: number; folders?: EmulatorApp['folders']; readOnly?: boolean; onReauthorized?: DaemonOptions['onReauthorized']; stores?: { links: LinkStore; rounds?: RoundStore } } = {}): Promise<PageWorld> {
+export async function startPageWorld(options: { recordAccount?: boolean; reconcile?: boolean; renewMarginMs?: number; folders?: EmulatorApp['folders']; readOnly?: boolean; onReauthorized?: DaemonOptions['onReauthorized']; stores?: { links: LinkStore; rounds?: RoundStore }; rounds?: RoundStore } = {}): Promise<PageWorld> {
   const port = await freePort();
   const publicUrl = `http://127.0.0.1:${port}`;
   const app: EmulatorApp = {
@@ -121,7 +121,7 @@ export async function startPageWorld(options: { recordAccount?: boolean; reconci
   cleanups.push(() => daemon.close());
   // The config dir's links by default; Redis's (links and rounds) as replicas keep them, when given.
   const links = options.stores?.links ?? fileLinkStore(configDir);
-  const rounds = options.stores?.rounds ?? memoryRoundStore();
+  const rounds = options.rounds ?? options.stores?.rounds ?? memoryRoundStore();
   const serverOptions: Omit<ReauthServerOptions, 'listen'> = {
     publicUrl,
     links,
