@@ -79,6 +79,9 @@ return spent`;
 // The claim's holder, and only it, extends or removes it.
 const CLAIM_RENEW = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
 return 0`;
+// Replaces a claim that did not verify, only if it is still the one read.
+const CLAIM_REPLACE = `if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3]) return 1 end
+return 0`;
 const CLAIM_RELEASE = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0`;
 
@@ -91,7 +94,7 @@ function roundKey(state: string): Buffer {
   return createHash('sha256').update(`syncauth-reauth-round\0${state}`, 'utf8').digest();
 }
 
-type RecordKind = 'link' | 'round' | 'spent mark';
+type RecordKind = 'link' | 'round' | 'spent mark' | 'claim';
 
 export interface RedisReauthStoreOptions {
   url: string;
@@ -157,10 +160,19 @@ export class RedisReauthStore {
     this.links = {
       claim: async (profile, leaseMs, complete) => {
         const claimKey = key('claim', profile);
-        const holder = randomBytes(16).toString('base64url');
+        // The claim carries a MAC like every record here: one a Redis writer planted (to hold a profile's
+        // completion off) is refused and replaced, only if it is still the one read.
+        const holder = signRecord(macKey, claimKey, { v: VERSION, profile, holder: randomBytes(16).toString('base64url') });
         const lease = String(Math.max(1, Math.ceil(leaseMs)));
-        const taken = await command('claim the link', () => client.set(claimKey, holder, 'PX', lease, 'NX'));
-        if (taken !== 'OK') return { claimed: false };
+        let taken = (await command('claim the link', () => client.set(claimKey, holder, 'PX', lease, 'NX'))) === 'OK';
+        if (!taken) {
+          const current = await command('claim the link', () => client.get(claimKey));
+          const fields = current === null ? undefined : open('claim', claimKey, current);
+          if (current !== null && (!fields || fields.profile !== profile)) {
+            taken = Number(await command('claim the link', () => client.eval(CLAIM_REPLACE, 1, claimKey, current, holder, lease))) === 1;
+          }
+        }
+        if (!taken) return { claimed: false };
         try {
           const value = await complete({
             renew: async () => Number(await command('hold the claim on the link', () => client.eval(CLAIM_RENEW, 1, claimKey, holder, lease))) === 1,

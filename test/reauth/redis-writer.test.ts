@@ -153,6 +153,19 @@ describe.skipIf(availability.skip)('whoever can write Redis', () => {
     expect(refusals(log, [hash])).toEqual(['spent mark:mac']);
   });
 
+  it('a claim of their own on the profile does not hold its completion off: it is refused and replaced', async () => {
+    const { world, log } = await replica();
+    const link = await world.mint();
+    const page = await world.http(pathOf(link));
+    const back = await approveAt(hrefOf(page.body, 'authorize'));
+    // Planted while the person is at Dropbox: a claim with no MAC, and one with a MAC made up.
+    await raw.set(`syncauth:reauth:claim:${PROFILE}`, JSON.stringify({ v: 2, profile: PROFILE, holder: 'writer', mac: randomBytes(32).toString('base64url') }), 'PX', 300_000);
+    const done = await world.http(pathOf(back.location as string));
+    expect(done.body).toContain('syncauth is authorized again');
+    expect(await raw.exists(`syncauth:reauth:claim:${PROFILE}`)).toBe(0);
+    expect(refusals(log, [])).toEqual(['claim:mac']);
+  });
+
   it('a delivery and a reminder of their own in the outbox are never signed and sent', async () => {
     const receiver = await startReceiver();
     const log = captureLog();
