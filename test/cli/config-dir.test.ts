@@ -16,7 +16,7 @@ import { fileLinkStore, LINKS_FILE_NAME, mintLink } from '../../src/reauth/links
 import { OUTBOX_FILE } from '../../src/notify/file-outbox.js';
 import { containerEnv, spawnDaemon } from '../daemon/process.js';
 import { emulator, obtainGrant } from '../daemon/helpers.js';
-import { tempDir } from '../helpers/cli.js';
+import { runCli, tempDir } from '../helpers/cli.js';
 import { runInProcess } from '../helpers/in-process.js';
 import { freePort } from '../helpers/onboarding.js';
 import { startReceiver } from '../notify/receiver.js';
@@ -159,6 +159,12 @@ describe("uid 65534's /tmp/x (0777, no sticky bit) as the config dir", () => {
 });
 
 describe('config dirs that still work', () => {
+  it('`syncauth demo`, whose commands keep their state in a temporary directory under /tmp', async () => {
+    const result = await runCli(['demo'], { timeoutMs: 60_000 });
+    expect(result.code, result.stderr).toBe(0);
+    expect(result.stderr).not.toContain('refusing the config directory');
+  }, 90_000);
+
   it('a config dir in a temporary directory under /tmp, as `syncauth demo` makes one', async () => {
     const home = tempDir('syncauth-demo-');
     const dir = path.join(home, 'config');
