@@ -76,9 +76,8 @@ export function assertConfigDirStill(file: string): void {
 }
 
 function ownSubdirStill(dir: string): string | undefined {
-  const problem = ownSubdirProblemSync(dir);
   // Not made yet: it is made 0700 by the first write, which then checks it.
-  return problem === `${dir} does not exist` ? undefined : problem;
+  return ownSubdirProblemSync(dir, { missingOk: true });
 }
 
 function directStill(dir: string): string | undefined {

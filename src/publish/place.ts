@@ -53,13 +53,14 @@ export async function ownSubdirProblem(dir: string): Promise<string | undefined>
   return subdirProblemOf(dir, await lstat(dir).catch((error: NodeJS.ErrnoException) => error));
 }
 
-/** ownSubdirProblem in one synchronous lstat, for the config dir's checks (config-dir.ts). */
-export function ownSubdirProblemSync(dir: string): string | undefined {
+/** ownSubdirProblem in one synchronous lstat, for the config dir's checks (config-dir.ts); `missingOk`: none yet is no problem. */
+export function ownSubdirProblemSync(dir: string, options: { missingOk?: boolean } = {}): string | undefined {
   let info: Stats | NodeJS.ErrnoException;
   try {
     info = lstatSync(dir);
   } catch (error) {
     info = error as NodeJS.ErrnoException;
+    if (options.missingOk && info.code === 'ENOENT') return undefined;
   }
   return subdirProblemOf(dir, info);
 }
