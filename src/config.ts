@@ -2,6 +2,7 @@
 // choices for the profile > profile state > defaults. Commands receive the resolved values; nothing below cli/ reads the environment itself.
 import { closeSync, constants as fsConstants, fstatSync, openSync, readSync } from 'node:fs';
 import path from 'node:path';
+import { checkConfigDir, type ConfigDirVerdict } from './config-dir.js';
 import { ValidationError, type FieldIssue } from './errors.js';
 import { HTTP_SCHEMES, parseUrl } from './net/http.js';
 import { registerAppCredentials, registerSecrets } from './redact.js';
@@ -262,6 +263,8 @@ export interface ResolvedSettings {
    * `.env` (see DOTENV_DESTINATIONS), with why; only those whose value the `.env` would have changed.
    */
   ignoredDotenv: IgnoredDotenv[];
+  /** How the config dir was judged (config-dir.ts); absent when the command never opens it. */
+  configDirVerdict?: ConfigDirVerdict;
 }
 
 export interface IgnoredDotenv {
@@ -286,6 +289,14 @@ export interface SettingInputs {
   defaultConfigDir?: string;
   /** What the command knows about where its secrets come from, beyond the environment and the `.env`. */
   dotenvTrust?: DotenvTrust;
+  /**
+   * How the config dir is judged before anything in it is read or written (config-dir.ts): `enforce` (the
+   * default) refuses one others may write, `report` gives the refusal in `configDirVerdict` instead, for a
+   * command that diagnoses it (doctor), `skip` is for a command that never opens it.
+   */
+  configDirCheck?: 'enforce' | 'report' | 'skip';
+  /** The verdict an earlier resolution of the same inputs reached, reused while the config dir is the same. */
+  configDirVerdict?: ConfigDirVerdict;
 }
 
 export const SECRET_SETTINGS = (Object.keys(SETTINGS) as SettingName[]).filter(
@@ -646,6 +657,15 @@ export function resolveSettings(inputs: SettingInputs): ResolvedSettings {
   }
   registerAppCredentials(values.appKey as string | undefined, values.appSecret as string | undefined);
   if (issues.length > 0) throw new ValidationError(issues);
+  // The config dir is judged here, where every command and the library learn it, before anything in it is read.
+  let configDirVerdict: ConfigDirVerdict | undefined;
+  if (typeof values.configDir === 'string' && inputs.configDirCheck !== 'skip') {
+    const report = inputs.configDirCheck === 'report';
+    const earlier = inputs.configDirVerdict;
+    configDirVerdict = earlier?.given === values.configDir && (report || !earlier.refused) ? earlier : checkConfigDir(values.configDir, { report });
+    if (configDirVerdict.refused && !report) throw configDirVerdict.refused;
+    values.configDir = configDirVerdict.dir;
+  }
   // Named only where the `.env` would have changed something: one that repeats the default or the recorded
   // endpoint steers nothing.
   const ignoredDotenv = passedOver
@@ -657,7 +677,7 @@ export function resolveSettings(inputs: SettingInputs): ResolvedSettings {
       }
     })
     .map(({ name, reason }) => ({ name, reason }));
-  return { values: values as Settings, sources, ignoredDotenv };
+  return { values: values as Settings, sources, ignoredDotenv, ...(configDirVerdict ? { configDirVerdict } : {}) };
 }
 
 /** The flag for a setting, for messages such as "set --base-url or SYNCAUTH_BASE_URL". */

@@ -36,7 +36,7 @@ export type {
 } from './oauth/index.js';
 
 export { getAccessToken } from './library/access-token.js';
-export { openProfileStore } from './profile/index.js';
+export { openProfileStore } from './library/profile-store.js';
 export type { ProfileStore } from './profile/index.js';
 export type { AccessToken, GetAccessTokenOptions } from './library/access-token.js';
 

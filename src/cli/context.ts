@@ -99,10 +99,15 @@ export async function buildContext(command: Command, factory: Factory): Promise<
   const records = COMMANDS_THAT_RECORD_ENDPOINTS.has(command.name());
   const prompts = SECRETS_ASKED_FOR[command.name()];
   const dotenvTrust: DotenvTrust = { ...(records ? { records } : {}), ...(prompts ? { prompts } : {}) };
-  let inputs: SettingInputs = { flags, env, dotenv, defaultConfigDir: envPaths('syncauth', { suffix: '' }).config, dotenvTrust };
+  // The config dir is judged (config-dir.ts) before anything in it is read, by every command that opens it.
+  const opensConfigDir = (settingOptionsOf.get(command) ?? []).includes('configDir');
+  const configDirCheck = !opensConfigDir ? 'skip' : COMMANDS_THAT_DIAGNOSE.has(command.name()) ? 'report' : 'enforce';
+  let inputs: SettingInputs = { flags, env, dotenv, defaultConfigDir: envPaths('syncauth', { suffix: '' }).config, dotenvTrust, configDirCheck };
   // The config dir comes from flags, the environment or the default, never from the file it holds; what setup
   // recorded there for each profile (the store) then resolves below the flags and the environment.
-  const { configFile, error: configFileError } = await loadConfigFile(resolveSettings(inputs).values.configDir);
+  const first = resolveSettings(inputs);
+  if (first.configDirVerdict) inputs = { ...inputs, configDirVerdict: first.configDirVerdict };
+  const { configFile, error: configFileError } = opensConfigDir && !first.configDirVerdict?.refused ? await loadConfigFile(first.values.configDir) : {};
   if (configFileError !== undefined && !COMMANDS_THAT_DIAGNOSE.has(command.name())) throw configFileError;
   if (configFile) inputs = { ...inputs, configFile };
   const settings = resolveSettings(inputs);

@@ -4,7 +4,7 @@
 // left, otherwise renewed under the profile's lock, so that callers in several processes (a daemon, `syncauth
 // token`, this) cost one renewal between them. Within one process, concurrent calls for a profile share one
 // flight. The logic is sync/access-token.ts's, which the CLI uses too; this only maps the options.
-import { type SettingInputs, type SettingName } from '../config.js';
+import { resolveSettings, type SettingInputs, type SettingName } from '../config.js';
 import { profileAccessToken } from '../sync/access-token.js';
 
 export interface GetAccessTokenOptions {
@@ -38,5 +38,8 @@ async function settingInputs(options: GetAccessTokenOptions): Promise<SettingInp
   if (options.configDir !== undefined) flags.configDir = options.configDir;
   if (options.store !== undefined) flags.store = options.store;
   const { default: envPaths } = await import('env-paths');
-  return { flags, env: { ...(options.env ?? process.env) }, dotenv: {}, defaultConfigDir: envPaths('syncauth', { suffix: '' }).config };
+  const inputs: SettingInputs = { flags, env: { ...(options.env ?? process.env) }, dotenv: {}, defaultConfigDir: envPaths('syncauth', { suffix: '' }).config };
+  // The config dir is judged here, once (config-dir.ts): one others may write is refused before it is read.
+  const { configDirVerdict } = resolveSettings(inputs);
+  return { ...inputs, ...(configDirVerdict ? { configDirVerdict } : {}) };
 }

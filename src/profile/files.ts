@@ -4,13 +4,17 @@ import { closeSync, fchmodSync, fchownSync, fstatSync, fsync, openSync, renameSy
 import { chmod, mkdir, readdir, readFile, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { assertConfigDirStill } from '../config-dir.js';
 
 /**
  * Creates `dir` (and its parents) as 0700. An existing directory is tightened to 0700 only when `tighten` is
  * set: syncauth owns its `profiles` directory, but a config dir the user pointed us at keeps its mode.
  */
 export async function ensurePrivateDir(dir: string, options: { tighten?: boolean } = {}): Promise<void> {
+  // A config dir (config-dir.ts) must still be what was checked at start, and one this makes must be its own.
+  assertConfigDirStill(dir);
   await mkdir(dir, { recursive: true, mode: 0o700 });
+  assertConfigDirStill(dir);
   if (options.tighten) {
     const info = await stat(dir);
     if ((info.mode & 0o777) !== 0o700) await chmod(dir, 0o700);
@@ -54,6 +58,7 @@ export async function writePrivateFile(
   options: { durable?: boolean; followLinks?: false } = {},
 ): Promise<FileIdentity> {
   const target = file;
+  assertConfigDirStill(target);
   const temporary = temporaryNameFor(target);
   let renamed = false;
   // 'wx' (O_CREAT|O_EXCL): never reuse a file (or follow a link) someone left at the temporary name.
@@ -96,6 +101,7 @@ export interface FileIdentity {
 
 /** The file's text, or undefined when it does not exist yet; any other failure is thrown. */
 export async function readTextIfExists(file: string): Promise<string | undefined> {
+  assertConfigDirStill(file);
   try {
     return await readFile(file, 'utf8');
   } catch (error) {
@@ -106,6 +112,7 @@ export async function readTextIfExists(file: string): Promise<string | undefined
 
 /** The names in a directory, or none when it does not exist yet; any other failure is thrown. */
 export async function readdirIfExists(dir: string): Promise<string[]> {
+  assertConfigDirStill(dir);
   try {
     return await readdir(dir);
   } catch (error) {

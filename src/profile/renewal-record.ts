@@ -17,6 +17,7 @@
 // releases wrote them and as `setup` and `profile rotate` still do: of the two, the later `lastRenewalAt` wins.
 import { closeSync, constants, fstatSync, ftruncateSync, openSync, readSync, writeSync } from 'node:fs';
 import { crc32 } from 'node:zlib';
+import { assertConfigDirStill } from '../config-dir.js';
 import type { FileIdentity } from './files.js';
 
 /** The record's format; a record of another version is not read (the state file's fields are used instead). */
@@ -80,6 +81,7 @@ function checksum(text: string): string {
  * followed). Returns the file's identity after the write. The caller holds the profile's renewal lock.
  */
 export function writeRenewalRecord(file: string, profile: string, record: RenewalRecord): FileIdentity {
+  assertConfigDirStill(file);
   const bytes = encodeRenewalRecord(profile, record);
   // O_NONBLOCK: a FIFO left at the name fails the open instead of holding it until a reader comes.
   const fd = openSync(file, constants.O_WRONLY | constants.O_CREAT | constants.O_NOFOLLOW | constants.O_NONBLOCK, 0o600);

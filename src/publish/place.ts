@@ -5,6 +5,7 @@
 // written there directly: syncauth publishes it in a directory of its own inside, `<dir>/syncauth-<uid>/`,
 // 0750 with the sink's group, which it makes or, when it exists, accepts only as a real directory it owns
 // that no group or other user may write. Anything else there is refused at start (exit 2).
+import { lstatSync, type Stats } from 'node:fs';
 import { chmod, chown, lstat, mkdir, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { SyncauthError, ValidationError } from '../errors.js';
@@ -29,7 +30,7 @@ export function privateSubdirName(uid = ownUid()): string {
   return `syncauth-${uid}`;
 }
 
-function modeText(mode: number): string {
+export function modeText(mode: number): string {
   return `0${(mode & 0o7777).toString(8).padStart(3, '0')}`;
 }
 
@@ -49,7 +50,22 @@ export async function sharedBecause(dir: string): Promise<string | undefined> {
 
 /** What is wrong with `dir` as this user's own subdirectory; undefined when it is one (a real directory it owns, not writable by group or others). */
 export async function ownSubdirProblem(dir: string): Promise<string | undefined> {
-  const info = await lstat(dir).catch((error: NodeJS.ErrnoException) => error);
+  return subdirProblemOf(dir, await lstat(dir).catch((error: NodeJS.ErrnoException) => error));
+}
+
+/** ownSubdirProblem in one synchronous lstat, for the config dir's checks (config-dir.ts); `missingOk`: none yet is no problem. */
+export function ownSubdirProblemSync(dir: string, options: { missingOk?: boolean } = {}): string | undefined {
+  let info: Stats | NodeJS.ErrnoException;
+  try {
+    info = lstatSync(dir);
+  } catch (error) {
+    info = error as NodeJS.ErrnoException;
+    if (options.missingOk && info.code === 'ENOENT') return undefined;
+  }
+  return subdirProblemOf(dir, info);
+}
+
+function subdirProblemOf(dir: string, info: Stats | NodeJS.ErrnoException): string | undefined {
   if (info instanceof Error) return info.code === 'ENOENT' ? `${dir} does not exist` : `cannot inspect ${dir} (${info.code ?? info.message})`;
   if (info.isSymbolicLink()) return `${dir} is a symbolic link`;
   if (!info.isDirectory()) return `${dir} is not a directory`;

@@ -537,12 +537,17 @@ describe('the manifests run the real CLI', () => {
 
   it("the Job's one-shot run exits 0 with the connector holding a fresh token", async () => {
     const w = await world();
-    const { run } = await runContainer(syncauthOf(job), w, tempDir('syncauth-job-'));
+    const { run, mounts } = await runContainer(syncauthOf(job), w, tempDir('syncauth-job-'));
     const timer = setTimeout(() => run.child.kill('SIGKILL'), 30_000);
     const code = await run.exited;
     clearTimeout(timer);
     expect(code, `${run.out.stdout}\n${run.out.stderr}`).toBe(0);
     const [connector] = connectorsNamed(w.emu, defaultConnectorName(envOf(syncauthOf(job), 'SYNCAUTH_REMOTE_URL')?.value as string));
     expect(connector?.config.token).toBe(latestTokenOf(w.emu, w.grant.refreshToken)?.token);
+    // The state volume, an emptyDir open to all, holds the state in a directory of syncauth's own alone.
+    const state = mounts.get(envOf(syncauthOf(job), 'SYNCAUTH_CONFIG_DIR')?.value as string) as string;
+    const own = `syncauth-${process.geteuid?.() ?? 0}`;
+    expect(readdirSync(state)).toEqual([own]);
+    expect(readdirSync(path.join(state, own, 'profiles'))).toContain(`${envOf(syncauthOf(job), 'SYNCAUTH_PROFILE')?.value as string}.json`);
   }, 60_000);
 });

@@ -429,6 +429,8 @@ async function runDaemon(given: CommandContext, givenOptions: DaemonCommandOptio
   if (outboxIssues.length > 0) throw new ValidationError(outboxIssues);
   const log = createLogger({ level: v.logLevel as LogLevel, secretHeaders: [v.apiKeyHeader] });
   configured.report(log);
+  const movedBecause = context.settings.configDirVerdict?.movedBecause;
+  if (movedBecause) log.info({ event: 'daemon.config_dir', op: 'start', dir: v.configDir }, `the state lives in ${v.configDir}, a directory of this user's own, because ${movedBecause}`);
   const store = openProfileStore(v.configDir);
   const load = () => loadProfiles(context, store, settings.requested);
 

@@ -53,14 +53,19 @@ async function statOf(target: string) {
 
 // ---- the config directory ----
 
-async function checkConfigDir(dir: string): Promise<Check> {
+async function checkConfigDir(context: CommandContext): Promise<Check> {
+  const dir = context.settings.values.configDir;
   const subject = dir;
   const fix = `set ${SETTINGS.configDir.env} (--config-dir) to a directory you can write`;
+  // Who may write it, judged as every other command judges it (src/config-dir.ts).
+  const verdict = context.settings.configDirVerdict;
+  if (verdict?.refused) return { check: 'config-dir', subject: verdict.given, status: 'fail', message: verdict.refused.message, fix: verdict.refused.hint ?? fix };
+  const moved = verdict?.movedBecause ? `; the state lives there, in a directory of this user's own, because ${verdict.movedBecause}` : '';
   try {
     const info = await stat(dir);
     if (!info.isDirectory()) return { check: 'config-dir', subject, status: 'fail', message: `${dir} is a file, but the config directory must be a directory`, fix: `move that file away, or ${fix}` };
     await access(dir, constants.W_OK | constants.X_OK);
-    return { check: 'config-dir', subject, status: 'ok', message: `${dir} is a writable directory` };
+    return { check: 'config-dir', subject, status: 'ok', message: `${dir} is a writable directory${moved}` };
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'ENOENT') return failed('config-dir', subject, error, fix);
   }
@@ -71,7 +76,7 @@ async function checkConfigDir(dir: string): Promise<Check> {
     const info = await stat(above);
     if (!info.isDirectory()) return { check: 'config-dir', subject, status: 'fail', message: `${above} is a file, so ${dir} cannot be created`, fix: `move that file away, or ${fix}` };
     await access(above, constants.W_OK | constants.X_OK);
-    return { check: 'config-dir', subject, status: 'ok', message: `${dir} does not exist yet; setup creates it` };
+    return { check: 'config-dir', subject, status: 'ok', message: `${dir} does not exist yet; setup creates it${moved}` };
   } catch (error) {
     return failed('config-dir', subject, error, fix);
   }
@@ -475,7 +480,12 @@ export interface DoctorOptions {
 export async function doctor(context: CommandContext, options: DoctorOptions = {}): Promise<void> {
   const v = context.settings.values;
   const env = context.inputs.env ?? {};
-  const checks: Check[] = [await checkConfigDir(v.configDir)];
+  const checks: Check[] = [await checkConfigDir(context)];
+  // A config dir the rule refuses is not read at all: nothing in it is to be trusted.
+  if (context.settings.configDirVerdict?.refused) {
+    report(context, checks);
+    return;
+  }
   const configFile = checkConfigFile(context);
   if (configFile) checks.push(configFile);
 
@@ -538,7 +548,11 @@ export async function doctor(context: CommandContext, options: DoctorOptions = {
   if (options.template && options.template.length > 0) checks.push(...(await checkTemplates(options.template, names.length > 0 ? names : [v.profile])));
   if (v.socket) checks.push(await checkSocket(v.socket));
   if (v.listen) checks.push(await checkDaemon(v.listen));
+  report(context, checks);
+}
 
+/** Prints the checks; throws (exit 1) when one failed. */
+function report(context: CommandContext, checks: Check[]): void {
   const failures = checks.filter((c) => c.status === 'fail');
   const warnings = checks.filter((c) => c.status === 'warn');
   if (context.json) {
