@@ -120,6 +120,40 @@ function flagValue(args: readonly string[], flag: string): string | undefined {
   return i >= 0 ? args[i + 1] : undefined;
 }
 
+/** The daemon's paths that answer 503 for as long as a profile needs a person (docs/daemon.md). */
+const NEEDS_A_PERSON_503 = ['/readyz'];
+
+/**
+ * When `service` routes to the re-authorization page of `deployment`'s syncauth (its --reauth-listen port), what
+ * would keep a person from it: a pod NotReady while a re-authorization is needed (a readiness probe on a path
+ * that is then 503) drops out of the Service's endpoints unless it publishes NotReady addresses, and a named
+ * target port that only a native sidecar declares is left out of the endpoints by some Kubernetes releases
+ * (kubernetes/kubernetes#127958). null when the Service does not route to the page.
+ */
+function pageProblems(service: Manifest, deployment: Manifest): string[] | null {
+  const spec = service.spec as { selector?: Record<string, string>; publishNotReadyAddresses?: boolean; ports: { targetPort?: string | number; port: number }[] };
+  const labels = (deployment.spec as { template: { metadata: { labels: Record<string, string> } } }).template.metadata.labels;
+  if (!spec.selector || !Object.entries(spec.selector).every(([k, v]) => labels[k] === v)) return null;
+  const pod = podOf(deployment);
+  const container = syncauthOf(deployment);
+  const listen = flagValue(container.args ?? [], '--reauth-listen');
+  if (listen === undefined) return null;
+  const pagePort = Number(listen.split(':').pop());
+  const pageName = container.ports?.find((p) => p.containerPort === pagePort)?.name;
+  const toPage = spec.ports.filter((p) => (p.targetPort ?? p.port) === pagePort || (p.targetPort !== undefined && p.targetPort === pageName));
+  if (toPage.length === 0) return null;
+  const problems: string[] = [];
+  const gated = [...(pod.initContainers ?? []), ...pod.containers].filter((c) => NEEDS_A_PERSON_503.includes(c.readinessProbe?.httpGet?.path ?? ''));
+  if (gated.length > 0 && spec.publishNotReadyAddresses !== true) {
+    problems.push(`Service ${service.metadata.name} loses its endpoints while a re-authorization is needed (${gated.map((c) => c.name).join(', ')} NotReady on ${NEEDS_A_PERSON_503.join(', ')}): set publishNotReadyAddresses: true`);
+  }
+  const onSidecar = (pod.initContainers ?? []).includes(container);
+  for (const port of toPage) {
+    if (onSidecar && typeof port.targetPort === 'string') problems.push(`Service ${service.metadata.name} names the port ${port.targetPort} of a native sidecar: give its number (${pagePort})`);
+  }
+  return problems;
+}
+
 const sidecar = find('Deployment', 'app');
 const sidecarPod = podOf(sidecar);
 const syncauth = syncauthOf(sidecar);
@@ -239,7 +273,7 @@ describe('the Kubernetes manifests', () => {
     const port = syncauth.ports?.find((p) => p.name === 'health');
     expect(port?.containerPort).toBe(Number(listen.split(':')[1]));
     expect(syncauth.readinessProbe?.httpGet).toEqual({ path: '/readyz', port: 'health' });
-    expect(syncauth.startupProbe?.httpGet).toEqual({ path: '/readyz', port: 'health' });
+    expect(syncauth.startupProbe?.httpGet).toEqual({ path: '/startupz', port: 'health' });
     expect(syncauth.livenessProbe?.httpGet).toEqual({ path: '/healthz', port: 'health' });
   });
 
@@ -303,10 +337,10 @@ describe('the Kubernetes manifests', () => {
     const port = syncauth.ports?.find((p) => p.name === 'reauth');
     expect(port?.containerPort).toBe(Number(reauthListen.split(':')[1]));
     expect(reauthListen.startsWith('0.0.0.0:')).toBe(true);
-    const service = find('Service', 'syncauth-reauth') as Manifest & { spec: { selector: Record<string, string>; ports: { name: string; targetPort: string }[] } };
+    const service = find('Service', 'syncauth-reauth') as Manifest & { spec: { selector: Record<string, string>; ports: { name: string; targetPort: string | number }[] } };
     const labels = (sidecar.spec as { template: { metadata: { labels: Record<string, string> } } }).template.metadata.labels;
     for (const [key, value] of Object.entries(service.spec.selector)) expect(labels[key]).toBe(value);
-    expect(service.spec.ports.map((p) => p.targetPort)).toEqual(['reauth']);
+    expect(service.spec.ports.map((p) => p.targetPort)).toEqual([port?.containerPort]);
     // The health port (metrics) is not behind it.
     expect(JSON.stringify(service.spec)).not.toContain('9464');
     const ingress = find('Ingress', 'syncauth-reauth') as Manifest & {
@@ -319,6 +353,20 @@ describe('the Kubernetes manifests', () => {
     expect(ingress.spec.rules[0]?.http.paths[0]).toMatchObject({ path: '/reauthorize', backend: { service: { name: service.metadata.name, port: { name: service.spec.ports[0]?.name } } } });
     expect(new URL(envOf(syncauth, 'SYNCAUTH_NOTIFY_URL')?.value ?? '').protocol).toBe('https:');
     for (const name of ['SYNCAUTH_NOTIFY_SECRET', 'SYNCAUTH_GRANT_KEY']) expect(envOf(syncauth, name)?.valueFrom?.secretKeyRef?.name).toBe(secret.metadata.name);
+  });
+
+  it('keep the page reachable while a re-authorization is needed: its Service does not drop the NotReady pods, and reaches the sidecar by port number', () => {
+    const pageServices = documents.filter(({ doc }) => doc.kind === 'Service' && pageProblems(doc, sidecar) !== null);
+    expect(pageServices.map(({ doc }) => doc.metadata.name)).toEqual(['syncauth-reauth']);
+    for (const { doc } of pageServices) expect(pageProblems(doc, sidecar)).toEqual([]);
+    // The check can fail: the Service as first shipped, without publishNotReadyAddresses and by the port's name.
+    const shipped = structuredClone(find('Service', 'syncauth-reauth')) as Manifest & { spec: { publishNotReadyAddresses?: boolean; ports: { targetPort: string | number }[] } };
+    delete shipped.spec.publishNotReadyAddresses;
+    for (const port of shipped.spec.ports) port.targetPort = 'reauth';
+    expect(pageProblems(shipped, sidecar)?.join('\n')).toMatch(/loses its endpoints[\s\S]*names the port reauth/);
+    // A pod started meanwhile must start (and so serve the page): its start-up probe is not 503 while a person is needed.
+    expect(NEEDS_A_PERSON_503).toContain(syncauth.readinessProbe?.httpGet?.path);
+    expect(NEEDS_A_PERSON_503).not.toContain(syncauth.startupProbe?.httpGet?.path);
   });
 
   it('let only the syncauth container get and patch the one Secret, through a ServiceAccount of its own', () => {
@@ -480,6 +528,31 @@ describe('the manifests run the real CLI', () => {
       for (const { run } of pods) expect(await run.exited).toBe(0);
     } finally {
       for (const { run } of pods) if (run.child.exitCode === null && run.child.signalCode === null) run.child.kill('SIGKILL');
+    }
+  }, 60_000);
+
+  it('a pod started while its grant is revoked passes its start-up probe, is NotReady on its readiness probe, and serves the page', async () => {
+    const w = await world();
+    w.emu.revokeGrant(w.grant.refreshToken);
+    const { run } = await runContainer(syncauth, w, tempDir('syncauth-pod-revoked-'));
+    try {
+      const start = await waitFor('the start line', () => {
+        if (run.child.exitCode !== null) throw new Error(`syncauth exited (${run.child.exitCode}):\n${run.out.stdout}\n${run.out.stderr}`);
+        const line = run.out.stdout.split('\n').find((l) => l.includes('daemon started'));
+        return line ? (JSON.parse(line) as { listen: string }) : undefined;
+      });
+      await waitFor('the profile parked', () => (run.out.stdout.includes('profile.reauthorization_needed') ? true : undefined), 20_000);
+      const status = async (probe: Probe | undefined): Promise<number> => (await fetch(`${start.listen}${probe?.httpGet?.path ?? ''}`)).status;
+      // Within the start-up probe's allowance, which the kubelet would otherwise answer by restarting syncauth.
+      expect(await status(syncauth.startupProbe)).toBe(200);
+      expect(await status(syncauth.readinessProbe)).toBe(503);
+      expect(await status(syncauth.livenessProbe)).toBe(200);
+      const page = /"event":"reauth.listening"[^\n]*?"listen":"([^"]+)"/.exec(run.out.stdout)?.[1];
+      expect(page, run.out.stdout).toBeDefined();
+      expect((await fetch(`http://${page as string}/reauthorize/callback`)).status).toBeLessThan(500);
+    } finally {
+      run.child.kill('SIGTERM');
+      await run.exited;
     }
   }, 60_000);
 
