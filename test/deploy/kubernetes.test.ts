@@ -4,7 +4,8 @@
 // guide (docs/production.md) relies on, and its syncauth containers' arguments and environment run the real CLI: the sidecar's
 // replicas become ready on the paths their probes name and publish the token as the pod's group can read it,
 // and the Job's one-shot run exits 0 with the connector reconciled.
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
+import { createServer as createHttpsServer } from 'node:https';
 import { chmodSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { Deployment } from 'kubernetes-models/apps/v1/Deployment';
@@ -369,12 +370,12 @@ describe('the Kubernetes manifests', () => {
     expect(NEEDS_A_PERSON_503).not.toContain(syncauth.startupProbe?.httpGet?.path);
   });
 
-  it('let only the syncauth container get and patch the one Secret, through a ServiceAccount of its own', () => {
+  it('let only the syncauth container patch the one Secret, through a ServiceAccount of its own', () => {
     const account = find('ServiceAccount', 'syncauth');
     const pod = sidecarPod as unknown as Omit<PodSpec, 'volumes'> & { serviceAccountName?: string; automountServiceAccountToken?: boolean; volumes: { name: string; projected?: { sources: { serviceAccountToken?: { path: string } }[] } }[] };
     expect(pod.serviceAccountName).toBe(account.metadata.name);
     const role = find('Role', 'syncauth-secret-update') as Manifest & { rules: { apiGroups: string[]; resources: string[]; resourceNames?: string[]; verbs: string[] }[] };
-    expect(role.rules).toEqual([{ apiGroups: [''], resources: ['secrets'], resourceNames: [secret.metadata.name], verbs: ['get', 'patch'] }]);
+    expect(role.rules).toEqual([{ apiGroups: [''], resources: ['secrets'], resourceNames: [secret.metadata.name], verbs: ['patch'] }]);
     const binding = find('RoleBinding', 'syncauth-secret-update') as Manifest & { roleRef: { kind: string; name: string }; subjects: { kind: string; name: string }[] };
     expect(binding.roleRef).toMatchObject({ kind: 'Role', name: role.metadata.name });
     expect(binding.subjects).toEqual([{ kind: 'ServiceAccount', name: account.metadata.name }]);
@@ -556,25 +557,69 @@ describe('the manifests run the real CLI', () => {
     }
   }, 60_000);
 
-  it('--on-reauthorized patches only the grant\'s three keys of the one Secret, the values on kubectl\'s stdin and never in its arguments', async () => {
-    // A kubectl that records what it was given, in place of the one the image carries.
-    const home = tempDir('syncauth-kubectl-');
-    const bin = path.join(home, 'bin');
-    mkdirSync(bin);
-    writeFileSync(path.join(bin, 'kubectl'), `#!/bin/sh\nprintf '%s\\n' "$@" > '${home}/argv'\ncat > '${home}/stdin'\n`, { mode: 0o755 });
+  it("--on-reauthorized patches only the grant's three keys of the one Secret through the API server as the pod's service account, with what the image carries", async () => {
     const command = flagValue(syncauth.args ?? [], '--on-reauthorized') as string;
-    expect(command).not.toContain('$(');
-    const grant = { appKey: 'appkey-7h2k', appSecret: 'appsecret-Qz81', refreshToken: 'refresh-Lm42_x-Yp0' };
-    const result = await runGrantHook({ command, profile: 'docs', grant, env: { PATH: `${bin}:${process.env.PATH ?? '/usr/bin:/bin'}`, HOME: home } });
-    expect(result, result.output).toMatchObject({ ok: true, exitCode: 0 });
-    const argv = readFileSync(path.join(home, 'argv'), 'utf8').trim().split('\n');
-    expect(argv).toEqual(expect.arrayContaining(['patch', 'secret', secret.metadata.name, '--type', 'merge', '--patch-file', '/dev/stdin']));
-    for (const value of Object.values(grant)) expect(argv.join(' ')).not.toContain(value);
-    const patch = JSON.parse(readFileSync(path.join(home, 'stdin'), 'utf8')) as { stringData: Record<string, string> };
-    expect(patch).toEqual({ stringData: { 'app-key': grant.appKey, 'app-secret': grant.appSecret, 'refresh-token': grant.refreshToken } });
-    // The keys it writes are the Secret's, which the replicas read their grant from.
-    for (const [variable, key] of [['SYNCAUTH_APP_KEY', 'app-key'], ['SYNCAUTH_APP_SECRET', 'app-secret'], ['SYNCAUTH_REFRESH_TOKEN', 'refresh-token']] as const) {
-      expect(envOf(syncauth, variable)?.valueFrom?.secretKeyRef).toEqual({ name: secret.metadata.name, key });
+    // The image has node and syncauth, not kubectl.
+    expect(command).not.toMatch(/kubectl/);
+    expect(readFileSync(path.join(ROOT, 'Dockerfile'), 'utf8')).not.toMatch(/kubectl/);
+    expect(command).toMatch(/^exec node \/app\/dist\/cli\/kube-secret-hook\.js \S+$/);
+    // A stand-in API server over TLS, its certificate from a CA of this test's own, as the cluster's.
+    const home = tempDir('syncauth-kube-api-');
+    const account = path.join(home, 'serviceaccount');
+    mkdirSync(account);
+    const openssl = (args: string[]) => execFileSync('openssl', args, { cwd: home, stdio: 'pipe' });
+    openssl(['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'ca.key', '-out', path.join(account, 'ca.crt'), '-days', '2', '-subj', '/CN=test-cluster-ca']);
+    openssl(['req', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'api.key', '-out', 'api.csr', '-subj', '/CN=kube-apiserver']);
+    writeFileSync(path.join(home, 'san.ext'), 'subjectAltName=IP:127.0.0.1\n');
+    openssl(['x509', '-req', '-in', 'api.csr', '-CA', path.join(account, 'ca.crt'), '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'api.crt', '-days', '2', '-extfile', 'san.ext']);
+    const saToken = `eyJhbGciOiJSUzI1NiJ9.test-${process.pid}`;
+    writeFileSync(path.join(account, 'token'), saToken);
+    writeFileSync(path.join(account, 'namespace'), 'apps');
+    const seen: { method?: string; url?: string; headers: Record<string, unknown>; body: string }[] = [];
+    let answer = 200;
+    const server = createHttpsServer({ key: readFileSync(path.join(home, 'api.key')), cert: readFileSync(path.join(home, 'api.crt')) }, (req, res) => {
+      let body = '';
+      req.on('data', (chunk: Buffer) => (body += chunk.toString('utf8')));
+      req.on('end', () => {
+        seen.push({ method: req.method, url: req.url, headers: req.headers, body });
+        res.writeHead(answer, { 'content-type': 'application/json' });
+        res.end(answer === 200 ? JSON.stringify({ kind: 'Secret', metadata: { name: 'syncauth', namespace: 'apps' } }) : JSON.stringify({ kind: 'Status', status: 'Failure', reason: 'Forbidden', message: 'secrets "syncauth" is forbidden: User "system:serviceaccount:apps:syncauth" cannot patch resource "secrets"', code: 403 }));
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const port = (server.address() as { port: number }).port;
+      // As in the image, /app being this checkout; the service account where this test put it.
+      const local = `${command.replace('/app/dist/', `${ROOT}/dist/`)} --service-account-dir ${account}`;
+      const env = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: home, KUBERNETES_SERVICE_HOST: '127.0.0.1', KUBERNETES_SERVICE_PORT: String(port) };
+      const grant = { appKey: 'appkey-7h2k', appSecret: 'appsecret-Qz81', refreshToken: 'refresh-Lm42_x-Yp0' };
+      const result = await runGrantHook({ command: local, profile: 'docs', grant, env });
+      expect(result, result.output).toMatchObject({ ok: true, exitCode: 0 });
+      expect(seen).toHaveLength(1);
+      const [request] = seen as [(typeof seen)[number]];
+      expect(request.method).toBe('PATCH');
+      expect(request.url).toBe(`/api/v1/namespaces/apps/secrets/${secret.metadata.name}`);
+      expect(request.headers.authorization).toBe(`Bearer ${saToken}`);
+      expect(request.headers['content-type']).toBe('application/merge-patch+json');
+      const b64 = (value: string) => Buffer.from(value).toString('base64');
+      expect(JSON.parse(request.body)).toEqual({ data: { 'app-key': b64(grant.appKey), 'app-secret': b64(grant.appSecret), 'refresh-token': b64(grant.refreshToken) } });
+      for (const value of Object.values(grant)) {
+        expect(request.body).not.toContain(value);
+        expect(result.output).not.toContain(value);
+      }
+      expect(result.output).toContain(`Secret apps/${secret.metadata.name}`);
+      // The keys it writes are the Secret's, which the replicas read their grant from.
+      for (const [variable, key] of [['SYNCAUTH_APP_KEY', 'app-key'], ['SYNCAUTH_APP_SECRET', 'app-secret'], ['SYNCAUTH_REFRESH_TOKEN', 'refresh-token']] as const) {
+        expect(envOf(syncauth, variable)?.valueFrom?.secretKeyRef).toEqual({ name: secret.metadata.name, key });
+      }
+      // Refused (RBAC): the daemon hears of it, with the API server's reason and no value.
+      answer = 403;
+      const refused = await runGrantHook({ command: local, profile: 'docs', grant, env });
+      expect(refused).toMatchObject({ ok: false, exitCode: 1 });
+      expect(refused.output).toMatch(/answered 403 .*cannot patch resource "secrets"/);
+      for (const value of Object.values(grant)) expect(refused.output).not.toContain(value);
+    } finally {
+      server.close();
     }
   });
 
