@@ -12,7 +12,7 @@ import {
 } from '../config.js';
 import type { OpenSecretStoreOptions, ProfileSecrets, SecretStore } from '../credentials/index.js';
 import { ExitCode, SyncauthError } from '../errors.js';
-import { readConfigFile } from '../profile/config-file.js';
+import { configFileOf, readConfigFile } from '../profile/config-file.js';
 import { openProfileStore, type ProfileState, type ProfileStore } from '../profile/index.js';
 import { reauthorizeCommand } from '../profile/name.js';
 import { registerAppCredentials, registerSecrets } from '../redact.js';
@@ -83,12 +83,14 @@ export async function openProfileSession(options: OpenProfileSessionOptions): Pr
   const given: SettingInputs = configFile ? { ...options.inputs, configFile } : options.inputs;
   // Resolved for this profile: the store its config file entry names (unless a flag or the environment says
   // otherwise) decides where its secrets are, so it is known before anything of the profile is read.
-  const base = resolveSettings({ ...given, flags: { ...given.flags, profile: name } }).values;
+  const resolvedBase = resolveSettings({ ...given, flags: { ...given.flags, profile: name } });
+  const base = resolvedBase.values;
   const { configDir, store, storeKey } = base;
   const profiles = openProfileStore(configDir);
   if (options.existing) await requireKnownProfile(profiles, configFile, name, base);
   const secrets = await (options.openSecretStore ?? defaultSecretStore)({
     kind: store, configDir, env: options.inputs.env, ...(storeKey ? { storeKey } : {}),
+    ...(resolvedBase.sources.store === 'config' ? { chosenBy: `the ${store} store, which ${configFileOf(configDir)} records for profile "${name}",` } : {}),
     onWarning: (message) => onNotice?.({ kind: 'warning', message }),
   });
   // A setup killed between its writes is finished or undone before anything reads the profile.
