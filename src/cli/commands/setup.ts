@@ -59,6 +59,7 @@ function checklist(session: ProfileSession, paste: boolean): string {
     paste
       ? '  4. No redirect URI is needed: you will paste the code Dropbox shows.'
       : `  4. Settings tab, OAuth 2, Redirect URIs: add exactly ${v.redirectUri} (localhost and 127.0.0.1 are different URIs).`,
+    ...(v.publicUrl ? [`     For the daemon's re-authorization page (--public-url): add ${v.publicUrl}/reauthorize/callback to the Redirect URIs too.`] : []),
     `  5. In Dropbox, create the folder Apps/<your app folder>/${folder}: the service cannot read the app folder itself.`,
     "  The service's API key comes from the service's UI, API keys, in the workspace the connector belongs to.",
     '  Changing permissions later means running setup again: a grant keeps the permissions it was made with.',
@@ -512,6 +513,13 @@ export async function setup(context: CommandContext, options: SetupOptions): Pro
     }
   }
   if (!tokens) {
+    if (!paste && !context.factory.prompter.interactive(context.stdin)) {
+      // Nobody may be watching: say what the wait is for before it starts, and how to do without it.
+      io.stderr.write(
+        `No terminal here: setup needs one browser round at Dropbox and waits up to ${timeoutSeconds} s for the browser to come back to ${session.values.redirectUri}. ` +
+          `To set up without a browser here, run \`${syncauthCommand('authorize')}\` where there is one and hand its grant in as SYNCAUTH_REFRESH_TOKEN.\n`,
+      );
+    }
     tokens = await authorizeInteractively({
       settings: session.values,
       appKey: gathered.appKey,
