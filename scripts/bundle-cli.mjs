@@ -10,7 +10,7 @@
 // Left out of the bundle: Node's own modules, the native keychain module, and packages that find their own
 // files by path or are loaded only by commands that start rarely (see EXTERNAL).
 import { build } from 'esbuild';
-import { readFile } from 'node:fs/promises';
+import { chmod, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -108,3 +108,7 @@ const locales = Object.values(result.metafile.outputs)
 if (locales.length > 0) {
   throw new Error(`the CLI bundle holds zod's locales (${locales.slice(0, 3).join(', ')}, …): import zod as \`import * as z from 'zod'\``);
 }
+
+// The bin is the bundle esbuild has just written, with the mode of a new file (0644). `npm install -g .` links a
+// clone and sets the bit once; every later build would leave the link pointing at a file no one may run.
+await chmod(entry, 0o755);

@@ -571,6 +571,19 @@ export function unknownSettingVariables(names: Iterable<string>): UnknownVariabl
   return unknown;
 }
 
+/**
+ * The name among `candidates` that a mistyped `name` most likely meant, when a third of it at most differs (one
+ * edit at least): `concurency` finds `concurrency`, `colour` nothing. For keys of a file, as flags get "did you mean".
+ */
+export function nearestName(name: string, candidates: Iterable<string>): string | undefined {
+  let best: { name: string; distance: number } | undefined;
+  for (const candidate of candidates) {
+    const distance = editDistance(name.toLowerCase(), candidate.toLowerCase());
+    if (!best || distance < best.distance) best = { name: candidate, distance };
+  }
+  return best && best.distance <= Math.max(1, Math.floor(name.length / 3)) ? best.name : undefined;
+}
+
 /** Optimal string alignment distance: insertions, deletions, substitutions and swaps of neighbours. */
 function editDistance(a: string, b: string): number {
   const rows: number[][] = Array.from({ length: a.length + 1 }, (_, i) => [i, ...Array<number>(b.length).fill(0)]);

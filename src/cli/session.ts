@@ -12,11 +12,15 @@ import { warn } from './output.js';
 export { readSecrets, requireGrant } from '../sync/profile-session.js';
 export type { Grant, ProfileSession, ResolvedSecrets } from '../sync/profile-session.js';
 
-/** `askStoreKey: false` for a command that only reports (doctor): a missing key is a finding, not a question. */
-export function openSession(context: CommandContext, name = context.settings.values.profile, options: { askStoreKey?: boolean } = {}): Promise<ProfileSession> {
+/**
+ * `askStoreKey: false` for a command that only reports (doctor): a missing key is a finding, not a question.
+ * `existing: true` for a command that uses a profile already made: one that exists nowhere is refused by name.
+ */
+export function openSession(context: CommandContext, name = context.settings.values.profile, options: { askStoreKey?: boolean; existing?: boolean } = {}): Promise<ProfileSession> {
   return openProfileSession({
     inputs: context.inputs,
     name,
+    ...(options.existing ? { existing: true } : {}),
     openSecretStore: (store) => (options.askStoreKey === false ? context.factory.secretStore(store) : openSecretStore(context, store)),
     ...(context.endpointOverride ? { endpointOverride: true } : {}),
     ...(context.recordsEndpoints ? { recordsEndpoints: true } : {}),

@@ -142,6 +142,8 @@ export interface FileSecretStoreOptions {
    * Nothing is said without it.
    */
   onWeakKey?: (message: string) => void;
+  /** What chose this store, for its errors (default `SYNCAUTH_STORE=file`): the person may never have set that. */
+  chosenBy?: string;
 }
 
 /** The file store, with what only it can do besides the SecretStore operations. */
@@ -515,7 +517,7 @@ export function openFileSecretStore(options: FileSecretStoreOptions): FileSecret
     if (!pass) {
       throw new SecretStoreError(
         'STORE_KEY_MISSING',
-        `SYNCAUTH_STORE=file needs SYNCAUTH_STORE_KEY to open ${file}: set it to the key that file was written ` +
+        `${options.chosenBy ?? 'SYNCAUTH_STORE=file'} needs SYNCAUTH_STORE_KEY to open ${file}: set it to the key that file was written ` +
           'with (for a new store, a long random value such as the output of `openssl rand -base64 32`), or ' +
           'choose SYNCAUTH_STORE=keychain or SYNCAUTH_STORE=env.',
         { path: file },

@@ -28,6 +28,8 @@ export interface OpenSecretStoreOptions {
   env?: NodeJS.ProcessEnv;
   /** Key of the file store; wins over SYNCAUTH_STORE_KEY in `env`. */
   storeKey?: string;
+  /** What chose the store, for its errors (the file store's missing key): `SYNCAUTH_STORE=file` unless said. */
+  chosenBy?: string;
   /** Limit on each keychain operation. Default 3 s. */
   timeoutMs?: number;
   /**
@@ -55,6 +57,7 @@ export function openSecretStore(options: OpenSecretStoreOptions): SecretStore {
         configDir: options.configDir,
         storeKey: () => options.storeKey ?? env().SYNCAUTH_STORE_KEY,
         onWeakKey: options.onWarning ?? warnOnStderr,
+        ...(options.chosenBy ? { chosenBy: options.chosenBy } : {}),
       });
     case 'env':
       return openEnvSecretStore(env());

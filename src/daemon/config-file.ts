@@ -7,7 +7,7 @@ import { stat } from 'node:fs/promises';
 import path from 'node:path';
 import { isMap, isNode, isScalar, isSeq, LineCounter, parseDocument, type Document } from 'yaml';
 import * as z from 'zod';
-import { SETTINGS } from '../config.js';
+import { nearestName, SETTINGS } from '../config.js';
 import { ValidationError, type FieldIssue } from '../errors.js';
 import { parseMode, parseSocketMode, resolveGroup } from '../publish/file.js';
 import { FileRefusedError, readRegularFile } from '../publish/safe-read.js';
@@ -118,21 +118,27 @@ const profileList = z
     return { names: Object.keys(value as object), own };
   });
 
+/** A number refused in the words its flag is refused in (config.ts's integer(), the daemon command's checks), not zod's. */
+function wholeNumber(min: number, max: number) {
+  const error = `must be a whole number from ${min} to ${max}`;
+  return z.number({ error }).int({ error }).min(min, { error }).max(max, { error });
+}
+
 const sinks = { token_file: sink, templates: template, socket: sink } as const;
 const sinksSchema = z.strictObject({ token_file: sink.optional(), templates: z.array(template).optional(), socket: sink.optional() });
 const daemonSchema = z.strictObject({
   listen: z.string().optional(),
-  renew_margin: z.number().int().min(1).max(14_399).optional(),
+  renew_margin: wholeNumber(1, 14_399).optional(),
   sweep: z.string().optional(),
   redis_url: z.string().optional(),
-  concurrency: z.number().int().min(1).max(1000).optional(),
-  max_renewals_per_second: z.number().positive().optional(),
-  shutdown_timeout: z.number().int().min(1).max(600).optional(),
+  concurrency: wholeNumber(1, 1000).optional(),
+  max_renewals_per_second: z.number({ error: 'must be a number above 0, like 5 or 0.5' }).positive({ error: 'must be a number above 0, like 5 or 0.5' }).optional(),
+  shutdown_timeout: wholeNumber(1, 600).optional(),
   log_level: z.string().optional(),
   // Who is told when a person is needed, and the re-authorization page. Their secrets are never keys here.
   notify_urls: z.array(z.string()).min(1, 'names no URL; leave the key out to send no notices').optional(),
   notify_format: z.string().optional(),
-  notify_connector_failing_after: z.number().int().min(1).max(7 * 24 * 3600).optional(),
+  notify_connector_failing_after: wholeNumber(1, 7 * 24 * 3600).optional(),
   reauth_listen: z.string().optional(),
   public_url: z.string().optional(),
   reauth_link_ttl: z.union([z.string(), z.number().int()]).optional(),
@@ -227,6 +233,13 @@ function dotted(keys: readonly PropertyKey[]): string {
   return keys.map((k, i) => (typeof k === 'number' ? `[${k}]` : `${i === 0 ? '' : '.'}${String(k)}`)).join('') || '(top level)';
 }
 
+/** The keys the file may have where `keys` leads (a list's items and a profile's name stand for any). */
+function keysBeside(keys: readonly PropertyKey[]): string[] {
+  const parent = keys.filter((key) => typeof key !== 'number').map((key, i) => (i === 1 && keys[0] === 'profiles' ? '<name>' : String(key))).join('.');
+  const prefix = parent === '' ? '' : `${parent}.`;
+  return CONFIG_KEYS.filter((key) => key.startsWith(prefix) && !key.slice(prefix.length).includes('.')).map((key) => key.slice(prefix.length));
+}
+
 /** Parses and checks the text of a configuration file; every problem is one issue, named by line and key. */
 export function parseDaemonConfig(text: string, file: string): DaemonFileConfig {
   const lines = new LineCounter();
@@ -252,7 +265,8 @@ export function parseDaemonConfig(text: string, file: string): DaemonFileConfig 
       if (issue.code === 'unrecognized_keys') {
         for (const key of issue.keys) {
           if (secrets.keys.has([...issue.path, key].join('.'))) continue;
-          issues.push({ field: where([...issue.path, key]), message: 'is not a key of this file (see deploy/syncauth.yaml)' });
+          const meant = nearestName(key, keysBeside(issue.path));
+          issues.push({ field: where([...issue.path, key]), message: `is not a key of this file${meant ? `; did you mean ${dotted([...issue.path, meant])}?` : ''} (see deploy/syncauth.yaml)` });
         }
       } else {
         issues.push({ field: where(issue.path), message: issue.message });

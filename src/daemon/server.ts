@@ -1,4 +1,4 @@
-// /healthz, /readyz and /metrics on a loopback address. node:http is enough for three read-only routes.
+// /healthz, /readyz, /startupz and /metrics on a loopback address. node:http is enough for four read-only routes.
 import { createServer, type Server } from 'node:http';
 import type { Registry } from 'prom-client';
 import { listenHttp } from '../net/listen.js';
@@ -31,8 +31,11 @@ export async function startHealthServer(listen: { host: string; port: number }, 
       send(200, 'application/json', '{"status":"ok"}\n');
       return;
     }
-    if (path === '/readyz') {
+    if (path === '/readyz' || path === '/startupz') {
       const status = sources.status();
+      // /startupz: every profile holds its token as for /readyz, or waits for a person (a re-authorization is
+      // needed), which no restart brings sooner; a start-up probe on it lets the page be served meanwhile.
+      const ok = path === '/readyz' ? status.ready : status.profiles.length > 0 && status.profiles.every((p) => p.ready || p.terminal?.reason === 'reauthorization_needed');
       const body = {
         ready: status.ready,
         ...(status.coordinator ? { coordinator: status.coordinator.available ? 'available' : 'unreachable' } : {}),
@@ -40,7 +43,7 @@ export async function startHealthServer(listen: { host: string; port: number }, 
           status.profiles.map((p) => [p.name, { ready: p.ready, ...(p.reason ? { reason: p.reason } : {}), expiresAt: p.expiresAt ?? null }]),
         ),
       };
-      send(status.ready ? 200 : 503, 'application/json', `${JSON.stringify(body)}\n`);
+      send(ok ? 200 : 503, 'application/json', `${JSON.stringify(body)}\n`);
       return;
     }
     if (path === '/metrics') {
@@ -50,7 +53,7 @@ export async function startHealthServer(listen: { host: string; port: number }, 
       );
       return;
     }
-    send(404, 'text/plain; charset=utf-8', 'not found: try /healthz, /readyz or /metrics\n');
+    send(404, 'text/plain; charset=utf-8', 'not found: try /healthz, /readyz, /startupz or /metrics\n');
   });
   // A scraper's idle keep-alive connection must not hold up shutdown.
   server.keepAliveTimeout = 5_000;

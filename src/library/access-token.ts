@@ -5,6 +5,7 @@
 // token`, this) cost one renewal between them. Within one process, concurrent calls for a profile share one
 // flight. The logic is sync/access-token.ts's, which the CLI uses too; this only maps the options.
 import { resolveSettings, type SettingInputs, type SettingName } from '../config.js';
+import { checkOptions } from '../service/options.js';
 import { profileAccessToken } from '../sync/access-token.js';
 
 export interface GetAccessTokenOptions {
@@ -27,6 +28,7 @@ export interface AccessToken {
 
 /** A fresh access token of the profile: cached, single-flight, and safe across processes. */
 export async function getAccessToken(options: GetAccessTokenOptions = {}): Promise<AccessToken> {
+  checkOptions('getAccessToken', options, ['profile', 'configDir', 'store', 'force', 'env'] satisfies (keyof GetAccessTokenOptions)[]);
   const token = await profileAccessToken({ inputs: await settingInputs(options), reuse: options.force === true ? 'never' : 'margin' });
   return { accessToken: token.accessToken, expiresAt: new Date(token.expiresAt) };
 }

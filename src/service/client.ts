@@ -26,6 +26,7 @@ import {
 } from './http.js';
 import type { HttpMethod, HttpRequest, HttpResponse } from './http.js';
 import { lazy } from './lazy.js';
+import { checkOptions } from './options.js';
 import {
   ConnectionCheckSchema,
   DestinationConnectorInformationSchema,
@@ -185,6 +186,7 @@ export class ServiceClient {
   readonly #sleep: (ms: number) => Promise<void>;
 
   constructor(options: ServiceClientOptions) {
+    checkOptions('new ServiceClient', options);
     const endpoint = resolveServiceEndpoint(options.baseUrl);
     this.#apiKeyHeader = options.apiKeyHeader ?? DEFAULT_API_KEY_HEADER;
     checkCredentials(options.apiKey, this.#apiKeyHeader);
@@ -244,6 +246,7 @@ export class ServiceClient {
   }
 
   async listSources(filter: { sourceType?: string } = {}): Promise<SourceConnectorInformation[]> {
+    checkOptions('listSources', filter);
     return this.#listConnectors(SOURCE_ROUTES, filter.sourceType);
   }
 
@@ -337,6 +340,7 @@ export class ServiceClient {
    * by the request deadlines, so the wait can overrun the deadline by at most one request.
    */
   async waitForSourceConnectionCheck(id: string, options: WaitForCheckOptions = {}): Promise<ConnectionCheck> {
+    checkOptions('waitForSourceConnectionCheck', options);
     checkIds([['source_id', id]]);
     const timeoutMs = nonNegative(options.timeoutMs, 120_000, 'timeoutMs');
     const intervalMs = nonNegative(options.intervalMs, 2_000, 'intervalMs');
@@ -362,6 +366,7 @@ export class ServiceClient {
 
   /** Starts a connection check and waits for its result (see waitForSourceConnectionCheck). */
   async runSourceConnectionCheck(id: string, options: Omit<WaitForCheckOptions, 'checkId'> = {}): Promise<ConnectionCheck> {
+    checkOptions('runSourceConnectionCheck', options);
     const started = await this.checkSourceConnection(id);
     options.onPoll?.(started);
     if (started.status !== 'SCHEDULED') return started;
@@ -395,6 +400,7 @@ export class ServiceClient {
 
   /** Every workflow (or every one with the given name), following the service's pages. */
   async listWorkflows(filter: ListWorkflowsFilter = {}): Promise<WorkflowInformation[]> {
+    checkOptions('listWorkflows', filter);
     if (filter.name !== undefined) checkName(filter.name);
     const found = new Map<string, WorkflowInformation>();
     for (let page = 1; page <= MAX_WORKFLOW_PAGES; page++) {
@@ -472,6 +478,7 @@ export class ServiceClient {
   // ---- jobs ----
 
   async listJobs(filter: ListJobsFilter = {}): Promise<JobInformation[]> {
+    checkOptions('listJobs', filter);
     const query: Record<string, string> = {};
     if (filter.workflowId !== undefined) {
       checkIds([['workflow_id', filter.workflowId]]);
@@ -540,6 +547,7 @@ export class ServiceClient {
   }
 
   async listDestinations(filter: { destinationType?: string } = {}): Promise<DestinationConnectorInformation[]> {
+    checkOptions('listDestinations', filter);
     return this.#listConnectors(DESTINATION_ROUTES, filter.destinationType);
   }
 

@@ -143,7 +143,7 @@ export async function profileAccessToken(options: ProfileAccessTokenOptions): Pr
   const running = inFlight.get(key);
   if (running) return running;
   const flight = (async (): Promise<SessionToken> => {
-    const session = await openProfileSession({ ...options, name });
+    const session = await openProfileSession({ ...options, name, existing: true });
     const grant = requireGrant(session, await readSecrets(session));
     return sessionAccessToken(session, grant, options.reuse, options);
   })();

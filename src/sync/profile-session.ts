@@ -4,13 +4,15 @@
 // readSecrets). It takes plain options, never a command's context: what it has to say on the way (a store's
 // warning, a setup it finished or undid, a `.env` setting it passed over) goes to `onNotice`, and the caller
 // decides where that is shown.
+import { existsSync } from 'node:fs';
+import path from 'node:path';
 import {
   ENDPOINT_OVERRIDE_ENV, ENDPOINT_SETTINGS, resolveSettings, SETTINGS,
   type IgnoredDotenv, type ResolvedSettings, type SettingInputs, type Settings,
 } from '../config.js';
 import type { OpenSecretStoreOptions, ProfileSecrets, SecretStore } from '../credentials/index.js';
-import { SyncauthError } from '../errors.js';
-import { readConfigFile } from '../profile/config-file.js';
+import { ExitCode, SyncauthError } from '../errors.js';
+import { configFileOf, readConfigFile } from '../profile/config-file.js';
 import { openProfileStore, type ProfileState, type ProfileStore } from '../profile/index.js';
 import { reauthorizeCommand } from '../profile/name.js';
 import { registerAppCredentials, registerSecrets } from '../redact.js';
@@ -43,6 +45,11 @@ export interface OpenProfileSessionOptions {
   recordsEndpoints?: boolean;
   /** Where notices go; default nowhere. */
   onNotice?: (notice: SessionNotice) => void;
+  /**
+   * The caller uses a profile that must exist already (token, refresh, a daemon's named profile, the library):
+   * one that exists nowhere is refused by name, with the profiles there are, before its secret store is opened.
+   */
+  existing?: boolean;
 }
 
 export interface ProfileSession {
@@ -76,11 +83,14 @@ export async function openProfileSession(options: OpenProfileSessionOptions): Pr
   const given: SettingInputs = configFile ? { ...options.inputs, configFile } : options.inputs;
   // Resolved for this profile: the store its config file entry names (unless a flag or the environment says
   // otherwise) decides where its secrets are, so it is known before anything of the profile is read.
-  const base = resolveSettings({ ...given, flags: { ...given.flags, profile: name } }).values;
+  const resolvedBase = resolveSettings({ ...given, flags: { ...given.flags, profile: name } });
+  const base = resolvedBase.values;
   const { configDir, store, storeKey } = base;
   const profiles = openProfileStore(configDir);
+  if (options.existing) await requireKnownProfile(profiles, configFile, name, base);
   const secrets = await (options.openSecretStore ?? defaultSecretStore)({
     kind: store, configDir, env: options.inputs.env, ...(storeKey ? { storeKey } : {}),
+    ...(resolvedBase.sources.store === 'config' ? { chosenBy: `the ${store} store, which ${configFileOf(configDir)} records for profile "${name}",` } : {}),
     onWarning: (message) => onNotice?.({ kind: 'warning', message }),
   });
   // A setup killed between its writes is finished or undone before anything reads the profile.
@@ -99,6 +109,26 @@ export async function openProfileSession(options: OpenProfileSessionOptions): Pr
   }
   if (settings.ignoredDotenv.length > 0) onNotice?.({ kind: 'ignored-dotenv', ignored: settings.ignoredDotenv });
   return { name, settings, values: settings.values, profiles, secrets, state, ...(onNotice ? { onNotice } : {}) };
+}
+
+/**
+ * A profile exists when it has a state file or a renewal record, config.json records it, a setup of it was
+ * interrupted, or the environment (or `.env`) hands in a grant (a profile made of SYNCAUTH_* variables, and every
+ * profile of the env store). Otherwise nothing of it can be read, and asking its secret store (a keychain that is
+ * not there, say) would only report on the store: it is refused by name, kind `configuration` (retrying cannot
+ * help) and exit 2 (the name is the input at fault), as `status --profile` refuses it.
+ */
+async function requireKnownProfile(profiles: ProfileStore, configFile: { profiles: Readonly<Record<string, unknown>> } | undefined, name: string, values: Settings): Promise<void> {
+  if (values.store === 'env' || values.refreshToken || configFile?.profiles[name] !== undefined) return;
+  const traces = [profiles.fileOf(name), profiles.recordFileOf(name), path.join(profiles.dir, `${name}.setup-pending`)];
+  if (traces.some((file) => existsSync(file))) return;
+  const known = [...new Set([...(await profiles.names()), ...Object.keys(configFile?.profiles ?? {})])].sort();
+  throw new SyncauthError('SYNCAUTH_NO_PROFILE', `no profile named "${name}" in ${values.configDir}`, {
+    kind: 'configuration',
+    // The one exception to the kind's exit code: the name given is what is wrong, as for any input refused (2).
+    exitCode: ExitCode.usage,
+    hint: known.length > 0 ? `the profiles there are: ${known.join(', ')}` : `no profile is set up there yet: run \`${reauthorizeCommand(name)}\` to make one`,
+  });
 }
 
 /** Whose secrets the store holds for the profile, for a note; a store that cannot be read may hold some. */

@@ -125,6 +125,17 @@ describe('a profile setup put in the encrypted file store', () => {
     expect(result.stderr).not.toMatch(/D-Bus|keychain is not available/i);
   });
 
+  test("the missing key's error names what chose the file store: config.json, not a SYNCAUTH_STORE never set", async () => {
+    const dir = await configDir(true);
+    const recorded = await token(dir, {});
+    expect(recorded.code).toBe(2);
+    expect(recorded.stderr).not.toContain('SYNCAUTH_STORE=file');
+    expect(recorded.stderr).toContain(`the file store, which ${path.join(dir, CONFIG_FILE_NAME)} records for profile "docs", needs SYNCAUTH_STORE_KEY`);
+    // Where the person did set it, that is what is named.
+    const set = await token(dir, { SYNCAUTH_STORE: 'file' });
+    expect(set.stderr).toContain('SYNCAUTH_STORE=file needs SYNCAUTH_STORE_KEY');
+  });
+
   test('SYNCAUTH_STORE in the environment still wins over the record', async () => {
     const dir = await configDir(true);
     const result = await token(dir, { SYNCAUTH_STORE: 'keychain', SYNCAUTH_STORE_KEY: STORE_KEY });

@@ -55,6 +55,24 @@ describe('source check', () => {
     expect(result.stdout + result.stderr + json.stdout + json.stderr).not.toContain(secret);
   });
 
+  it('for a revoked grant, sends the person to authorize again (setup or the page), not to refresh, which cannot help', async () => {
+    const revoked = await obtainTokens(emulator);
+    const withGrant = await createDropbox('revoked-grant', { refresh_token: revoked.refresh_token, app_key: DEFAULT_APP.appKey, app_secret: DEFAULT_APP.appSecret });
+    const withToken = await createDropbox('revoked-token', { token: revoked.access_token });
+    emulator.revokeGrant(revoked.refresh_token as string);
+    const grant = await runInProcess(['source', 'check', withGrant], { env });
+    expect(grant.code).toBe(1);
+    expect(grant.stderr).toContain('invalid_grant');
+    const grantHint = /^hint: (.*)$/m.exec(grant.stderr)?.[1] ?? '';
+    expect(grantHint).toMatch(/^the Dropbox grant was revoked: authorize again with `syncauth setup`, or the link the daemon sent \(its re-authorization page\)/);
+    expect(grantHint).not.toMatch(/syncauth refresh/);
+    // The service holds an access token of that grant: Dropbox says only that the token is refused.
+    const token = await runInProcess(['source', 'check', withToken], { env });
+    expect(token.stderr).toContain('invalid_access_token');
+    const tokenHint = /^hint: (.*)$/m.exec(token.stderr)?.[1] ?? '';
+    expect(tokenHint).toMatch(/^if the Dropbox grant was revoked .*`syncauth setup`.*re-authorization page.*; otherwise `syncauth refresh`/);
+  });
+
   it('refuses a malformed id before sending, and says so for an unknown one', async () => {
     expect((await runInProcess(['source', 'check', 'nope'], { env })).code).toBe(2);
     const unknown = await runInProcess(['source', 'check', '3fa85f64-5717-4562-b3fc-2c963f66afa6'], { env });

@@ -5,6 +5,7 @@ import { spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CLI, nodeWarnings } from '../helpers/cli.js';
 import { runInProcess } from '../helpers/in-process.js';
+import { waitFor } from '../helpers/wait.js';
 import { grantRefreshToken, newHome, onboardingEnv, startOnboarding, type Onboarding } from '../helpers/onboarding.js';
 
 let ob: Onboarding;
@@ -37,6 +38,35 @@ describe('the order of what setup says', () => {
     expect(lines[create]).toContain('app key and app secret');
     expect(scoped).toBeGreaterThan(create);
     expect(result.stderr).toMatch(/The service's API key comes from the service's UI, API keys/);
+  });
+
+  it('with --public-url, the checklist names the re-authorization page\'s redirect URI to register, before anything else happens', async () => {
+    const publicUrl = 'https://syncauth.example.com';
+    const result = await runInProcess(['setup', '--yes', '--public-url', publicUrl], { env: { SYNCAUTH_STORE: 'file', SYNCAUTH_STORE_KEY: 'a-store-key-long-enough-for-it' } });
+    // It stops at the first check (nothing given): the checklist was said before that.
+    expect(result.code, result.stderr).toBe(2);
+    const checklist = result.stderr.slice(0, result.stderr.indexOf('\n\n'));
+    expect(checklist).toContain('Redirect URIs:');
+    expect(checklist).toContain(`${publicUrl}/reauthorize/callback`);
+  });
+
+  it('without a terminal, a setup that needs a browser says at once that it waits for one, and how long', async () => {
+    const home = newHome();
+    const env = { ...onboardingEnv(ob, home, { SYNCAUTH_CONNECTOR_NAME: 'no-terminal' }), PATH: process.env.PATH, HOME: home.dir };
+    // No grant handed in and no terminal: the browser round is all that is left. Stopped once it has spoken.
+    const child = spawn(process.execPath, [CLI, 'setup', '--yes', '--no-open', '--no-workflow', '--timeout', '120'], {
+      cwd: home.dir, env: Object.fromEntries(Object.entries(env).filter((e): e is [string, string] => e[1] !== undefined)), stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let err = '';
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (err += d));
+    try {
+      await waitFor('the authorize URL', () => (/oauth2\/authorize\?/.test(err) ? true : undefined), 30_000);
+      const before = err.slice(0, err.search(/Open this URL/));
+      expect(before).toMatch(/no terminal here: setup needs one browser round at Dropbox and waits up to 120 s/i);
+      expect(before).toMatch(/SYNCAUTH_REFRESH_TOKEN/);
+    } finally {
+      child.kill('SIGTERM');
+    }
   });
 
   it("the connector is said to be made before its connection check starts", async () => {

@@ -67,7 +67,7 @@ describe('the configuration file, parsed and checked', () => {
     expect(issues).toEqual(expect.arrayContaining([
       expect.stringMatching(/^\/etc\/syncauth\/syncauth\.yaml line 4: profiles\.\.\.\/etc: /),
       expect.stringMatching(/line 6: sinks\.token_file\.mode: write the mode as a quoted string/),
-      expect.stringMatching(/line 15: daemon\.concurrency: .*expected number/),
+      expect.stringMatching(/line 15: daemon\.concurrency: must be a whole number from 1 to 1000/),
       expect.stringMatching(/line 19: daemon\.colour: is not a key of this file/),
     ]));
     // The value checks (the same as the flags') run once the shape is right, and name their line too.
@@ -90,6 +90,43 @@ describe('the configuration file, parsed and checked', () => {
     expect(issuesOf('version: 1\nsinks:\n  token_file:\n    path: run/token\n')).toEqual([expect.stringMatching(/line 4: sinks\.token_file\.path: must be an absolute path/)]);
     expect(issuesOf('version: 1\ndaemon:\n  concurrency: 2\n  concurrency: 3\n')).toEqual([expect.stringMatching(/line 4: \(syntax\): .*unique/i)]);
     expect(issuesOf('{"version": 1, "daemon": {"concurrency": 0}}')).toEqual([expect.stringMatching(/line 1: daemon\.concurrency: /)]);
+  });
+});
+
+describe('a mistyped key or value in the file gets what the same mistake in a flag gets', () => {
+  it('a misspelled key: "did you mean", with its line; a key too far from any gets none', () => {
+    const text = 'version: 1\nprofiles: [docs]\ndaemon:\n  concurency: 4\n  log_levle: debug\n  colour: blue\nsinks:\n  token_file: {path: /run/t, mdoe: "0640"}\n';
+    expect(issuesOf(text).sort()).toEqual([
+      '/etc/syncauth/syncauth.yaml line 4: daemon.concurency: is not a key of this file; did you mean daemon.concurrency? (see deploy/syncauth.yaml)',
+      '/etc/syncauth/syncauth.yaml line 5: daemon.log_levle: is not a key of this file; did you mean daemon.log_level? (see deploy/syncauth.yaml)',
+      '/etc/syncauth/syncauth.yaml line 6: daemon.colour: is not a key of this file (see deploy/syncauth.yaml)',
+      '/etc/syncauth/syncauth.yaml line 8: sinks.token_file.mdoe: is not a key of this file; did you mean sinks.token_file.mode? (see deploy/syncauth.yaml)',
+    ]);
+    expect(issuesOf('version: 1\nprofiles:\n  docs:\n    sink: {}\n')).toEqual([expect.stringMatching(/line 4: profiles\.docs\.sink: is not a key of this file; did you mean profiles\.docs\.sinks\?/)]);
+    expect(issuesOf('version: 1\ndeamon: {}\n')).toEqual([expect.stringMatching(/line 2: deamon: is not a key of this file; did you mean daemon\?/)]);
+  });
+
+  it('a number written as text: the flag\'s rule, not the parser\'s "expected number, received string"', async () => {
+    const margin = issuesOf('version: 1\ndaemon:\n  renew_margin: "15m"\n');
+    expect(margin).toEqual(['/etc/syncauth/syncauth.yaml line 3: daemon.renew_margin: must be a whole number from 1 to 14399']);
+    for (const [key, value] of [['concurrency', '0'], ['concurrency', 'many'], ['max_renewals_per_second', '"fast"'], ['shutdown_timeout', '1.5'], ['notify_connector_failing_after', '"1h"']]) {
+      expect(issuesOf(`version: 1\ndaemon:\n  ${key}: ${value}\n`).join('\n')).not.toMatch(/expected|received|Too (big|small)|Invalid/);
+    }
+  });
+
+  it('as the person meets them: `daemon --config` says of the key what the flag says of the option', async () => {
+    const dir = tempDir();
+    const file = path.join(dir, 'syncauth.yaml');
+    writeFileSync(file, 'version: 1\ndaemon:\n  concurency: 4\n  log_levle: debug\n  renew_margin: "15m"\n', { mode: 0o600 });
+    const env = { SYNCAUTH_CONFIG_DIR: path.join(dir, 'config') };
+    const fromFile = await runCli(['daemon', '--config', file], { env, cwd: dir });
+    expect(fromFile.code).toBe(2);
+    expect(fromFile.stderr).toContain('daemon.concurency: is not a key of this file; did you mean daemon.concurrency?');
+    expect(fromFile.stderr).toContain('daemon.log_levle: is not a key of this file; did you mean daemon.log_level?');
+    const rule = /--renew-margin: (.*)/.exec((await runCli(['daemon', '--renew-margin', '15m'], { env, cwd: dir })).stderr)?.[1];
+    expect(rule).toBeDefined();
+    expect(fromFile.stderr).toContain(`daemon.renew_margin: ${rule as string}`);
+    expect((await runCli(['daemon', '--concurency', '4'], { env, cwd: dir })).stderr).toMatch(/Did you mean --concurrency\?/);
   });
 });
 

@@ -130,7 +130,7 @@ describe.skipIf(!haveSystemd && !isCI())('installing as the README says', () => 
     expect(aboutOurUnits(failed).join('\n')).toMatch(/\/usr\/local\/bin\/syncauth is not executable/);
   }, 180_000);
 
-  it(`from a clone: \`${TESTED.clone}\` into Node's prefix /usr/local, where the units find it`, async (context) => {
+  it(`from a clone: \`${TESTED.clone}\` into Node's prefix /usr/local, where the units find it, and it runs after a rebuild`, async (context) => {
     const root = await fakeRoot();
     // The clone inside the tree: `npm install -g .` links it, and the link must resolve there.
     const clone = path.join(root, 'srv/syncauth');
@@ -149,6 +149,12 @@ describe.skipIf(!haveSystemd && !isCI())('installing as the README says', () => 
     ok(await inClone(['run', 'build']));
     ok(await inClone(['install', '-g', '--offline', '--prefix', path.join(root, 'usr/local'), '.']));
     await expectUnitsFindIt(root, path.join(root, 'usr/local/bin/syncauth'));
+
+    // `npm install -g .` links the clone, so a later build (`npm test`, `npm run demo`, `npm pack`) replaces the
+    // very file the link runs: it must leave it executable.
+    ok(await inClone(['run', 'build']));
+    const again = await run(path.join(root, 'usr/local/bin/syncauth'), ['--version'], { cwd: root, env: machine.env, timeoutMs: 30_000 });
+    expect(ok(again).stdout.trim()).toBe(version);
   }, 400_000);
 
   it(`from the tarball without installing: \`${TESTED.npx}\` makes the connector`, async (context) => {

@@ -4,7 +4,8 @@
 // guide (docs/production.md) relies on, and its syncauth containers' arguments and environment run the real CLI: the sidecar's
 // replicas become ready on the paths their probes name and publish the token as the pod's group can read it,
 // and the Job's one-shot run exits 0 with the connector reconciled.
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
+import { createServer as createHttpsServer } from 'node:https';
 import { chmodSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { Deployment } from 'kubernetes-models/apps/v1/Deployment';
@@ -118,6 +119,40 @@ function envOf(container: Container, name: string): EnvVar | undefined {
 function flagValue(args: readonly string[], flag: string): string | undefined {
   const i = args.indexOf(flag);
   return i >= 0 ? args[i + 1] : undefined;
+}
+
+/** The daemon's paths that answer 503 for as long as a profile needs a person (docs/daemon.md). */
+const NEEDS_A_PERSON_503 = ['/readyz'];
+
+/**
+ * When `service` routes to the re-authorization page of `deployment`'s syncauth (its --reauth-listen port), what
+ * would keep a person from it: a pod NotReady while a re-authorization is needed (a readiness probe on a path
+ * that is then 503) drops out of the Service's endpoints unless it publishes NotReady addresses, and a named
+ * target port that only a native sidecar declares is left out of the endpoints by some Kubernetes releases
+ * (kubernetes/kubernetes#127958). null when the Service does not route to the page.
+ */
+function pageProblems(service: Manifest, deployment: Manifest): string[] | null {
+  const spec = service.spec as { selector?: Record<string, string>; publishNotReadyAddresses?: boolean; ports: { targetPort?: string | number; port: number }[] };
+  const labels = (deployment.spec as { template: { metadata: { labels: Record<string, string> } } }).template.metadata.labels;
+  if (!spec.selector || !Object.entries(spec.selector).every(([k, v]) => labels[k] === v)) return null;
+  const pod = podOf(deployment);
+  const container = syncauthOf(deployment);
+  const listen = flagValue(container.args ?? [], '--reauth-listen');
+  if (listen === undefined) return null;
+  const pagePort = Number(listen.split(':').pop());
+  const pageName = container.ports?.find((p) => p.containerPort === pagePort)?.name;
+  const toPage = spec.ports.filter((p) => (p.targetPort ?? p.port) === pagePort || (p.targetPort !== undefined && p.targetPort === pageName));
+  if (toPage.length === 0) return null;
+  const problems: string[] = [];
+  const gated = [...(pod.initContainers ?? []), ...pod.containers].filter((c) => NEEDS_A_PERSON_503.includes(c.readinessProbe?.httpGet?.path ?? ''));
+  if (gated.length > 0 && spec.publishNotReadyAddresses !== true) {
+    problems.push(`Service ${service.metadata.name} loses its endpoints while a re-authorization is needed (${gated.map((c) => c.name).join(', ')} NotReady on ${NEEDS_A_PERSON_503.join(', ')}): set publishNotReadyAddresses: true`);
+  }
+  const onSidecar = (pod.initContainers ?? []).includes(container);
+  for (const port of toPage) {
+    if (onSidecar && typeof port.targetPort === 'string') problems.push(`Service ${service.metadata.name} names the port ${port.targetPort} of a native sidecar: give its number (${pagePort})`);
+  }
+  return problems;
 }
 
 const sidecar = find('Deployment', 'app');
@@ -239,7 +274,7 @@ describe('the Kubernetes manifests', () => {
     const port = syncauth.ports?.find((p) => p.name === 'health');
     expect(port?.containerPort).toBe(Number(listen.split(':')[1]));
     expect(syncauth.readinessProbe?.httpGet).toEqual({ path: '/readyz', port: 'health' });
-    expect(syncauth.startupProbe?.httpGet).toEqual({ path: '/readyz', port: 'health' });
+    expect(syncauth.startupProbe?.httpGet).toEqual({ path: '/startupz', port: 'health' });
     expect(syncauth.livenessProbe?.httpGet).toEqual({ path: '/healthz', port: 'health' });
   });
 
@@ -303,10 +338,10 @@ describe('the Kubernetes manifests', () => {
     const port = syncauth.ports?.find((p) => p.name === 'reauth');
     expect(port?.containerPort).toBe(Number(reauthListen.split(':')[1]));
     expect(reauthListen.startsWith('0.0.0.0:')).toBe(true);
-    const service = find('Service', 'syncauth-reauth') as Manifest & { spec: { selector: Record<string, string>; ports: { name: string; targetPort: string }[] } };
+    const service = find('Service', 'syncauth-reauth') as Manifest & { spec: { selector: Record<string, string>; ports: { name: string; targetPort: string | number }[] } };
     const labels = (sidecar.spec as { template: { metadata: { labels: Record<string, string> } } }).template.metadata.labels;
     for (const [key, value] of Object.entries(service.spec.selector)) expect(labels[key]).toBe(value);
-    expect(service.spec.ports.map((p) => p.targetPort)).toEqual(['reauth']);
+    expect(service.spec.ports.map((p) => p.targetPort)).toEqual([port?.containerPort]);
     // The health port (metrics) is not behind it.
     expect(JSON.stringify(service.spec)).not.toContain('9464');
     const ingress = find('Ingress', 'syncauth-reauth') as Manifest & {
@@ -321,12 +356,26 @@ describe('the Kubernetes manifests', () => {
     for (const name of ['SYNCAUTH_NOTIFY_SECRET', 'SYNCAUTH_GRANT_KEY']) expect(envOf(syncauth, name)?.valueFrom?.secretKeyRef?.name).toBe(secret.metadata.name);
   });
 
-  it('let only the syncauth container get and patch the one Secret, through a ServiceAccount of its own', () => {
+  it('keep the page reachable while a re-authorization is needed: its Service does not drop the NotReady pods, and reaches the sidecar by port number', () => {
+    const pageServices = documents.filter(({ doc }) => doc.kind === 'Service' && pageProblems(doc, sidecar) !== null);
+    expect(pageServices.map(({ doc }) => doc.metadata.name)).toEqual(['syncauth-reauth']);
+    for (const { doc } of pageServices) expect(pageProblems(doc, sidecar)).toEqual([]);
+    // The check can fail: the Service as first shipped, without publishNotReadyAddresses and by the port's name.
+    const shipped = structuredClone(find('Service', 'syncauth-reauth')) as Manifest & { spec: { publishNotReadyAddresses?: boolean; ports: { targetPort: string | number }[] } };
+    delete shipped.spec.publishNotReadyAddresses;
+    for (const port of shipped.spec.ports) port.targetPort = 'reauth';
+    expect(pageProblems(shipped, sidecar)?.join('\n')).toMatch(/loses its endpoints[\s\S]*names the port reauth/);
+    // A pod started meanwhile must start (and so serve the page): its start-up probe is not 503 while a person is needed.
+    expect(NEEDS_A_PERSON_503).toContain(syncauth.readinessProbe?.httpGet?.path);
+    expect(NEEDS_A_PERSON_503).not.toContain(syncauth.startupProbe?.httpGet?.path);
+  });
+
+  it('let only the syncauth container patch the one Secret, through a ServiceAccount of its own', () => {
     const account = find('ServiceAccount', 'syncauth');
     const pod = sidecarPod as unknown as Omit<PodSpec, 'volumes'> & { serviceAccountName?: string; automountServiceAccountToken?: boolean; volumes: { name: string; projected?: { sources: { serviceAccountToken?: { path: string } }[] } }[] };
     expect(pod.serviceAccountName).toBe(account.metadata.name);
     const role = find('Role', 'syncauth-secret-update') as Manifest & { rules: { apiGroups: string[]; resources: string[]; resourceNames?: string[]; verbs: string[] }[] };
-    expect(role.rules).toEqual([{ apiGroups: [''], resources: ['secrets'], resourceNames: [secret.metadata.name], verbs: ['get', 'patch'] }]);
+    expect(role.rules).toEqual([{ apiGroups: [''], resources: ['secrets'], resourceNames: [secret.metadata.name], verbs: ['patch'] }]);
     const binding = find('RoleBinding', 'syncauth-secret-update') as Manifest & { roleRef: { kind: string; name: string }; subjects: { kind: string; name: string }[] };
     expect(binding.roleRef).toMatchObject({ kind: 'Role', name: role.metadata.name });
     expect(binding.subjects).toEqual([{ kind: 'ServiceAccount', name: account.metadata.name }]);
@@ -483,25 +532,94 @@ describe('the manifests run the real CLI', () => {
     }
   }, 60_000);
 
-  it('--on-reauthorized patches only the grant\'s three keys of the one Secret, the values on kubectl\'s stdin and never in its arguments', async () => {
-    // A kubectl that records what it was given, in place of the one the image carries.
-    const home = tempDir('syncauth-kubectl-');
-    const bin = path.join(home, 'bin');
-    mkdirSync(bin);
-    writeFileSync(path.join(bin, 'kubectl'), `#!/bin/sh\nprintf '%s\\n' "$@" > '${home}/argv'\ncat > '${home}/stdin'\n`, { mode: 0o755 });
+  it('a pod started while its grant is revoked passes its start-up probe, is NotReady on its readiness probe, and serves the page', async () => {
+    const w = await world();
+    w.emu.revokeGrant(w.grant.refreshToken);
+    const { run } = await runContainer(syncauth, w, tempDir('syncauth-pod-revoked-'));
+    try {
+      const start = await waitFor('the start line', () => {
+        if (run.child.exitCode !== null) throw new Error(`syncauth exited (${run.child.exitCode}):\n${run.out.stdout}\n${run.out.stderr}`);
+        const line = run.out.stdout.split('\n').find((l) => l.includes('daemon started'));
+        return line ? (JSON.parse(line) as { listen: string }) : undefined;
+      });
+      await waitFor('the profile parked', () => (run.out.stdout.includes('profile.reauthorization_needed') ? true : undefined), 20_000);
+      const status = async (probe: Probe | undefined): Promise<number> => (await fetch(`${start.listen}${probe?.httpGet?.path ?? ''}`)).status;
+      // Within the start-up probe's allowance, which the kubelet would otherwise answer by restarting syncauth.
+      expect(await status(syncauth.startupProbe)).toBe(200);
+      expect(await status(syncauth.readinessProbe)).toBe(503);
+      expect(await status(syncauth.livenessProbe)).toBe(200);
+      const page = /"event":"reauth.listening"[^\n]*?"listen":"([^"]+)"/.exec(run.out.stdout)?.[1];
+      expect(page, run.out.stdout).toBeDefined();
+      expect((await fetch(`http://${page as string}/reauthorize/callback`)).status).toBeLessThan(500);
+    } finally {
+      run.child.kill('SIGTERM');
+      await run.exited;
+    }
+  }, 60_000);
+
+  it("--on-reauthorized patches only the grant's three keys of the one Secret through the API server as the pod's service account, with what the image carries", async () => {
     const command = flagValue(syncauth.args ?? [], '--on-reauthorized') as string;
-    expect(command).not.toContain('$(');
-    const grant = { appKey: 'appkey-7h2k', appSecret: 'appsecret-Qz81', refreshToken: 'refresh-Lm42_x-Yp0' };
-    const result = await runGrantHook({ command, profile: 'docs', grant, env: { PATH: `${bin}:${process.env.PATH ?? '/usr/bin:/bin'}`, HOME: home } });
-    expect(result, result.output).toMatchObject({ ok: true, exitCode: 0 });
-    const argv = readFileSync(path.join(home, 'argv'), 'utf8').trim().split('\n');
-    expect(argv).toEqual(expect.arrayContaining(['patch', 'secret', secret.metadata.name, '--type', 'merge', '--patch-file', '/dev/stdin']));
-    for (const value of Object.values(grant)) expect(argv.join(' ')).not.toContain(value);
-    const patch = JSON.parse(readFileSync(path.join(home, 'stdin'), 'utf8')) as { stringData: Record<string, string> };
-    expect(patch).toEqual({ stringData: { 'app-key': grant.appKey, 'app-secret': grant.appSecret, 'refresh-token': grant.refreshToken } });
-    // The keys it writes are the Secret's, which the replicas read their grant from.
-    for (const [variable, key] of [['SYNCAUTH_APP_KEY', 'app-key'], ['SYNCAUTH_APP_SECRET', 'app-secret'], ['SYNCAUTH_REFRESH_TOKEN', 'refresh-token']] as const) {
-      expect(envOf(syncauth, variable)?.valueFrom?.secretKeyRef).toEqual({ name: secret.metadata.name, key });
+    // The image has node and syncauth, not kubectl.
+    expect(command).not.toMatch(/kubectl/);
+    expect(readFileSync(path.join(ROOT, 'Dockerfile'), 'utf8')).not.toMatch(/kubectl/);
+    expect(command).toMatch(/^exec node \/app\/dist\/cli\/kube-secret-hook\.js \S+$/);
+    // A stand-in API server over TLS, its certificate from a CA of this test's own, as the cluster's.
+    const home = tempDir('syncauth-kube-api-');
+    const account = path.join(home, 'serviceaccount');
+    mkdirSync(account);
+    const openssl = (args: string[]) => execFileSync('openssl', args, { cwd: home, stdio: 'pipe' });
+    openssl(['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'ca.key', '-out', path.join(account, 'ca.crt'), '-days', '2', '-subj', '/CN=test-cluster-ca']);
+    openssl(['req', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'api.key', '-out', 'api.csr', '-subj', '/CN=kube-apiserver']);
+    writeFileSync(path.join(home, 'san.ext'), 'subjectAltName=IP:127.0.0.1\n');
+    openssl(['x509', '-req', '-in', 'api.csr', '-CA', path.join(account, 'ca.crt'), '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'api.crt', '-days', '2', '-extfile', 'san.ext']);
+    const saToken = `eyJhbGciOiJSUzI1NiJ9.test-${process.pid}`;
+    writeFileSync(path.join(account, 'token'), saToken);
+    writeFileSync(path.join(account, 'namespace'), 'apps');
+    const seen: { method?: string; url?: string; headers: Record<string, unknown>; body: string }[] = [];
+    let answer = 200;
+    const server = createHttpsServer({ key: readFileSync(path.join(home, 'api.key')), cert: readFileSync(path.join(home, 'api.crt')) }, (req, res) => {
+      let body = '';
+      req.on('data', (chunk: Buffer) => (body += chunk.toString('utf8')));
+      req.on('end', () => {
+        seen.push({ method: req.method, url: req.url, headers: req.headers, body });
+        res.writeHead(answer, { 'content-type': 'application/json' });
+        res.end(answer === 200 ? JSON.stringify({ kind: 'Secret', metadata: { name: 'syncauth', namespace: 'apps' } }) : JSON.stringify({ kind: 'Status', status: 'Failure', reason: 'Forbidden', message: 'secrets "syncauth" is forbidden: User "system:serviceaccount:apps:syncauth" cannot patch resource "secrets"', code: 403 }));
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const port = (server.address() as { port: number }).port;
+      // As in the image, /app being this checkout; the service account where this test put it.
+      const local = `${command.replace('/app/dist/', `${ROOT}/dist/`)} --service-account-dir ${account}`;
+      const env = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: home, KUBERNETES_SERVICE_HOST: '127.0.0.1', KUBERNETES_SERVICE_PORT: String(port) };
+      const grant = { appKey: 'appkey-7h2k', appSecret: 'appsecret-Qz81', refreshToken: 'refresh-Lm42_x-Yp0' };
+      const result = await runGrantHook({ command: local, profile: 'docs', grant, env });
+      expect(result, result.output).toMatchObject({ ok: true, exitCode: 0 });
+      expect(seen).toHaveLength(1);
+      const [request] = seen as [(typeof seen)[number]];
+      expect(request.method).toBe('PATCH');
+      expect(request.url).toBe(`/api/v1/namespaces/apps/secrets/${secret.metadata.name}`);
+      expect(request.headers.authorization).toBe(`Bearer ${saToken}`);
+      expect(request.headers['content-type']).toBe('application/merge-patch+json');
+      const b64 = (value: string) => Buffer.from(value).toString('base64');
+      expect(JSON.parse(request.body)).toEqual({ data: { 'app-key': b64(grant.appKey), 'app-secret': b64(grant.appSecret), 'refresh-token': b64(grant.refreshToken) } });
+      for (const value of Object.values(grant)) {
+        expect(request.body).not.toContain(value);
+        expect(result.output).not.toContain(value);
+      }
+      expect(result.output).toContain(`Secret apps/${secret.metadata.name}`);
+      // The keys it writes are the Secret's, which the replicas read their grant from.
+      for (const [variable, key] of [['SYNCAUTH_APP_KEY', 'app-key'], ['SYNCAUTH_APP_SECRET', 'app-secret'], ['SYNCAUTH_REFRESH_TOKEN', 'refresh-token']] as const) {
+        expect(envOf(syncauth, variable)?.valueFrom?.secretKeyRef).toEqual({ name: secret.metadata.name, key });
+      }
+      // Refused (RBAC): the daemon hears of it, with the API server's reason and no value.
+      answer = 403;
+      const refused = await runGrantHook({ command: local, profile: 'docs', grant, env });
+      expect(refused).toMatchObject({ ok: false, exitCode: 1 });
+      expect(refused.output).toMatch(/answered 403 .*cannot patch resource "secrets"/);
+      for (const value of Object.values(grant)) expect(refused.output).not.toContain(value);
+    } finally {
+      server.close();
     }
   });
 

@@ -84,6 +84,13 @@ describe('the README and the guides in docs/', () => {
     ]);
     const twoCommands = /\n## The two commands that matter\n[\s\S]*?```sh\n([\s\S]*?)```/.exec(readme)?.[1] ?? '';
     expect(twoCommands.split('\n').filter(Boolean).map((l) => l.replace(/\s+#.*$/, ''))).toEqual(['npm ci && npm run demo', 'npm test']);
+    // `npm test` on a fresh machine needs more than Node: the README names the script that installs it, and
+    // every package it names there is one that script installs (and the other way round).
+    const needs = /\n`npm test` also needs the Debian packages[^(]*\(([^)]*)\): `(\.ci\/run)`[^\n]*about \d+ minutes/.exec(readme);
+    expect(needs, 'a line after the two commands saying what `npm test` needs and which script installs it').not.toBeNull();
+    const script = readFileSync(path.join(ROOT, needs?.[2] as string), 'utf8');
+    const installed = (/apt-get install[^\n]*--no-install-recommends ([^>\n]*)/.exec(script)?.[1] ?? '').trim().split(/\s+/).filter((p) => !['ca-certificates', 'git'].includes(p));
+    expect((needs?.[1] as string).split(/,\s*/).sort()).toEqual(installed.sort());
     expect(readme.split('\n').length).toBeLessThan(150);
   });
 });

@@ -3,7 +3,7 @@
 // concurrent callers, renews when forced, and agrees with `syncauth token` in another process (one renewal
 // between them).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ERROR_KIND_OUTCOMES, getAccessToken, SyncauthError, type GetAccessTokenOptions } from '../../src/index.js';
+import { getAccessToken, SyncauthError, type GetAccessTokenOptions } from '../../src/index.js';
 import { onboardWithGrant, runCli, startOnboarding, type Onboarded, type Onboarding } from '../helpers/onboarding.js';
 
 describe('getAccessToken', () => {
@@ -47,19 +47,20 @@ describe('getAccessToken', () => {
     expect(tokenRequests()).toBe(settled + 1);
   }, 60_000);
 
-  // The kind decides the exit code (ERROR_KIND_OUTCOMES): a library caller reads the same verdict the CLI exits with.
+  // The error carries its kind and the exit code: a library caller reads the same verdict the CLI exits with.
   async function refusal(options: GetAccessTokenOptions): Promise<SyncauthError> {
     const error: unknown = await getAccessToken(options).then(() => undefined, (caught: unknown) => caught);
     expect(error).toBeInstanceOf(SyncauthError);
     return error as SyncauthError;
   }
 
-  it('names what is missing for a profile that does not exist, as `terminal` (exit 4, as the CLI), and sends nothing', async () => {
+  it('names a profile that does not exist and those that do, as `configuration` (exit 2, as the CLI), and sends nothing', async () => {
     const before = ob.emulator.state.requests.length;
     const error = await refusal({ profile: 'nosuch', env: profile.env });
-    expect(error.message).toMatch(/nosuch/);
-    expect([error.code, error.kind, error.exitCode]).toStrictEqual(['SYNCAUTH_NOT_AUTHORIZED', 'terminal', 4]);
-    expect(ERROR_KIND_OUTCOMES[error.kind].exitCode).toBe(error.exitCode);
+    expect(error.message).toMatch(/^no profile named "nosuch"/);
+    expect(error.hint).toMatch(/the profiles there are: lib\b/);
+    // Not retried (configuration), and exit 2: the name given is the input at fault.
+    expect([error.code, error.kind, error.exitCode]).toStrictEqual(['SYNCAUTH_NO_PROFILE', 'configuration', 2]);
     const cli = await runCli(['token', '--profile', 'nosuch'], { env: profile.env, cwd: profile.home.dir });
     expect(cli.code).toBe(error.exitCode);
     expect(ob.emulator.state.requests.length).toBe(before);

@@ -274,7 +274,7 @@ interface SharedStores {
 }
 
 async function storedProfile(context: CommandContext, name: string, shared: SharedStores): Promise<DaemonProfile> {
-  const session = await openSession(context, name);
+  const session = await openSession(context, name, { existing: true });
   const secrets: ResolvedSecrets = await readSecrets(session);
   const grant = requireGrant(session, secrets);
   const reconcile = reconcileTarget(session.values, secrets.apiKey);

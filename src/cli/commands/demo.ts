@@ -68,7 +68,16 @@ export async function demo(context: CommandContext, options: { browser?: boolean
     new Promise((resolve, reject) => {
       io.stdout.write(`\n$ syncauth ${step.args.map((a) => (/\s/.test(a) ? `"${a}"` : a)).join(' ')}\n`);
       const child = spawn(process.execPath, [CLI, ...step.args], { cwd: home, env, stdio: ['ignore', 'pipe', 'pipe'] });
-      child.stdout.on('data', (chunk: Buffer) => io.stdout.write(chunk));
+      // Whole lines, setup's "Next:" left out: it names the demo's profile, which is gone when the demo ends.
+      let pending = '';
+      const show = (text: string): void => void io.stdout.write(text.split(/(?<=\n)/).filter((line) => !line.startsWith('Next: ')).join(''));
+      child.stdout.on('data', (chunk: Buffer) => {
+        const text = pending + chunk.toString('utf8');
+        const end = text.lastIndexOf('\n') + 1;
+        pending = text.slice(end);
+        show(text.slice(0, end));
+      });
+      child.stdout.on('end', () => show(pending));
       child.stderr.on('data', (chunk: Buffer) => {
         io.stderr.write(chunk);
         step.onStderr?.(chunk.toString('utf8'));
@@ -99,7 +108,10 @@ export async function demo(context: CommandContext, options: { browser?: boolean
     if (publicUrl) {
       await reauthLoop({ context, emulator, env, home, cli: CLI, publicUrl, browser: options.browser === true, freePort, run: (args) => run({ args }) });
     }
-    io.stdout.write('\nDone. In real use, `syncauth daemon` keeps renewing the token before its 4 hours are up.\n');
+    io.stdout.write(
+      '\nDone. The demo\'s profile goes with its temporary directory. Next, with your own Dropbox app and service: ' +
+        '`syncauth setup` makes a profile of your own, and `syncauth daemon` keeps renewing its token before its 4 hours are up.\n',
+    );
   } finally {
     await emulator.close();
     await rm(home, { recursive: true, force: true });

@@ -12,7 +12,7 @@ import { sessionAccessToken } from './shared.js';
 import { reauthorizeCommand } from '../../profile/name.js';
 
 export async function refresh(context: CommandContext): Promise<void> {
-  const session = await openSession(context);
+  const session = await openSession(context, undefined, { existing: true });
   const secrets = await readSecrets(session);
   const grant = requireGrant(session, secrets);
   const v = session.values;

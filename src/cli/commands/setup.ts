@@ -59,6 +59,7 @@ function checklist(session: ProfileSession, paste: boolean): string {
     paste
       ? '  4. No redirect URI is needed: you will paste the code Dropbox shows.'
       : `  4. Settings tab, OAuth 2, Redirect URIs: add exactly ${v.redirectUri} (localhost and 127.0.0.1 are different URIs).`,
+    ...(v.publicUrl ? [`     For the daemon's re-authorization page (--public-url): add ${v.publicUrl}/reauthorize/callback to the Redirect URIs too.`] : []),
     `  5. In Dropbox, create the folder Apps/<your app folder>/${folder}: the service cannot read the app folder itself.`,
     "  The service's API key comes from the service's UI, API keys, in the workspace the connector belongs to.",
     '  Changing permissions later means running setup again: a grant keeps the permissions it was made with.',
@@ -356,8 +357,28 @@ async function checkService(
   }
 }
 
-/** Checks what the grant allows against what the connector needs, before anything is stored. */
-async function verifyGrant(session: ProfileSession, tokens: TokenSet, remoteUrl: string, context: CommandContext): Promise<string[]> {
+/** The folders directly in the app folder, as the grant sees them; undefined when they cannot be listed. */
+async function appFolderSubfolders(session: ProfileSession, tokens: TokenSet): Promise<string[] | undefined> {
+  try {
+    const listing = await listFolder({ apiUrl: session.values.dropboxApiUrl, accessToken: tokens.accessToken, path: '', signal: interruptSignal });
+    return listing.entries.filter((entry) => entry.tag === 'folder').map((entry) => entry.name).sort();
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Checks what the grant allows against what the connector needs, before anything is stored. A folder that does
+ * not exist is put to `reask` (at a terminal: the person names another, and the grant in hand is kept), which
+ * answers the dropbox:// URL to check instead, or undefined to give up.
+ */
+async function verifyGrant(
+  session: ProfileSession,
+  tokens: TokenSet,
+  remoteUrl: string,
+  context: CommandContext,
+  reask?: (problem: string) => Promise<string | undefined>,
+): Promise<string[]> {
   const notes: string[] = [];
   const shape = checkAccessTokenShape(tokens.accessToken);
   if (shape) notes.push(shape);
@@ -379,7 +400,11 @@ async function verifyGrant(session: ProfileSession, tokens: TokenSet, remoteUrl:
       context.io.stderr.write(`✓ ${remoteUrl} is readable (${counted(listing.entries.length, 'entry', 'entries', listing.hasMore)})\n`);
     } catch (error) {
       if (isOAuthError(error, 'OAUTH_PATH_NOT_FOUND')) {
-        throw new SyncauthError('SYNCAUTH_FOLDER_MISSING', `the folder ${folder} does not exist in the app folder`, {
+        const seen = await appFolderSubfolders(session, tokens);
+        const problem = `the folder ${folder} does not exist in the app folder${seen === undefined ? '' : seen.length > 0 ? `; the folders setup can see there: ${seen.join(', ')}` : '; setup sees no folder there'}`;
+        const other = reask ? await reask(problem) : undefined;
+        if (other !== undefined) return verifyGrant(session, tokens, other, context, reask);
+        throw new SyncauthError('SYNCAUTH_FOLDER_MISSING', problem, {
           exitCode: ExitCode.error,
           hint: `create it inside Dropbox/Apps/<your app folder>/ (the service cannot read the app folder's root), then run setup again`,
         });
@@ -461,6 +486,9 @@ function needsNewGrant(change: Change): boolean {
   return ['access', 'Dropbox app key', 'authorize URL', 'token URL'].includes(change.what);
 }
 
+/** How many other folders setup asks for, once the one given is found missing. */
+const FOLDER_TRIES = 3;
+
 export async function setup(context: CommandContext, options: SetupOptions): Promise<void> {
   const session = await openSession(context);
   const paste = options.browser === false;
@@ -512,6 +540,13 @@ export async function setup(context: CommandContext, options: SetupOptions): Pro
     }
   }
   if (!tokens) {
+    if (!paste && !context.factory.prompter.interactive(context.stdin)) {
+      // Nobody may be watching: say what the wait is for before it starts, and how to do without it.
+      io.stderr.write(
+        `No terminal here: setup needs one browser round at Dropbox and waits up to ${timeoutSeconds} s for the browser to come back to ${session.values.redirectUri}. ` +
+          `To set up without a browser here, run \`${syncauthCommand('authorize')}\` where there is one and hand its grant in as SYNCAUTH_REFRESH_TOKEN.\n`,
+      );
+    }
     tokens = await authorizeInteractively({
       settings: session.values,
       appKey: gathered.appKey,
@@ -531,8 +566,26 @@ export async function setup(context: CommandContext, options: SetupOptions): Pro
     });
   }
   io.stderr.write(`✓ authorized${tokens.accountId ? ` Dropbox account ${tokens.accountId}` : ''}; access token valid until ${new Date(tokens.expiresAt).toISOString()}\n`);
-  const notes = await verifyGrant(session, tokens, gathered.remoteUrl, context);
+  // A folder that is not there is asked again at a terminal: the grant just obtained is kept, not thrown away.
+  const firstUrl = gathered.remoteUrl;
+  let asked = 0;
+  const reask = interactive
+    ? async (problem: string): Promise<string | undefined> => {
+        io.stderr.write(`✗ ${problem}\n`);
+        if (asked++ >= FOLDER_TRIES) return undefined;
+        const answer = (await context.factory.prompter.text('Subfolder to read, as dropbox://<subfolder>', { validate: (value) => dropboxRemoteUrlProblem(value) ?? undefined })).trim();
+        if (dropboxRemoteUrlProblem(answer)) return undefined;
+        gathered.remoteUrl = answer;
+        return answer;
+      }
+    : undefined;
+  const notes = await verifyGrant(session, tokens, gathered.remoteUrl, context, reask);
   for (const note of notes) io.stderr.write(`! ${note}\n`);
+  if (gathered.remoteUrl !== firstUrl && session.values.connectorName === undefined) {
+    // The connector's default name follows the folder; the one of that name is decided about as before the browser.
+    gathered.connectorName = defaultConnectorName(gathered.remoteUrl);
+    await checkService(session, gathered, (_client, sources) => decideConnector(session, gathered, sources, options, interactive, context));
+  }
 
   const { result } = await commit(session, gathered, tokens);
   // Later commands open the profile with the store its secrets went to, without SYNCAUTH_STORE.

@@ -112,11 +112,16 @@ export async function runConnectionCheck(client: ServiceClient, id: string, io: 
 /** The failure of a check as an error that says what to do next. */
 export function checkFailure(id: string, check: ConnectionCheck, fixHint?: string): SyncauthError {
   const reason = check.reason?.trim() || `the check ended ${check.status} without a reason`;
-  const token = /token|invalid_grant|invalid_client/i.test(reason);
+  const again = `\`${syncauthCommand(`source check ${id}`)}\``;
+  const reauthorize = `authorize again with \`${syncauthCommand('setup')}\`, or the link the daemon sent (its re-authorization page)`;
+  // A revoked grant: no renewal can help, only a person authorizing again. A refused access token may be a
+  // revoked grant's too (Dropbox does not say), or merely an old one that a renewal replaces.
   const hint = fixHint ??
-    (token
-      ? `renew the connector's credentials (\`${syncauthCommand('refresh')}\`, or \`${syncauthCommand('setup')}\` to authorize again), then run \`${syncauthCommand(`source check ${id}`)}\``
-      : `fix the connector's config with \`${syncauthCommand(`source update ${id} --config FILE`)}\`, then run \`${syncauthCommand(`source check ${id}`)}\``);
+    (/invalid_grant|revoked/i.test(reason)
+      ? `the Dropbox grant was revoked: ${reauthorize}; then run ${again}`
+      : /invalid_access_token|expired_access_token|token|invalid_client/i.test(reason)
+        ? `if the Dropbox grant was revoked (\`${syncauthCommand('status')}\` says so), ${reauthorize}; otherwise \`${syncauthCommand('refresh')}\` gives the connector a fresh token; then run ${again}`
+        : `fix the connector's config with \`${syncauthCommand(`source update ${id} --config FILE`)}\`, then run ${again}`);
   return new SyncauthError('SYNCAUTH_CHECK_FAILED', `the service could not use source connector ${id}: ${reason}`, { exitCode: ExitCode.error, hint });
 }
 

@@ -7,7 +7,7 @@ import { openSession, readSecrets, requireGrant } from '../session.js';
 import { sessionAccessToken } from './shared.js';
 
 export async function token(context: CommandContext, options: { force?: boolean } = {}): Promise<void> {
-  const session = await openSession(context);
+  const session = await openSession(context, undefined, { existing: true });
   const grant = requireGrant(session, await readSecrets(session));
   const { accessToken } = await sessionAccessToken(session, grant, options.force === true ? 'never' : 'margin');
   context.io.stdout.write(`${accessToken}\n`);
