@@ -8,7 +8,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { SyncauthError } from '../../src/errors.js';
 import { getAccessToken } from '../../src/index.js';
 import { recordProfileChoices } from '../../src/profile/config-file.js';
-import { ROOT, tempDir } from '../helpers/cli.js';
+import { ROOT, runCli, tempDir } from '../helpers/cli.js';
 import { runInProcess } from '../helpers/in-process.js';
 import { isCI, startSecretService } from '../helpers/secret-service.js';
 
@@ -55,6 +55,12 @@ describe.each(hosts)('a profile that does not exist, $host', ({ bus, skip }) => 
   it.skipIf(skip)('refresh --profile nosuch', async () => {
     const dir = await configDir();
     expectNoSuchProfile(await runInProcess(['refresh', '--profile', 'nosuch'], { env: envOf(dir) }));
+  });
+
+  it.skipIf(skip)('exec --profile nosuch -- true', async () => {
+    const dir = await configDir();
+    // exec reads its command after `--` from the process's own argv, so this one runs the binary.
+    expectNoSuchProfile(await runCli(['exec', '--profile', 'nosuch', '--', 'true'], { env: envOf(dir) }));
   });
 
   it.skipIf(skip)('a misspelled profile in `daemon --config`', async () => {

@@ -160,7 +160,7 @@ export async function exec(
     for (const value of [grant.appKey, grant.appSecret, grant.refreshToken, read.apiKey]) secrets.add(value);
     return grant;
   };
-  const session = await openSession(context);
+  const session = await openSession(context, undefined, { existing: true });
   const profile = session.name;
   const baseEnv = { ...process.env };
   const withheldSaid = new Set<string>();
