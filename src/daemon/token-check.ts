@@ -120,7 +120,7 @@ export class TokenChecks {
     const started: Promise<unknown>[] = [];
     try {
       const at = now();
-      const due: { profile: Checkable; key: string; cycle: number; late: number }[] = [];
+      const due: { profile: Checkable; key: string; cycle: number; since: number }[] = [];
       for (const profile of profiles()) {
         const key = profile.checkKey(at);
         if (key === undefined) continue;
@@ -129,10 +129,11 @@ export class TokenChecks {
         // First seen (a start, a profile added): its first check is at its offset in the next interval, not at once.
         if (profile.checkedCycle === -Infinity) profile.checkedCycle = cycle;
         if (profile.checkedCycle >= cycle) continue;
-        due.push({ profile, key, cycle, late: at - (cycle * intervalMs + offset) });
+        // When its first unchecked interval's slot came: the longest waiting go first, so a backlog over the cap
+        // is worked off in order and no profile waits behind newer ones.
+        due.push({ profile, key, cycle, since: (profile.checkedCycle + 1) * intervalMs + offset });
       }
-      // The longest waiting first: a backlog over the cap is worked off in order.
-      due.sort((a, b) => b.late - a.late);
+      due.sort((a, b) => a.since - b.since);
       for (const { profile, key, cycle } of due) {
         if (!this.#daemon.available()) break;
         let account = this.#accounts.get(key);
@@ -198,9 +199,10 @@ export class TokenChecks {
       found.push(
         (async () => {
           const claim = await coordinator.peekCheck?.(name, cycle).catch(() => undefined);
-          if (claim === undefined) return;
+          // Still checking, or the claim is gone (its replica died): looked at again at the next tick.
+          if (claim === undefined || claim === 'pending') return;
           this.#awaiting.delete(name);
-          if (claim !== 'pending') await profile.checkedElsewhere(claim);
+          await profile.checkedElsewhere(claim);
         })(),
       );
     }

@@ -254,6 +254,7 @@ export class ProfileWorker {
   /** Another replica checked the profile this interval: a refused token there is a grant refused here too. */
   async checkedElsewhere(outcome: CheckOutcome): Promise<void> {
     const rt = this.#rt;
+    rt.check.at = this.#now();
     rt.check.outcome = 'shared';
     this.#ctx.metrics.check(rt.name, 'shared');
     if ((outcome !== 'invalid' && outcome !== 'expired') || rt.parked || rt.removed || !rt.token) return;
