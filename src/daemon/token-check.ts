@@ -102,6 +102,8 @@ export class TokenChecks {
   /** Profiles another replica claimed this interval, whose finding is not known yet: looked at again each tick. */
   readonly #awaiting = new Map<string, { cycle: number; profile: Checkable }>();
   #selecting = false;
+  /** Each profile's offset, by name: the hash is not worked out again every second. */
+  readonly #offsets = new Map<string, number>();
 
   constructor(options: TokenCheckOptions) {
     this.#options = options;
@@ -121,14 +123,17 @@ export class TokenChecks {
     try {
       const at = now();
       const due: { profile: Checkable; key: string; cycle: number; since: number }[] = [];
+      let seen = 0;
       for (const profile of profiles()) {
-        const key = profile.checkKey(at);
-        if (key === undefined) continue;
-        const offset = checkOffset(profile.name, intervalMs);
+        seen += 1;
+        let offset = this.#offsets.get(profile.name);
+        if (offset === undefined) this.#offsets.set(profile.name, (offset = checkOffset(profile.name, intervalMs)));
         const cycle = checkCycle(at, offset, intervalMs);
         // First seen (a start, a profile added): its first check is at its offset in the next interval, not at once.
         if (profile.checkedCycle === -Infinity) profile.checkedCycle = cycle;
         if (profile.checkedCycle >= cycle) continue;
+        const key = profile.checkKey(at);
+        if (key === undefined) continue;
         // When its first unchecked interval's slot came: the longest waiting go first, so a backlog over the cap
         // is worked off in order and no profile waits behind newer ones.
         due.push({ profile, key, cycle, since: (profile.checkedCycle + 1) * intervalMs + offset });
@@ -153,6 +158,7 @@ export class TokenChecks {
       }
       started.push(...this.#lookAgain());
       for (const [key, bucket] of this.#accounts) if (bucket.idle()) this.#accounts.delete(key);
+      if (this.#offsets.size > 2 * seen + 100) this.#offsets.clear();
     } finally {
       this.#selecting = false;
     }
