@@ -642,6 +642,8 @@ export class ProfileWorker {
     if (!rt.parked) return;
     rt.parked = undefined;
     rt.backoff = Backoff.none;
+    // The token it gets next is fresh: its first check comes at its offset in the next interval, not at once.
+    rt.check.cycle = -Infinity;
     rt.notices?.resumed(this.#now(), why, this.#noticeWhere());
     this.#ctx.log.info({ profile: rt.name, event: 'profile.resumed', op: 'load' }, `profile "${rt.name}": ${why}; renewing it again`);
   }

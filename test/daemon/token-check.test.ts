@@ -140,6 +140,30 @@ describe('token checks', () => {
     }
   }, 60_000);
 
+  it('a hung or failing account endpoint: each check ends at its deadline, counted, and nothing else is done', async () => {
+    const s = await setup(1, { checkIntervalMs: MINUTE, checkTimeoutMs: 300 });
+    try {
+      await s.daemon.sweep();
+      await tickFor(s, MINUTE, 1_000);
+      const tokenRequests = (): number => s.emu.state.requests.filter((r) => r.route === 'token').length;
+      const before = tokenRequests();
+      s.emu.setFaults([{ route: 'account', latencyMs: 20_000 }]);
+      const started = performance.now();
+      await tickFor(s, MINUTE, 1_000);
+      // One check, cut off at 300 ms; generous bound for a loaded machine.
+      expect(performance.now() - started).toBeLessThan(15_000);
+      expect(s.daemon.status().profiles[0]).toMatchObject({ ready: true, check: { outcome: 'failed' } });
+      s.emu.setFaults([{ route: 'account', status: 503 }]);
+      await tickFor(s, MINUTE, 1_000);
+      expect(s.daemon.status().profiles[0]).toMatchObject({ ready: true, check: { outcome: 'failed' } });
+      // No renewal was started by either.
+      expect(tokenRequests()).toBe(before);
+    } finally {
+      s.emu.setFaults([]);
+      await s.daemon.close();
+    }
+  }, 60_000);
+
   it('the flags and the file take 15m, 90s, 0 and off, and refuse the rest by name', () => {
     expect(parseCheckInterval('15m')).toBe(15 * MINUTE);
     expect(parseCheckInterval('90')).toBe(90_000);
