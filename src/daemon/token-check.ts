@@ -22,6 +22,8 @@ export interface Checkable {
   checkKey(at: number): string | undefined;
   /** The index of the interval last checked (or claimed by another replica). */
   checkedCycle: number;
+  /** When it was last checked here or elsewhere (wall clock), if ever. */
+  readonly lastCheckAt: number | undefined;
   /** Checks the published token once and acts on the answer; resolves when the renewal it started has ended. */
   check(): Promise<CheckOutcome>;
   /** Another replica checked the profile this interval and found `outcome`. */
@@ -134,9 +136,9 @@ export class TokenChecks {
         if (profile.checkedCycle >= cycle) continue;
         const key = profile.checkKey(at);
         if (key === undefined) continue;
-        // When its first unchecked interval's slot came: the longest waiting go first, so a backlog over the cap
-        // is worked off in order and no profile waits behind newer ones.
-        due.push({ profile, key, cycle, since: (profile.checkedCycle + 1) * intervalMs + offset });
+        // The longest unchecked go first (its last check, or the slot of its first interval): over the cap, the
+        // profiles are checked in turn, each once per profiles ÷ cap seconds, and none waits behind newer ones.
+        due.push({ profile, key, cycle, since: profile.lastCheckAt ?? (profile.checkedCycle + 1) * intervalMs + offset });
       }
       due.sort((a, b) => a.since - b.since);
       for (const { profile, key, cycle } of due) {

@@ -180,6 +180,10 @@ export class ProfileWorker {
     this.#rt.check.cycle = cycle;
   }
 
+  get lastCheckAt(): number | undefined {
+    return this.#rt.check.at;
+  }
+
   /** What the profile's checks count against, or undefined when there is nothing to check now. */
   checkKey(at: number): string | undefined {
     const rt = this.#rt;
