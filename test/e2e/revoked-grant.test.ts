@@ -118,8 +118,9 @@ describe('a revoked grant with 4-hour tokens', () => {
     const refresh = await runCli(['refresh', '--profile', PROFILE], { env: onboarded.env, cwd: onboarded.home.dir });
     expect(refresh.code).not.toBe(0);
     expect(refresh.stderr).toMatch(/invalid_grant|re-?authoriz/i);
-    expect(invalidGrants()).toBe(before + 1);
-    // The daemon tried for itself (a second invalid_grant at Dropbox), and parked on that.
+    // Its own request met invalid_grant (the daemon's may already have followed it).
+    expect(invalidGrants()).toBeGreaterThanOrEqual(before + 1);
+    // The daemon tried for itself (one more invalid_grant at Dropbox than the refresh's), and parked on that.
     await expect.poll(async () => (await daemon.readyz()).status, { timeout: 30_000, interval: 200 }).toBe(503);
     expect(invalidGrants()).toBeGreaterThanOrEqual(before + 2);
     expect(daemon.logs()).toContain('"event":"grant.failed_elsewhere"');
