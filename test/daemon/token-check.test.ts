@@ -3,6 +3,7 @@
 // without account_info.read gets one warning and no more checks (and `doctor` says so); with replicas sharing a
 // real Redis, one replica checks each profile per interval and the other acts on what it found. The flags and
 // the file's keys are taken as documented.
+import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRedisCoordinator, startDaemon, type DaemonGrant, type DaemonOptions, type DaemonProfile, type RunningDaemon } from '../../src/daemon/index.js';
@@ -24,28 +25,38 @@ interface Setup {
   grants: Map<string, DaemonGrant>;
 }
 
-async function setup(count: number, daemon: Partial<DaemonOptions>, app = DEFAULT_APP, shared?: { emu: RunningEmulator; clock: Clock; grants: Map<string, DaemonGrant> }): Promise<Setup> {
+async function setup(
+  count: number,
+  daemon: Partial<DaemonOptions>,
+  app = DEFAULT_APP,
+  shared?: { emu: RunningEmulator; clock: Clock; grants: Map<string, DaemonGrant> },
+  /** Accounts recorded in the profiles' state before the daemon starts, by profile. */
+  recorded: Record<string, string> = {},
+): Promise<Setup & { tokenDir: string }> {
   const clock = shared?.clock ?? fakeClock();
   const emu = shared?.emu ?? (await emulator({ tokenLifetimeSeconds: FOUR_HOURS_S, now: clock.now, apps: [app] }));
   const names = Array.from({ length: count }, (_, i) => `p${String(i + 1).padStart(3, '0')}`);
   const grants = shared?.grants ?? new Map<string, DaemonGrant>();
   for (const name of names) if (!grants.has(name)) grants.set(name, await obtainGrant(emu, app));
   const log = captureLog();
+  const store = openProfileStore(tempDir());
+  for (const [name, accountId] of Object.entries(recorded)) await store.update(name, () => ({ accountId }));
+  const tokenDir = tempDir();
   const profiles = (): Promise<DaemonProfile[]> =>
     Promise.resolve(names.map((name) => ({ ...profileOf(emu, { name, grant: grants.get(name) as DaemonGrant }), dropboxApiUrl: emu.apiUrl, readGrant: async () => grants.get(name) as DaemonGrant })));
   const running = await startDaemon({
     profiles,
-    profileStore: openProfileStore(tempDir()),
+    profileStore: store,
     renewMarginMs: 15 * MINUTE,
     schedule: false,
     logger: log.logger,
     now: clock.now,
     random: seededRandom(),
     sleep: clock.sleep,
-    tokenFile: path.join(tempDir(), '{profile}.token'),
+    tokenFile: path.join(tokenDir, '{profile}.token'),
     ...daemon,
   });
-  return { emu, clock, log, daemon: running, grants };
+  return { emu, clock, log, daemon: running, grants, tokenDir };
 }
 
 /** When the emulator answered each users/get_current_account, on its clock. */
@@ -160,6 +171,23 @@ describe('token checks', () => {
       expect(tokenRequests()).toBe(before);
     } finally {
       s.emu.setFaults([]);
+      await s.daemon.close();
+    }
+  }, 60_000);
+
+  it("a token of another account than the one recorded is withdrawn and the profile stopped, logged as an error", async () => {
+    const s = await setup(1, { checkIntervalMs: MINUTE }, DEFAULT_APP, undefined, { p001: 'dbid:AAsomeone-else' });
+    try {
+      await s.daemon.sweep();
+      expect(existsSync(path.join(s.tokenDir, 'p001.token'))).toBe(true);
+      await tickFor(s, 2 * MINUTE, 1_000);
+      const profile = s.daemon.status().profiles[0];
+      expect(profile).toMatchObject({ ready: false, check: { outcome: 'account_mismatch' }, terminal: { reason: 'configuration_error', code: 'TOKEN_ACCOUNT_MISMATCH' } });
+      expect(existsSync(path.join(s.tokenDir, 'p001.token'))).toBe(false);
+      const errors = s.log.records().filter((r) => r.event === 'check.account_mismatch');
+      expect(errors).toHaveLength(1);
+      expect(errors[0]?.level).toBe(50);
+    } finally {
       await s.daemon.close();
     }
   }, 60_000);
