@@ -13,12 +13,19 @@ import ts from 'typescript';
 import { daemonRows, makeGrants } from './daemon.mjs';
 import { floorRows } from './floor.mjs';
 import { printStored, scalingRow, storedRows } from './stored.mjs';
+import { noticeRows, printNotice } from './notice.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const cli = path.join(root, 'dist/cli/main.js');
 const runs = Number(process.env.BENCH_RUNS ?? 15);
 // BENCH_ONLY=startup prints the first table alone (start-up times and the idle daemon's resident memory).
 const startupOnly = process.env.BENCH_ONLY === 'startup';
+// BENCH_ONLY=notice prints the time from a revoked grant to its notice alone (BENCH_NOTICE_SIZES=1,100 to shorten it).
+if (process.env.BENCH_ONLY === 'notice') {
+  const sizes = (process.env.BENCH_NOTICE_SIZES ?? '1,100,1000').split(',').map(Number);
+  printNotice(await noticeRows({ sizes, log: (row) => console.error(`notice bench: ${row.count} profiles done in ${row.realSeconds.toFixed(0)} s`) }));
+  process.exit(0);
+}
 const MiB = 1024 * 1024;
 /** Thrown to leave the first table early under BENCH_ONLY=startup. */
 class StartupOnly extends Error {}
@@ -258,3 +265,6 @@ const stored = await storedRows();
 const scaling = scalingRow(stored);
 if (scaling) stored.push(scaling);
 printStored(stored);
+
+// The time from a revoked grant to its notice, on a virtual clock: last, being the longest.
+printNotice(await noticeRows());

@@ -55,6 +55,8 @@ const OPTION_KEYS: readonly [keyof DaemonCommandOptions, string, string][] = [
   ['profile', '--profile', 'profiles'],
   ['concurrency', '--concurrency', 'daemon.concurrency'],
   ['maxRenewalsPerSecond', '--max-renewals-per-second', 'daemon.max_renewals_per_second'],
+  ['checkInterval', '--check-interval', 'daemon.check_interval'],
+  ['maxChecksPerSecond', '--max-checks-per-second', 'daemon.max_checks_per_second'],
   ['shutdownTimeout', '--shutdown-timeout', 'daemon.shutdown_timeout'],
   ['template', '--template', 'sinks.templates'],
   ['socketMode', '--socket-mode', 'sinks.socket.mode'],

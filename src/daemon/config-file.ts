@@ -15,6 +15,7 @@ import { isProfileName } from '../profile/index.js';
 import { parseNotifyUrl } from '../notify/targets.js';
 import { checkSchedule } from './cron.js';
 import { checkRedisUrl } from './redis.js';
+import { parseCheckInterval } from './token-check.js';
 
 /** Far above any real configuration of even thousands of profiles. */
 const MAX_CONFIG_BYTES = 256 * 1024;
@@ -52,6 +53,8 @@ export interface DaemonFileConfig {
     redis_url?: string;
     concurrency?: number;
     max_renewals_per_second?: number;
+    check_interval?: string | number;
+    max_checks_per_second?: number;
     shutdown_timeout?: number;
     log_level?: string;
     notify_urls?: string[];
@@ -133,6 +136,9 @@ const daemonSchema = z.strictObject({
   redis_url: z.string().optional(),
   concurrency: wholeNumber(1, 1000).optional(),
   max_renewals_per_second: z.number({ error: 'must be a number above 0, like 5 or 0.5' }).positive({ error: 'must be a number above 0, like 5 or 0.5' }).optional(),
+  // How often each published token is checked with Dropbox ("15m", seconds, or 0/"off"), and at most how many a second.
+  check_interval: z.union([z.string(), z.number().int().min(0)], { error: 'must be a duration like "15m" or "90s", a whole number of seconds, or 0 or "off"' }).optional(),
+  max_checks_per_second: z.number({ error: 'must be a number above 0 and at most 100, like 1 or 0.5' }).positive({ error: 'must be a number above 0 and at most 100, like 1 or 0.5' }).max(100, { error: 'must be a number above 0 and at most 100, like 1 or 0.5' }).optional(),
   shutdown_timeout: wholeNumber(1, 600).optional(),
   log_level: z.string().optional(),
   // Who is told when a person is needed, and the re-authorization page. Their secrets are never keys here.
@@ -308,6 +314,7 @@ function checkValues(config: DaemonFileConfig): void {
   if (daemon.notify_format !== undefined) check('daemon.notify_format', () => SETTINGS.notifyFormat.parse(daemon.notify_format as string));
   if (daemon.reauth_listen !== undefined) check('daemon.reauth_listen', () => SETTINGS.reauthListen.parse(daemon.reauth_listen as string));
   if (daemon.public_url !== undefined) check('daemon.public_url', () => SETTINGS.publicUrl.parse(daemon.public_url as string));
+  if (daemon.check_interval !== undefined) check('daemon.check_interval', () => parseCheckInterval(String(daemon.check_interval)));
   if (daemon.reauth_link_ttl !== undefined) check('daemon.reauth_link_ttl', () => SETTINGS.reauthLinkTtl.parse(String(daemon.reauth_link_ttl)));
   if (sinks.token_file?.mode !== undefined) check('sinks.token_file.mode', (field) => parseMode(sinks.token_file?.mode as string, field));
   if (sinks.socket?.mode !== undefined) check('sinks.socket.mode', (field) => parseSocketMode(sinks.socket?.mode as string, field));

@@ -9,6 +9,12 @@ import type { DaemonOptions } from './types.js';
 export const DEFAULT_SCHEDULE = '* * * * *';
 export const DEFAULT_CONCURRENCY = 4;
 export const DEFAULT_CONNECTOR_FAILING_AFTER_MS = 15 * 60_000;
+/** How often each profile's published token is checked with Dropbox (`users/get_current_account`). */
+export const DEFAULT_CHECK_INTERVAL_MS = 15 * 60_000;
+/** Checks per second at most, per daemon and per Dropbox account. */
+export const DEFAULT_MAX_CHECKS_PER_SECOND = 1;
+/** The deadline of one check, whole. */
+const CHECK_TIMEOUT_MS = 10_000;
 
 const DEFAULT_SERVICE_RETRY = { retries: 2, baseDelayMs: 250, maxDelayMs: 2_000 };
 /** One service exchange, whole; a reconcile makes a few, and has a deadline of its own. */
@@ -46,6 +52,17 @@ export interface DaemonConfig {
   readonly publishes: boolean;
   /** How long a connector's reconciles fail before the notice says so. */
   readonly connectorFailingAfterMs: number;
+  /** Token checks: how often each profile's is checked (0: never), at most how many a second, each call's deadline. */
+  readonly checks: Readonly<{ intervalMs: number; perSecond: number; timeoutMs: number }>;
+}
+
+/**
+ * How long a revoked grant may go unnoticed with these settings: the interval, or the time the cap needs to go
+ * through every profile once, whichever is longer; undefined when checks are off.
+ */
+export function noticeWithinMs(checks: { intervalMs: number; perSecond: number }, profiles: number): number | undefined {
+  if (checks.intervalMs <= 0) return undefined;
+  return Math.max(checks.intervalMs, Math.ceil((profiles / checks.perSecond) * 1000));
 }
 
 export function resolveDaemonConfig(options: DaemonOptions): DaemonConfig {
@@ -61,6 +78,10 @@ export function resolveDaemonConfig(options: DaemonOptions): DaemonConfig {
   if (rate !== undefined && !(Number.isFinite(rate) && rate > 0)) {
     throw new ValidationError([{ field: 'maxRenewalsPerSecond', message: 'must be a positive number' }]);
   }
+  const checkInterval = options.checkIntervalMs ?? DEFAULT_CHECK_INTERVAL_MS;
+  if (!(Number.isFinite(checkInterval) && checkInterval >= 0)) throw new ValidationError([{ field: 'checkIntervalMs', message: 'must be 0 (off) or a positive number' }]);
+  const checkRate = options.maxChecksPerSecond ?? DEFAULT_MAX_CHECKS_PER_SECOND;
+  if (!(Number.isFinite(checkRate) && checkRate > 0)) throw new ValidationError([{ field: 'maxChecksPerSecond', message: 'must be a positive number' }]);
   const schedule = options.schedule === undefined ? DEFAULT_SCHEDULE : options.schedule;
   if (schedule !== false) checkSchedule(schedule);
   const templates = options.templates !== undefined && options.templates.length > 0;
@@ -86,5 +107,6 @@ export function resolveDaemonConfig(options: DaemonOptions): DaemonConfig {
     needsOwnToken: publishes || options.socket !== undefined || options.coordinator !== undefined,
     publishes,
     connectorFailingAfterMs: options.connectorFailingAfterMs ?? DEFAULT_CONNECTOR_FAILING_AFTER_MS,
+    checks: Object.freeze({ intervalMs: checkInterval, perSecond: checkRate, timeoutMs: options.checkTimeoutMs ?? CHECK_TIMEOUT_MS }),
   });
 }

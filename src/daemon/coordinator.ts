@@ -4,6 +4,7 @@
 // others know it is done for this lifetime. The Redis implementation is in redis.ts; anything with the same
 // semantics (a database row, etcd) could stand in.
 import { SyncauthError } from '../errors.js';
+import type { CheckOutcome } from './types.js';
 
 export interface Lease {
   /** Aborts when the lease is lost (not renewable, or taken over after expiry) while work runs. */
@@ -45,6 +46,16 @@ export interface Coordinator {
    * is kept until replaced: it is what a replica restarted after the re-authorization adopts.
    */
   writeGrantRecord?(profile: string, record: string, issuedAt: number): Promise<boolean>;
+  /**
+   * The token check of the profile for interval `cycle`: claimed by this replica (a key that lives `ttlMs`),
+   * or what the replica that claimed it found (`outcome` absent while it is still checking). Optional: without
+   * it every replica checks on its own.
+   */
+  claimCheck?(profile: string, cycle: number, ttlMs: number): Promise<{ claimed: boolean; outcome?: CheckOutcome }>;
+  /** What this replica's check of interval `cycle` found, for the others. */
+  recordCheck?(profile: string, cycle: number, outcome: CheckOutcome, ttlMs: number): Promise<void>;
+  /** What the check of interval `cycle` found: `pending` while it runs, undefined when nobody claimed it. */
+  peekCheck?(profile: string, cycle: number): Promise<CheckOutcome | 'pending' | undefined>;
   /** Whether the backend answered recently; false means reconciles wait (renewals go on). */
   isAvailable(): boolean;
   /**

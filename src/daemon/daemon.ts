@@ -7,7 +7,8 @@ import { startTokenSocket } from '../publish/socket.js';
 import { TemplateRenderer } from '../publish/template.js';
 import { checkTokenFileTemplate, sameProfileSinks, TokenPublisher, type ProfileSinks } from '../publish/token-file.js';
 import { classifyFailure } from './classify.js';
-import { resolveDaemonConfig, type DaemonConfig } from './config.js';
+import { noticeWithinMs, resolveDaemonConfig, type DaemonConfig } from './config.js';
+import { TokenChecks } from './token-check.js';
 import { scheduleSweeps, type ClockJump, type SweepSchedule } from './cron.js';
 import { eachBounded, RateGate, Semaphore } from '../limiter.js';
 import { renewalLock, replicaLease, SingleFlight } from './exclusion.js';
@@ -54,6 +55,10 @@ export class Daemon implements RunningDaemon {
   readonly #renderer: TemplateRenderer;
   readonly #files: TokenPublisher;
   #coordinatorDownSince: number | undefined;
+  /** When each profile's published token is checked with Dropbox. */
+  readonly #checks: TokenChecks;
+  /** Sweeps visiting now: checks wait for them (renewals first). */
+  #sweeping = 0;
 
   /** Checks every option; nothing is started until `start()`. */
   constructor(options: DaemonOptions) {
@@ -85,6 +90,15 @@ export class Daemon implements RunningDaemon {
         const at = now();
         return [...this.#workers.values()].map((worker) => ({ name: worker.name, ...worker.health(at) }));
       },
+    });
+    this.#checks = new TokenChecks({
+      intervalMs: this.#config.checks.intervalMs,
+      perSecond: this.#config.checks.perSecond,
+      now,
+      coordinator: options.coordinator,
+      log: this.#log,
+      profiles: () => this.#workers.values(),
+      busy: () => this.#sweeping > 0,
     });
     const rate = this.#config.maxRenewalsPerSecond;
     this.#ctx = Object.freeze({
@@ -174,6 +188,14 @@ export class Daemon implements RunningDaemon {
       });
       if (stop) this.#closers.push({ what: 'coordinator listener', close: async () => void stop() });
     }
+    const tickMs = options.checkTickMs ?? (schedule === false ? false : Math.min(1_000, Math.max(50, this.#config.checks.intervalMs / 4)));
+    if (this.#checks.on && tickMs !== false) {
+      const timer = setInterval(() => {
+        void this.checkTick().catch((error: unknown) => this.#log.error({ event: 'check.failed', op: 'check', err: error }, 'the token checks failed'));
+      }, tickMs);
+      timer.unref();
+      this.#closers.push({ what: 'token checks', close: async () => clearInterval(timer) });
+    }
     if (this.#config.sweepOnStart) {
       void this.sweep().catch((error: unknown) => this.#log.error({ event: 'sweep.failed', op: 'sweep', err: error }, 'the first sweep failed'));
     }
@@ -185,6 +207,20 @@ export class Daemon implements RunningDaemon {
     const at = this.#clock.wall();
     if (this.#closing) return { at: new Date(at).toISOString(), profiles: [] };
     this.#metrics.swept(at);
+    this.#sweeping += 1;
+    try {
+      return await this.#sweepAt(at);
+    } finally {
+      this.#sweeping -= 1;
+    }
+  }
+
+  async checkTick(): Promise<void> {
+    if (this.#closing) return;
+    await this.#checks.tick();
+  }
+
+  async #sweepAt(at: number): Promise<SweepReport> {
     const workers = [...this.#workers.values()];
     const width = this.#config.concurrency;
     await eachBounded(workers, width, (worker) => worker.expire(at));
@@ -210,9 +246,12 @@ export class Daemon implements RunningDaemon {
     const at = this.#clock.wall();
     const profiles = [...this.#workers.values()].map((worker) => worker.view(at));
     const coordinator = this.#options.coordinator;
+    const checks = this.#config.checks;
+    const within = noticeWithinMs(checks, profiles.length);
     return {
       // Without the coordinator only reconciles wait: every consumer here still gets a fresh token.
       ready: profiles.length > 0 && profiles.every((p) => p.ready),
+      ...(within !== undefined ? { checks: { intervalSeconds: checks.intervalMs / 1000, maxPerSecond: checks.perSecond, noticeWithinSeconds: Math.ceil(within / 1000) } } : {}),
       ...(coordinator ? { coordinator: { available: coordinator.isAvailable() } } : {}),
       profiles,
     };

@@ -19,8 +19,9 @@ export { checkSchedule } from './cron.js';
 export { reauthorizeCommand } from '../profile/name.js';
 export { checkTokenFileTemplate } from '../publish/token-file.js';
 export { tokenFileFor, PROFILE_PLACEHOLDER } from '../publish/place.js';
-export { DEFAULT_CONCURRENCY, DEFAULT_SCHEDULE, resolveDaemonConfig, type DaemonConfig } from './config.js';
+export { DEFAULT_CHECK_INTERVAL_MS, DEFAULT_CONCURRENCY, DEFAULT_MAX_CHECKS_PER_SECOND, DEFAULT_SCHEDULE, noticeWithinMs, resolveDaemonConfig, type DaemonConfig } from './config.js';
 export { isLoadFailure } from './worker.js';
+export { parseCheckInterval, parseChecksPerSecond } from './token-check.js';
 export { Daemon } from './daemon.js';
 
 /** Checks the options, loads the profiles, opens what they ask for and starts sweeping. */

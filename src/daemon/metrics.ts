@@ -6,7 +6,7 @@
 import { createRequire } from 'node:module';
 import type * as PromClient from 'prom-client';
 import type { Registry } from 'prom-client';
-import type { ReconcileOutcome, RenewalOutcome } from './types.js';
+import type { CheckOutcome, ReconcileOutcome, RenewalOutcome } from './types.js';
 
 export type ProfileHealth = 'ready' | 'pending' | 'backoff' | 'reauthorization_needed' | 'configuration_error' | 'unavailable';
 
@@ -30,6 +30,7 @@ export class DaemonMetrics {
   readonly #view: MetricsView;
   readonly #renewals = new Map<string, Map<string, number>>();
   readonly #reconciles = new Map<string, Map<string, number>>();
+  readonly #checks = new Map<string, Map<string, number>>();
   readonly #skipped = new Map<string, number>();
   /** Seconds since the epoch. */
   readonly #lastSuccess = new Map<string, number>();
@@ -59,6 +60,17 @@ export class DaemonMetrics {
     if (atMs !== undefined) this.#reconcileAt.set(profile, Math.round(atMs / 1000));
   }
 
+  check(profile: string, outcome: CheckOutcome): void {
+    count(this.#checks, profile, outcome);
+  }
+
+  /** Checks by outcome, across profiles. */
+  checkCounts(): Record<string, number> {
+    const totals: Record<string, number> = {};
+    for (const outcomes of this.#checks.values()) for (const [outcome, n] of outcomes) totals[outcome] = (totals[outcome] ?? 0) + n;
+    return totals;
+  }
+
   swept(atMs: number): void {
     this.#lastSweep = Math.round(atMs / 1000);
   }
@@ -73,7 +85,7 @@ export class DaemonMetrics {
 
   /** Drops the series of a profile no longer served. */
   forget(profile: string): void {
-    for (const map of [this.#renewals, this.#reconciles, this.#skipped, this.#lastSuccess, this.#reconcileOk, this.#reconcileAt]) map.delete(profile);
+    for (const map of [this.#renewals, this.#reconciles, this.#checks, this.#skipped, this.#lastSuccess, this.#reconcileOk, this.#reconcileAt]) map.delete(profile);
   }
 
   #build(): Registry {
@@ -106,6 +118,7 @@ export class DaemonMetrics {
       }
     };
     counter('syncauth_renewals_total', 'Renewal attempts by outcome (renewed, fresh, rate_limited, failed, reauthorization_needed, configuration_error)', this.#renewals);
+    counter('syncauth_token_checks_total', 'Checks of the published access token with Dropbox, by outcome (valid, invalid, expired, missing_scope, account_mismatch, failed, shared)', this.#checks);
     counter('syncauth_reconciles_total', 'Connector reconciles by outcome (created, adopted, updated, recreated, replaced, failed, skipped, deferred)', this.#reconciles);
     perProfile('syncauth_sweep_skipped_total', 'Sweeps that skipped the profile because its previous cycle was still running (a slow service or endpoint)', this.#skipped, 'counter');
     perProfile('syncauth_last_success_timestamp_seconds', 'When the profile last renewed its access token, in seconds since the epoch', this.#lastSuccess, 'gauge');

@@ -11,6 +11,13 @@ import { parseUrl } from '../net/http.js';
 import { closeRedisClient, newRedisClient } from '../net/redis.js';
 import type { Logger } from '../log.js';
 import { CoordinatorUnavailableError, type Coordinator, type Lease, type SharedReconcile } from './coordinator.js';
+import type { CheckOutcome } from './types.js';
+
+const CHECK_OUTCOMES: ReadonlySet<string> = new Set<CheckOutcome>(['valid', 'invalid', 'expired', 'missing_scope', 'account_mismatch', 'failed', 'shared']);
+
+function isCheckOutcome(value: string): value is CheckOutcome {
+  return CHECK_OUTCOMES.has(value);
+}
 
 export interface RedisCoordinatorOptions {
   /** `redis://[user:password@]host:port[/db]` or `rediss://…`. */
@@ -126,6 +133,8 @@ export async function createRedisCoordinator(options: RedisCoordinatorOptions): 
   const connecting = client.connect().catch(() => undefined);
 
   const key = (kind: 'lease' | 'reconciled' | 'grant', profile: string): string => `${prefix}:${kind}:${profile}`;
+  /** The token check of one profile and interval: `pending` while the replica that claimed it checks, then what it found. */
+  const checkKey = (profile: string, cycle: number): string => `${prefix}:check:${profile}:${cycle}`;
   const now = options.now ?? Date.now;
 
   /** How far Redis's clock is ahead of this process's: records are kept on Redis's clock. */
@@ -228,6 +237,26 @@ export async function createRedisCoordinator(options: RedisCoordinatorOptions): 
     async writeGrantRecord(profile, record, issuedAt) {
       const written = await command('share the new grant', () => client.eval(GRANT, 1, key('grant', profile), record, String(issuedAt)));
       return Number(written) === 1;
+    },
+
+    async claimCheck(profile, cycle, ttlMs) {
+      const at = checkKey(profile, cycle);
+      const ttl = String(Math.max(1_000, Math.ceil(ttlMs)));
+      const taken = await command('claim a token check', () => client.set(at, 'pending', 'PX', ttl, 'NX'));
+      if (taken === 'OK') return { claimed: true };
+      const found = await command('read a token check', () => client.get(at));
+      return found === null || found === 'pending' || !isCheckOutcome(found) ? { claimed: false } : { claimed: false, outcome: found };
+    },
+
+    async recordCheck(profile, cycle, outcome, ttlMs) {
+      const ttl = String(Math.max(1_000, Math.ceil(ttlMs)));
+      await command('record a token check', () => client.set(checkKey(profile, cycle), outcome, 'PX', ttl, 'XX'));
+    },
+
+    async peekCheck(profile, cycle) {
+      const found = await command('read a token check', () => client.get(checkKey(profile, cycle)));
+      if (found === null) return undefined;
+      return found === 'pending' || !isCheckOutcome(found) ? 'pending' : found;
     },
 
     isAvailable() {

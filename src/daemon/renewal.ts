@@ -92,7 +92,8 @@ export class ProfileRenewer {
       rt.secretsVersion = state?.secretsVersion;
     }
     const grant = rt.grant as NonNullable<typeof rt.grant>;
-    if (config.needsOwnToken && (await this.#adoptKept(profile, grant))) {
+    // A token refused by Dropbox, or a grant another process found revoked: a token kept from it is no better.
+    if (config.needsOwnToken && rt.renewSoon === undefined && (await this.#adoptKept(profile, grant))) {
       rt.backoff = Backoff.none;
       return { renewal: this.#settle('fresh'), adopted: true };
     }

@@ -3,7 +3,7 @@
 import { Backoff } from '../backoff.js';
 import type { ServiceClient } from '../service/index.js';
 import type { ProfileNotices } from './notices.js';
-import type { DaemonGrant, DaemonProfile, ParkReason, ReconcileOutcome, RenewalOutcome } from './types.js';
+import type { CheckOutcome, DaemonGrant, DaemonProfile, ParkReason, ReconcileOutcome, RenewalOutcome } from './types.js';
 
 export interface Parked {
   reason: ParkReason;
@@ -68,6 +68,17 @@ export class ProfileRuntime {
   connectorId: string | undefined;
   /** Renew at the next visit whatever the expiry says: a new grant replaced the one the token came from. */
   forceRenewal = false;
+  /**
+   * Renew at the next visit whatever the expiry says, and why: Dropbox refused the token held (a check), or
+   * another process recorded invalid_grant or stored a new grant. Cleared by the next token held or a parking.
+   */
+  renewSoon: string | undefined;
+  /** The `lastError.at` of the state last read: a newer terminal one is another process's news. */
+  seenFailureAt: string | undefined;
+  /** The account the profile's state records (setup, the daemon, a re-authorization); a check compares it. */
+  recordedAccountId: string | undefined;
+  /** The token checks: the interval last checked (its index), the last outcome, and why checks are off. */
+  check: { cycle: number; at?: number; outcome?: CheckOutcome; off?: string; account?: string } = { cycle: -Infinity };
   /** The profile's state records its Dropbox account (or this process recorded it): nothing more to learn. */
   accountRecorded = false;
   /** The Dropbox account of the grant, once a template asked for it. */
@@ -152,7 +163,7 @@ export class ProfileRuntime {
    * then takes the other's token from the secret store when it can, see ProfileRenewer in renewal.ts).
    */
   renewalDue(at: number, marginMs: number, needsOwnToken: boolean): boolean {
-    if (this.forceRenewal) return true;
+    if (this.forceRenewal || this.renewSoon !== undefined) return true;
     const expiry = needsOwnToken ? this.tokenExpiry(at) : this.expiry(at);
     if (expiry === undefined) return true;
     return at >= expiry - marginMs - this.jitterMs;

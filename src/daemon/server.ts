@@ -39,8 +39,9 @@ export async function startHealthServer(listen: { host: string; port: number }, 
       const body = {
         ready: status.ready,
         ...(status.coordinator ? { coordinator: status.coordinator.available ? 'available' : 'unreachable' } : {}),
+        ...(status.checks ? { checks: status.checks } : {}),
         profiles: Object.fromEntries(
-          status.profiles.map((p) => [p.name, { ready: p.ready, ...(p.reason ? { reason: p.reason } : {}), expiresAt: p.expiresAt ?? null }]),
+          status.profiles.map((p) => [p.name, { ready: p.ready, ...(p.reason ? { reason: p.reason } : {}), expiresAt: p.expiresAt ?? null, ...(p.check?.off ? { checksOff: p.check.off } : {}) }]),
         ),
       };
       send(ok ? 200 : 503, 'application/json', `${JSON.stringify(body)}\n`);

@@ -57,6 +57,9 @@ export function profileStatus(rt: ProfileRuntime, at: number, rule: ReadinessRul
           },
         }
       : {}),
+    ...(rt.check.at !== undefined || rt.check.off !== undefined
+      ? { check: { ...(rt.check.at !== undefined ? { at: iso(rt.check.at) } : {}), ...(rt.check.outcome ? { outcome: rt.check.outcome } : {}), ...(rt.check.off !== undefined ? { off: rt.check.off } : {}) } }
+      : {}),
     ready: health.ready,
     ...(health.reason ? { reason: health.reason } : {}),
   };

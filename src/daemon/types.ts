@@ -105,6 +105,21 @@ export interface DaemonOptions {
   concurrency?: number;
   /** Cap on token requests per second across profiles. Default: none. */
   maxRenewalsPerSecond?: number;
+  /**
+   * How often each profile's published token is checked with Dropbox (`users/get_current_account`), so that a
+   * revoked grant is seen before the next renewal; each profile at its own offset within the interval. 0 turns
+   * the checks off. Default 15 min.
+   */
+  checkIntervalMs?: number;
+  /** Token checks per second at most, per daemon and per Dropbox account. Default 1. */
+  maxChecksPerSecond?: number;
+  /** Deadline of one check. Default 10 s. */
+  checkTimeoutMs?: number;
+  /**
+   * How often (real milliseconds) the daemon looks for checks due; `false` looks only when `checkTick()` is
+   * called (a caller on a clock of its own). Default: a second, or a quarter of the interval when shorter.
+   */
+  checkTickMs?: number | false;
   /** Publish each fresh access token here (0600, atomic); `{profile}` is replaced by the profile name. */
   tokenFile?: string;
   /** Mode and group of the token file and its expiry, e.g. 0640 with a consumer's group. Default 0600. */
@@ -205,6 +220,14 @@ export interface SweepReport {
 
 export type ParkReason = 'reauthorization_needed' | 'configuration_error' | 'unavailable';
 
+/**
+ * What one check of a published token found: `valid`; `invalid` or `expired` (Dropbox refused the token: a
+ * renewal starts); `missing_scope` (the app may not ask; checks stop for the profile); `account_mismatch` (the
+ * token is another account's than the one recorded); `failed` (network, 5xx, 429, deadline: nothing done);
+ * `shared` (another replica checked it this interval).
+ */
+export type CheckOutcome = 'valid' | 'invalid' | 'expired' | 'missing_scope' | 'account_mismatch' | 'failed' | 'shared';
+
 export interface ProfileStatus {
   name: string;
   /** Expiry of the newest access token known to exist (renewed here, by another process or another replica). */
@@ -219,6 +242,8 @@ export interface ProfileStatus {
   terminal?: { reason: ParkReason; code: string; message: string };
   connectorId?: string;
   reconcile?: { lastOutcome?: ReconcileOutcome; retryAt?: string; pending: boolean };
+  /** The last check of the published token with Dropbox; `off` says why checks stopped for the profile. */
+  check?: { at?: string; outcome?: CheckOutcome; off?: string };
   ready: boolean;
   /** Why the profile is not ready. */
   reason?: string;
@@ -226,6 +251,11 @@ export interface ProfileStatus {
 
 export interface DaemonStatus {
   ready: boolean;
+  /**
+   * The token checks: how often, at most how many a second, and so how long a revoked grant may go unnoticed
+   * with the profiles served (absent when checks are off).
+   */
+  checks?: { intervalSeconds: number; maxPerSecond: number; noticeWithinSeconds: number };
   coordinator?: { available: boolean };
   profiles: ProfileStatus[];
 }
@@ -233,6 +263,12 @@ export interface DaemonStatus {
 export interface RunningDaemon {
   /** Renews what is due and retries pending reconciles; resolves when the work it started is done. */
   sweep(): Promise<SweepReport>;
+  /**
+   * Checks the published tokens whose time has come (each profile once per check interval, at its own offset,
+   * within the rate caps); resolves when the checks it started, and the renewals they started, have ended.
+   * The daemon calls it by itself unless `checkTickMs` is false.
+   */
+  checkTick(): Promise<void>;
   /** Resolves once the template renders started so far have ended (each read has a deadline); for a one-shot run. */
   rendersSettled(): Promise<void>;
   /**

@@ -5,6 +5,7 @@
 // (worker-context.ts). Here: the token held and published, parking, loading, and what a visit does; the
 // renewal itself is renewal.ts, the reconciles of the connector reconciler.ts.
 import { getCurrentAccount } from '../oauth/api.js';
+import { isOAuthError } from '../oauth/index.js';
 import { removeTemporaryLeftovers } from '../profile/files.js';
 import type { ProfileState } from '../profile/index.js';
 import { reauthorizeCommand } from '../profile/name.js';
@@ -21,7 +22,7 @@ import { ProfileRenewer } from './renewal.js';
 import { ProfileRuntime, type HeldToken } from './runtime.js';
 import { healthOf, profileStatus } from './status.js';
 import type { ReauthorizationResult, ReauthorizedGrant } from './events.js';
-import type { DaemonGrant, DaemonProfile, ParkReason, ProfileEntry, ProfileLoadFailure, ProfileStatus, ReconcileOutcome, SweepEntry } from './types.js';
+import type { CheckOutcome, DaemonGrant, DaemonProfile, ParkReason, ProfileEntry, ProfileLoadFailure, ProfileStatus, ReconcileOutcome, SweepEntry } from './types.js';
 import type { WorkerContext } from './worker-context.js';
 import type { SealedGrant } from './grant-record.js';
 
@@ -169,6 +170,155 @@ export class ProfileWorker {
     return rt.accountId;
   }
 
+  // ---- the checks of the published token (when: token-check.ts) ----
+
+  get checkedCycle(): number {
+    return this.#rt.check.cycle;
+  }
+
+  set checkedCycle(cycle: number) {
+    this.#rt.check.cycle = cycle;
+  }
+
+  get lastCheckAt(): number | undefined {
+    return this.#rt.check.at;
+  }
+
+  /** What the profile's checks count against, or undefined when there is nothing to check now. */
+  checkKey(at: number): string | undefined {
+    const rt = this.#rt;
+    if (rt.removed || rt.parked || rt.check.off !== undefined || !rt.config?.dropboxApiUrl || !rt.holdsToken(at)) return undefined;
+    const account = rt.recordedAccountId ?? rt.check.account ?? rt.accountId;
+    return account !== undefined ? `account:${account}` : `profile:${rt.name}`;
+  }
+
+  /**
+   * Asks Dropbox who the token held belongs to (`users/get_current_account`, one call within its deadline).
+   * Refused as invalid or expired: a renewal starts at once (a revoked grant then meets invalid_grant and the
+   * profile parks, as at any renewal). The app may not ask (missing_scope): checks stop for the profile, said
+   * once. Another account's than the one recorded: the token is withdrawn and the profile parked until its
+   * secrets change. No answer, 5xx, 429: nothing but the count.
+   */
+  async check(): Promise<CheckOutcome> {
+    const rt = this.#rt;
+    const { config, log, metrics, shutdown } = this.#ctx;
+    const token = rt.token;
+    const apiUrl = rt.config?.dropboxApiUrl;
+    if (!token || !apiUrl) return 'failed';
+    let outcome: CheckOutcome;
+    let account: string | undefined;
+    let failure: ReturnType<typeof classifyFailure> | undefined;
+    try {
+      account = (await getCurrentAccount({ apiUrl, accessToken: token.value, timeoutMs: config.checks.timeoutMs, signal: shutdown })).accountId;
+      const expected = rt.recordedAccountId ?? (rt.accountRecorded ? rt.accountId : undefined);
+      outcome = expected !== undefined && account !== expected ? 'account_mismatch' : 'valid';
+    } catch (error) {
+      failure = classifyFailure(error);
+      outcome = isOAuthError(error, 'OAUTH_INVALID_ACCESS_TOKEN')
+        ? 'invalid'
+        : isOAuthError(error, 'OAUTH_EXPIRED_ACCESS_TOKEN')
+          ? 'expired'
+          : isOAuthError(error, 'OAUTH_MISSING_SCOPE')
+            ? 'missing_scope'
+            : 'failed';
+    }
+    rt.check.at = this.#now();
+    rt.check.outcome = outcome;
+    metrics.check(rt.name, outcome);
+    // A token renewed while the check ran is not the one judged.
+    if (rt.token?.value !== token.value || rt.parked || rt.removed) return outcome;
+    switch (outcome) {
+      case 'valid':
+        if (account !== undefined) rt.check.account = account;
+        log.debug({ profile: rt.name, event: 'check.valid', op: 'check' }, `the access token of profile "${rt.name}" is valid`);
+        return outcome;
+      case 'failed':
+        log.debug({ profile: rt.name, event: 'check.failed', op: 'check', errorCode: failure?.code }, `could not check the access token of profile "${rt.name}": ${failure?.message ?? 'unknown reason'}`);
+        return outcome;
+      case 'missing_scope':
+        rt.check.off = `the Dropbox app lacks the account_info.read permission (missing_scope); add it in the App Console and authorize again (\`${reauthorizeCommand(rt.name)}\`) to turn checks on`;
+        log.warn(
+          { profile: rt.name, event: 'check.off', op: 'check', errorCode: failure?.code },
+          `profile "${rt.name}": Dropbox refused the token check (missing_scope): ${failure?.message ?? ''}. Checks are off for this profile, so a revoked grant is noticed only at the next renewal`,
+        );
+        return outcome;
+      case 'account_mismatch': {
+        const message = `the published access token belongs to Dropbox account ${account ?? '?'}, not to ${rt.recordedAccountId ?? rt.accountId ?? '?'}, which the profile records`;
+        log.error({ profile: rt.name, event: 'check.account_mismatch', op: 'check', accountId: account }, `profile "${rt.name}": ${message}; the token is withdrawn and the profile stopped until its secrets change`);
+        this.#park('configuration_error', { kind: 'configuration', code: 'TOKEN_ACCOUNT_MISMATCH', message, hint: `authorize the recorded account again: \`${reauthorizeCommand(rt.name)}\`` }, 'secrets', rt.secretsVersion);
+        await this.#dropToken();
+        return outcome;
+      }
+      default:
+        await this.#renewRefused(`Dropbox refused its access token (${outcome === 'invalid' ? 'invalid_access_token' : 'expired_access_token'}) at a check`);
+        return outcome;
+    }
+  }
+
+  /** Another replica checked the profile this interval: a refused token there is a grant refused here too. */
+  async checkedElsewhere(outcome: CheckOutcome): Promise<void> {
+    const rt = this.#rt;
+    rt.check.at = this.#now();
+    rt.check.outcome = 'shared';
+    this.#ctx.metrics.check(rt.name, 'shared');
+    if ((outcome !== 'invalid' && outcome !== 'expired') || rt.parked || rt.removed || !rt.token) return;
+    await this.#renewRefused(`another replica's check found its access token refused (${outcome === 'invalid' ? 'invalid_access_token' : 'expired_access_token'})`);
+  }
+
+  /** A renewal now, for `why`; a visit under way (a sweep) leaves it to the next one. */
+  async #renewRefused(why: string): Promise<void> {
+    const rt = this.#rt;
+    rt.renewSoon = why;
+    this.#ctx.log.warn({ profile: rt.name, event: 'token.refused', op: 'check' }, `profile "${rt.name}": ${why}; renewing now`);
+    const visited = await this.visitOwn();
+    if (visited.reconcile) await visited.reconcile;
+  }
+
+  /**
+   * What other processes recorded in the profile's state since the last visit: a grant stored anew (setup, a
+   * re-authorization elsewhere) is read and renewed with; an invalid_grant another process met makes this one
+   * renew to see for itself. It parks only on its own invalid_grant.
+   */
+  async #notesOfOthers(profile: DaemonProfile): Promise<void> {
+    const rt = this.#rt;
+    const { log } = this.#ctx;
+    let state: ProfileState | undefined;
+    try {
+      state = await this.#readState();
+    } catch {
+      return;
+    }
+    this.#learnState(state);
+    const failure = state?.lastError;
+    const failedElsewhere = failure !== undefined && failure.terminal && state?.needsReauthorization === true && failure.at !== rt.seenFailureAt;
+    rt.seenFailureAt = failure?.at;
+    if (profile.readGrant && state?.secretsVersion !== rt.secretsVersion) {
+      try {
+        const stored = await profile.readGrant();
+        rt.secretsVersion = state?.secretsVersion;
+        if (rt.grantDiffers(stored)) {
+          rt.grant = stored;
+          rt.grantIssuedAt = undefined;
+          rt.check.off = undefined;
+          rt.renewSoon = 'a new grant was stored by another process';
+          log.info({ profile: rt.name, event: 'grant.changed', op: 'load' }, `profile "${rt.name}": another process stored a new grant; renewing with it`);
+          return;
+        }
+      } catch (error) {
+        log.warn({ profile: rt.name, event: 'profile.secrets_unreadable', op: 'load', error: classifyFailure(error).message }, `profile "${rt.name}": could not read its new secrets`);
+      }
+    }
+    if (failedElsewhere && rt.renewSoon === undefined) {
+      rt.renewSoon = `another process met ${failure.code} at ${failure.at}`;
+      log.warn({ profile: rt.name, event: 'grant.failed_elsewhere', op: 'renew', errorCode: failure.code }, `profile "${rt.name}": another process recorded ${failure.code} at ${failure.at}; renewing to see for itself`);
+    }
+  }
+
+  /** What every read of the state teaches: the account recorded. */
+  #learnState(state: ProfileState | undefined): void {
+    if (state?.accountId !== undefined) this.#rt.recordedAccountId = state.accountId;
+  }
+
   /**
    * A new grant from re-authorization: stored, then the profile renewed with it at once (un-parked by the new
    * secrets version), the connector reconciled, and the service's connection check run. Never throws.
@@ -197,6 +347,8 @@ export class ProfileWorker {
     rt.grantIssuedAt = issuedAt;
     rt.accountRecorded = Boolean(grant.accountId);
     rt.accountId = grant.accountId || undefined;
+    rt.recordedAccountId = grant.accountId || undefined;
+    rt.check.off = undefined;
     const warnings: string[] = [];
     if (profile.storeGrant) {
       log.info({ profile: rt.name, event: 'reauth.grant_stored', op: 'reauth' }, `stored the new grant of profile "${rt.name}"; renewing with it`);
@@ -291,7 +443,9 @@ export class ProfileWorker {
     if (record.accountId) {
       rt.accountId = record.accountId;
       rt.accountRecorded = true;
+      rt.recordedAccountId = record.accountId;
     }
+    rt.check.off = undefined;
     let stored = false;
     if (profile.storeGrant) {
       try {
@@ -389,6 +543,7 @@ export class ProfileWorker {
     const rt = this.#rt;
     clearTimeout(rt.expiryTimer);
     rt.token = token;
+    rt.renewSoon = undefined;
     rt.learnExpiry(token.expiresAt, this.#drawJitter(), token.monoExpiresAt);
     this.#armExpiry();
   }
@@ -465,6 +620,7 @@ export class ProfileWorker {
     const rt = this.#rt;
     const already = rt.parked?.reason === reason && rt.parked.code === failure.code;
     rt.parked = { reason, code: failure.code, message: failure.message, until, secretsVersion };
+    rt.renewSoon = undefined;
     if (reason === 'reauthorization_needed') {
       void this.#dropToken();
       rt.notices?.parked(this.#now(), failure, secretsVersion, rt.grant, this.#noticeWhere());
@@ -490,6 +646,8 @@ export class ProfileWorker {
     if (!rt.parked) return;
     rt.parked = undefined;
     rt.backoff = Backoff.none;
+    // The token it gets next is fresh: its first check comes at its offset in the next interval, not at once.
+    rt.check.cycle = -Infinity;
     rt.notices?.resumed(this.#now(), why, this.#noticeWhere());
     this.#ctx.log.info({ profile: rt.name, event: 'profile.resumed', op: 'load' }, `profile "${rt.name}": ${why}; renewing it again`);
   }
@@ -504,7 +662,11 @@ export class ProfileWorker {
     } catch {
       return;
     }
+    // Its own failure (or any recorded while parked) is no news once it runs again.
+    rt.seenFailureAt = state?.lastError?.at;
+    this.#learnState(state);
     if (parked.until === 'secrets' && state?.secretsVersion === parked.secretsVersion) return;
+    rt.check.off = undefined;
     if (rt.config.readGrant) {
       try {
         rt.grant = await rt.config.readGrant();
@@ -531,6 +693,8 @@ export class ProfileWorker {
       const state = await this.#readState();
       rt.secretsVersion = state?.secretsVersion;
       rt.connectorId = state?.connectorId;
+      rt.seenFailureAt = state?.lastError?.at;
+      this.#learnState(state);
       if (state?.accessTokenExpiresAt) rt.learnExpiry(Date.parse(state.accessTokenExpiresAt), this.#drawJitter());
       if (state?.needsReauthorization) {
         // Flagged by an earlier run or by another command: known now, not at the next renewal hours from now.
@@ -609,6 +773,7 @@ export class ProfileWorker {
     // with the parked profiles. The others look when their grant fails (see ProfileRenewer).
     if (rt.parked?.reason === 'reauthorization_needed') await this.#adoptShared('sweep');
     if (rt.parked) return { entry: { profile: rt.name, action: 'parked' } };
+    await this.#notesOfOthers(profile);
     const at = this.#now();
     // A write that failed when the token was renewed (the directory unusable for a while) is tried again at
     // every sweep: the file must not keep the previous token until it expires. So is a removal that failed

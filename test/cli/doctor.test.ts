@@ -160,7 +160,7 @@ describe('doctor and a running daemon', () => {
       // The daemon records the profile's state as it renews.
       expect(result.stdout).toMatch(/^ok +profile container +state readable, Dropbox grant present, access token expires in \d/m);
       expect(result.stdout).toMatch(/^ok +service +\S+ +reachable, API key accepted \(profile container\)$/m);
-      expect(result.stdout).toMatch(new RegExp(`^ok +daemon +http://${address}/readyz +ready \\(1 profile\\)$`, 'm'));
+      expect(result.stdout).toMatch(new RegExp(`^ok +daemon +http://${address}/readyz +ready \\(1 profile; a revoked grant is noticed within 15 min\\)$`, 'm'));
       for (const secret of [grant.refreshToken, grant.appSecret, grant.appKey, env.SYNCAUTH_API_KEY as string]) expect(result.stdout).not.toContain(secret);
     } finally {
       daemon.child.kill('SIGTERM');

@@ -133,6 +133,10 @@ describe('syncauth daemon', () => {
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain('--sweep: is not a valid cron expression');
     expect(bad.stderr).toContain('--concurrency: must be a whole number');
+    const checks = await runCli(['daemon', '--check-interval', 'often', '--max-checks-per-second', '0']);
+    expect(checks.code).toBe(2);
+    expect(checks.stderr).toContain('--check-interval: must be a duration from 1s to 24h');
+    expect(checks.stderr).toContain('--max-checks-per-second: must be a number above 0');
     const fromEnv = await runCli(['daemon'], { env: { SYNCAUTH_REDIS_URL: 'http://127.0.0.1:6379' } });
     expect(fromEnv.code).toBe(2);
     expect(fromEnv.stderr).toContain('SYNCAUTH_REDIS_URL: must start with redis:// or rediss://');

@@ -22,6 +22,8 @@ describe('the health server', () => {
     expect(before.status).toBe(503);
     expect(JSON.parse(before.text)).toEqual({
       ready: false,
+      // The token checks' defaults, and so how long a revoked grant may go unnoticed.
+      checks: { intervalSeconds: 900, maxPerSecond: 1, noticeWithinSeconds: 900 },
       profiles: {
         docs: { ready: false, reason: 'no access token yet', expiresAt: null },
         sales: { ready: false, reason: 'no access token yet', expiresAt: null },

@@ -8,6 +8,8 @@ import {
   checkRedisUrl,
   checkSchedule,
   createRedisCoordinator,
+  parseCheckInterval,
+  parseChecksPerSecond,
   isLoadFailure,
   reauthorizeCommand,
   redisTarget,
@@ -49,6 +51,9 @@ export interface DaemonCommandOptions {
   profile?: string[];
   concurrency?: string;
   maxRenewalsPerSecond?: string;
+  /** How often each published token is checked with Dropbox (`15m`, seconds, `0`/`off`). */
+  checkInterval?: string;
+  maxChecksPerSecond?: string;
   shutdownTimeout?: string;
   /** One pass: renew what is due, reconcile, publish, exit (init containers, Jobs, cron). */
   once?: boolean;
@@ -144,8 +149,17 @@ interface DaemonSettings {
   sweep: string;
   concurrency: number;
   maxRenewalsPerSecond: number | undefined;
+  checkIntervalMs: number | undefined;
+  maxChecksPerSecond: number | undefined;
   shutdownTimeoutMs: number;
   requested: string[] | undefined;
+}
+
+/** The token checks as the start line says them: how often, and so how long a revoked grant may go unnoticed. */
+function checksLogged(running: RunningDaemon): Record<string, unknown> {
+  const checks = running.status().checks;
+  if (!checks) return { checks: 'off' };
+  return { checkIntervalSeconds: checks.intervalSeconds, maxChecksPerSecond: checks.maxPerSecond, revocationNoticedWithinSeconds: checks.noticeWithinSeconds };
 }
 
 /** How a setting was given, for error messages: the flag if it came from one, else its variable. */
@@ -188,6 +202,17 @@ function checkSettings(context: CommandContext, options: DaemonCommandOptions): 
       maxRenewalsPerSecond = value;
     }
   }
+  const parsed = <T>(raw: string | undefined, field: string, parse: (raw: string) => T): T | undefined => {
+    if (raw === undefined) return undefined;
+    try {
+      return parse(raw);
+    } catch (error) {
+      issues.push({ field, message: (error as Error).message });
+      return undefined;
+    }
+  };
+  const checkIntervalMs = parsed(options.checkInterval, '--check-interval', parseCheckInterval);
+  const maxChecksPerSecond = parsed(options.maxChecksPerSecond, '--max-checks-per-second', parseChecksPerSecond);
   issues.push(...reauthSettingIssues(context, (name) => label(context, name), (options.notifyUrl?.length ?? 0) > 0 || Boolean(v.notifyUrl)));
   const requested = options.profile && options.profile.length > 0 ? [...new Set(options.profile)] : undefined;
   for (const name of requested ?? []) {
@@ -197,7 +222,7 @@ function checkSettings(context: CommandContext, options: DaemonCommandOptions): 
     }
   }
   if (issues.length > 0) throw new ValidationError(issues);
-  return { marginMs: v.renewMargin * 1000, sweep: v.sweep, concurrency, maxRenewalsPerSecond, shutdownTimeoutMs: shutdownSeconds * 1000, requested };
+  return { marginMs: v.renewMargin * 1000, sweep: v.sweep, concurrency, maxRenewalsPerSecond, checkIntervalMs, maxChecksPerSecond, shutdownTimeoutMs: shutdownSeconds * 1000, requested };
 }
 
 /**
@@ -507,6 +532,8 @@ async function runDaemon(given: CommandContext, givenOptions: DaemonCommandOptio
       sweepOnStart: !once,
       concurrency: settings.concurrency,
       ...(settings.maxRenewalsPerSecond !== undefined ? { maxRenewalsPerSecond: settings.maxRenewalsPerSecond } : {}),
+      ...(settings.checkIntervalMs !== undefined ? { checkIntervalMs: settings.checkIntervalMs } : {}),
+      ...(settings.maxChecksPerSecond !== undefined ? { maxChecksPerSecond: settings.maxChecksPerSecond } : {}),
       ...(tokenFile ? { tokenFile } : {}),
       ...(handover.tokenFileAccess ? { tokenFileAccess: handover.tokenFileAccess } : {}),
       ...(handover.templates.length > 0 ? { templates: handover.templates } : {}),
@@ -552,6 +579,7 @@ async function runDaemon(given: CommandContext, givenOptions: DaemonCommandOptio
       renewMarginSeconds: v.renewMargin,
       concurrency: settings.concurrency,
       ...(settings.maxRenewalsPerSecond !== undefined ? { maxRenewalsPerSecond: settings.maxRenewalsPerSecond } : {}),
+      ...checksLogged(running),
       ...(tokenFile ? { tokenFile } : {}),
       ...(handover.templates.length > 0 ? { templates: handover.templates.map((t) => t.dest) } : {}),
       ...(profileSinks.size > 0 ? { profileSinks: Object.fromEntries([...profileSinks].map(([name, own]) => [name, { tokenFile: own.tokenFile, templates: own.templates?.map((t) => t.dest) }])) } : {}),

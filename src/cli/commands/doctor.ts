@@ -402,7 +402,21 @@ function get(url: string, deadlineMs: number): Promise<{ status: number; text: s
   });
 }
 
-async function checkDaemon(listen: { host: string; port: number }): Promise<Check> {
+/**
+ * A running daemon's line, and one warning for each profile whose token checks are off (the app may not ask
+ * Dropbox whose token it is: a revoked grant is then noticed only at the next renewal).
+ */
+async function checkDaemonAndChecks(listen: { host: string; port: number }): Promise<Check[]> {
+  const checksOff: Check[] = [];
+  const line = await checkDaemon(listen, (url, profiles) => {
+    for (const [name, p] of profiles) {
+      if (typeof p.checksOff === 'string') checksOff.push({ check: 'daemon', subject: url, status: 'warn', message: `profile ${name}: token checks are off: ${p.checksOff}`, fix: `a revoked grant of ${name} is noticed only at its next renewal until then` });
+    }
+  });
+  return [line, ...checksOff];
+}
+
+async function checkDaemon(listen: { host: string; port: number }, onProfiles: (url: string, profiles: [string, { checksOff?: unknown }][]) => void = () => {}): Promise<Check> {
   // An address that means "every interface" is asked on loopback.
   const host = listen.host === '0.0.0.0' ? '127.0.0.1' : listen.host === '::' ? '::1' : listen.host;
   const url = `http://${host.includes(':') ? `[${host}]` : host}:${listen.port}/readyz`;
@@ -416,7 +430,7 @@ async function checkDaemon(listen: { host: string; port: number }): Promise<Chec
     return { check: 'daemon', subject: url, status: 'fail', message: `no daemon answers: ${why}`, fix: start };
   }
   const { text } = response;
-  let body: { ready?: boolean; coordinator?: string; profiles?: Record<string, { ready?: boolean; reason?: string }> } | undefined;
+  let body: { ready?: boolean; coordinator?: string; checks?: { noticeWithinSeconds?: number }; profiles?: Record<string, { ready?: boolean; reason?: string; checksOff?: unknown }> } | undefined;
   try {
     body = JSON.parse(text) as typeof body;
   } catch {
@@ -426,7 +440,10 @@ async function checkDaemon(listen: { host: string; port: number }): Promise<Chec
     return { check: 'daemon', subject: url, status: 'fail', message: `answered ${response.status}, but not as a syncauth daemon`, fix: 'check the address: another program may listen there' };
   }
   const profiles = Object.entries(body.profiles ?? {});
-  if (body.ready) return { check: 'daemon', subject: url, status: 'ok', message: `ready (${counted(profiles.length, 'profile')})` };
+  onProfiles(url, profiles);
+  const within = body.checks?.noticeWithinSeconds;
+  const notice = typeof within === 'number' ? `; a revoked grant is noticed within ${within >= 120 ? `${Math.ceil(within / 60)} min` : `${within} s`}` : '';
+  if (body.ready) return { check: 'daemon', subject: url, status: 'ok', message: `ready (${counted(profiles.length, 'profile')}${notice})` };
   const waiting = profiles.filter(([, p]) => !p.ready).map(([name, p]) => `${name}${p.reason ? `: ${p.reason}` : ''}`);
   return {
     check: 'daemon', subject: url, status: 'fail',
@@ -547,7 +564,7 @@ export async function doctor(context: CommandContext, options: DoctorOptions = {
   if (v.tokenFile) checks.push(...(await checkTokenFile(v.tokenFile, names.length > 0 ? names : [v.profile])));
   if (options.template && options.template.length > 0) checks.push(...(await checkTemplates(options.template, names.length > 0 ? names : [v.profile])));
   if (v.socket) checks.push(await checkSocket(v.socket));
-  if (v.listen) checks.push(await checkDaemon(v.listen));
+  if (v.listen) checks.push(...(await checkDaemonAndChecks(v.listen)));
   report(context, checks);
 }
 
