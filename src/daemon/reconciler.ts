@@ -6,6 +6,7 @@ import { SyncauthError } from '../errors.js';
 import type { ProfileState } from '../profile/index.js';
 import { ServiceClient } from '../service/index.js';
 import { syncConnector } from '../sync/reconcile.js';
+import { workspaceKey } from '../sync/family-listing.js';
 import { Backoff } from '../backoff.js';
 import { classifyFailure } from './classify.js';
 import { isCoordinatorUnavailable, type Coordinator, type SharedReconcile } from './coordinator.js';
@@ -213,6 +214,7 @@ export class ProfileReconciler {
         ...(state?.connectorId || sharedConnectorId ? { connectorId: (state?.connectorId ?? sharedConnectorId) as string } : {}),
         ...(target.workflow ? { workflow: target.workflow } : {}),
         now: () => new Date(this.#now()),
+        familyCheck: (connector, recordedId) => this.#ctx.families.othersBesides(workspaceKey(target), client, connector, recordedId),
         profiles: store,
         profile: rt.name,
       });
