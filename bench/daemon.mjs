@@ -79,6 +79,16 @@ export function emulatorChild(workspaces, { tokenLifetimeSeconds } = {}) {
             proc.send({ cpu: true });
           });
         },
+        /**
+         * The service's requests (not Dropbox's) from the `since`-th on: counts by method and route (ids as
+         * `{id}`), the bytes of the answers, and `next`, the `since` of the next call.
+         */
+        serviceCalls(since = 0) {
+          return new Promise((done) => {
+            proc.once('message', done);
+            proc.send({ serviceCalls: since });
+          });
+        },
         async close() {
           const exited = new Promise((done) => proc.once('exit', done));
           proc.send({ close: true });
@@ -228,6 +238,20 @@ export async function daemonRows() {
   return rows;
 }
 
+function serviceCallsSince(requests, since) {
+  const calls = {};
+  let count = 0;
+  let bytes = 0;
+  for (const r of requests.slice(since)) {
+    if (!r.path.startsWith('/api/v1/')) continue;
+    const key = `${r.method} ${r.path.replace(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/gi, '{id}')}${r.status >= 300 ? ` (${r.status})` : ''}`;
+    calls[key] = (calls[key] ?? 0) + 1;
+    count += 1;
+    bytes += r.bytes ?? 0;
+  }
+  return { next: requests.length, count, bytes, calls };
+}
+
 function outcomeNote(outcomes, n, reconcile) {
   const problems = Object.entries(outcomes).filter(([k, v]) => k !== 'renewed' && !k.startsWith('reconcile:') && v > 0);
   if (outcomes.renewed !== n) problems.unshift(['renewed', outcomes.renewed]);
@@ -295,6 +319,7 @@ const roles = {
     });
     process.on('message', (message) => {
       if (message.cpu) process.send(process.cpuUsage());
+      if (message.serviceCalls !== undefined) process.send(serviceCallsSince(emu.state.requests, message.serviceCalls));
       if (message.close) void emu.close().then(() => process.exit(0));
     });
     process.on('disconnect', () => void emu.close().then(() => process.exit(0)));

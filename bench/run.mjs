@@ -14,8 +14,14 @@ import { daemonRows, makeGrants } from './daemon.mjs';
 import { floorRows } from './floor.mjs';
 import { printStored, scalingRow, storedRows } from './stored.mjs';
 import { noticeRows, printNotice } from './notice.mjs';
+import { printReconcile, reconcileRows } from './reconcile.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+// BENCH_ONLY=reconcile prints the last table alone (the stored path with each profile's connector in one workspace).
+if (process.env.BENCH_ONLY === 'reconcile') {
+  printReconcile(await reconcileRows());
+  process.exit(0);
+}
 const cli = path.join(root, 'dist/cli/main.js');
 const runs = Number(process.env.BENCH_RUNS ?? 15);
 // BENCH_ONLY=startup prints the first table alone (start-up times and the idle daemon's resident memory).
@@ -265,6 +271,9 @@ const stored = await storedRows();
 const scaling = scalingRow(stored);
 if (scaling) stored.push(scaling);
 printStored(stored);
+
+// The stored path again, each profile with its connector in one workspace, as operators make them.
+printReconcile(await reconcileRows());
 
 // The time from a revoked grant to its notice, on a virtual clock: last, being the longest.
 printNotice(await noticeRows());

@@ -171,7 +171,7 @@ function keyringDaemonPid(address) {
  * over the keychain store on that bus, and also the CPU of the child with its reaped descendants (the keychain
  * helpers) and of the bus's gnome-keyring-daemon over the run.
  */
-function once(dir, bus) {
+export function once(dir, bus) {
   const usageFile = path.join(dir, '..', `usage-${process.hrtime.bigint()}.json`);
   const childrenFile = `${usageFile}.children`;
   const counting = bus ? ['--import', pathToFileURL(bus.counter).href] : [];
@@ -265,7 +265,7 @@ async function besideDaemon(dir, profile) {
 }
 
 /** Profiles of `dir` renewed since `since` (ms), from their state as the package reads it (renewal records laid over). */
-async function renewedSince(dir, since) {
+export async function renewedSince(dir, since) {
   const { openProfileStore } = await dist('profile/index.js');
   const states = await openProfileStore(dir).list();
   return states.filter((state) => Date.parse(state.lastRenewalAt ?? '') >= since).length;

@@ -18,6 +18,7 @@ import { startHealthServer } from './server.js';
 import type { ReauthorizationResult, ReauthorizedGrant } from './events.js';
 import type { DaemonOptions, DaemonStatus, ProfileEntry, RunningDaemon, SweepEntry, SweepReport } from './types.js';
 import { GrantSharing } from './grant-sharing.js';
+import { FamilyListings } from '../sync/family-listing.js';
 import { ProfileWorker } from './worker.js';
 import type { WorkerContext } from './worker-context.js';
 
@@ -116,6 +117,7 @@ export class Daemon implements RunningDaemon {
       metrics: this.#metrics,
       limiter: new Semaphore(this.#config.concurrency),
       reconcileLimiter: new Semaphore(this.#config.concurrency),
+      families: new FamilyListings({ now: mono }),
       rateGate: rate === undefined ? undefined : new RateGate(rate, now, sleep),
       shutdown: this.#shutdown.signal,
       random: options.random ?? Math.random,

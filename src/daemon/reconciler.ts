@@ -6,6 +6,7 @@ import { SyncauthError } from '../errors.js';
 import type { ProfileState } from '../profile/index.js';
 import { ServiceClient } from '../service/index.js';
 import { syncConnector } from '../sync/reconcile.js';
+import { workspaceKey } from '../sync/family-listing.js';
 import { Backoff } from '../backoff.js';
 import { classifyFailure } from './classify.js';
 import { isCoordinatorUnavailable, type Coordinator, type SharedReconcile } from './coordinator.js';
@@ -23,6 +24,8 @@ export class ProfileReconciler {
   /** The profile's reconcile running now, and the one queued to run after it (with the newest token). */
   #reconcileRunning: Promise<ReconcileOutcome> | undefined;
   #reconcileQueued: { kind: ReconcileKind; promise: Promise<ReconcileOutcome> } | undefined;
+  /** Connection checks running on the profile's client. */
+  #checks = 0;
 
   constructor(rt: ProfileRuntime, ctx: WorkerContext) {
     this.#rt = rt;
@@ -84,8 +87,22 @@ export class ProfileReconciler {
     this.#reconcileRunning = run;
     void run.then(() => {
       if (this.#reconcileRunning === run) this.#reconcileRunning = undefined;
+      this.#release();
     });
     return run;
+  }
+
+  /**
+   * Lets go of the profile's client once nothing uses it: the next reconcile is a token lifetime away, far past
+   * any keep-alive, and ten thousand profiles each holding a connection pool between reconciles cost the
+   * daemon its memory for nothing. The next reconcile opens a new one.
+   */
+  #release(): void {
+    if (this.#reconcileRunning || this.#reconcileQueued || this.#checks > 0) return;
+    const held = this.#rt.client;
+    if (!held) return;
+    this.#rt.client = undefined;
+    void held.client.close().catch(() => undefined);
   }
 
   /**
@@ -122,12 +139,16 @@ export class ProfileReconciler {
     const id = rt.connectorId;
     if (!profile?.reconcile || !id) return undefined;
     const client = this.#clientFor(profile) as ServiceClient;
+    this.#checks++;
     try {
       const check = await client.runSourceConnectionCheck(id, { timeoutMs });
       if (check.status === 'SUCCESS') return { ok: true };
       return { ok: false, message: check.reason?.trim() || `the check ended ${check.status}` };
     } catch (error) {
       return { ok: false, message: classifyFailure(error).message };
+    } finally {
+      this.#checks--;
+      this.#release();
     }
   }
 
@@ -213,6 +234,7 @@ export class ProfileReconciler {
         ...(state?.connectorId || sharedConnectorId ? { connectorId: (state?.connectorId ?? sharedConnectorId) as string } : {}),
         ...(target.workflow ? { workflow: target.workflow } : {}),
         now: () => new Date(this.#now()),
+        familyCheck: (connector, recordedId) => this.#ctx.families.othersBesides(workspaceKey(target), client, connector, recordedId),
         profiles: store,
         profile: rt.name,
       });

@@ -11,6 +11,7 @@ import type { DaemonMetrics } from './metrics.js';
 import type { DaemonClock } from './runtime.js';
 import type { NoticeSink } from './events.js';
 import type { GrantSharing } from './grant-sharing.js';
+import type { FamilyListings } from '../sync/family-listing.js';
 import type { DaemonOptions } from './types.js';
 
 /** What a worker may use of the daemon: its settings and shared parts, nothing of other profiles. */
@@ -28,6 +29,8 @@ export interface WorkerContext {
   readonly limiter: Semaphore;
   /** Reconciles at once across profiles: bounded apart from renewals, so that no renewal waits behind one. */
   readonly reconcileLimiter: Semaphore;
+  /** The duplicate check every profile of a workspace shares: one listing of it, not one per reconcile. */
+  readonly families: FamilyListings;
   readonly rateGate: RateGate | undefined;
   /** Aborted when the daemon gives up on work in flight at shutdown. */
   readonly shutdown: AbortSignal;

@@ -138,7 +138,12 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Runn
     const at = resolved.now();
     res.on('close', () => {
       const grantId = (res.locals as { grantId?: unknown }).grantId;
-      state.requests.push({ route: routeOf(req.path), method: req.method, path: req.path, status: res.statusCode, at, ...(typeof grantId === 'string' ? { grantId } : {}) });
+      const length = Number(res.getHeader('content-length'));
+      state.requests.push({
+        route: routeOf(req.path), method: req.method, path: req.path, status: res.statusCode, at,
+        ...(typeof grantId === 'string' ? { grantId } : {}),
+        ...(Number.isFinite(length) ? { bytes: length } : {}),
+      });
     });
     next();
   });

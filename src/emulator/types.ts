@@ -229,6 +229,8 @@ export interface RequestLogEntry {
   at: number;
   /** The grant a token request named by its refresh token (known or revoked), when it named one. */
   grantId?: string;
+  /** The size of the answer's body in bytes, as its Content-Length said (absent when it sent none). */
+  bytes?: number;
 }
 
 export interface DropboxAccount {

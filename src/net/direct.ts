@@ -24,6 +24,11 @@ export interface DirectRequest {
   headers: Record<string, string>;
   body?: string;
   signal?: AbortSignal;
+  /**
+   * Asked once the status is known: a consumer it returns takes the body chunk by chunk as it arrives, and
+   * `text` is then empty (a long answer read as it comes is never held whole).
+   */
+  onBody?: (statusCode: number) => ((chunk: Buffer) => void) | undefined;
 }
 
 export interface DirectResponse {
@@ -113,10 +118,12 @@ export class DirectPool {
       });
       req.on('response', (res) => {
         const chunks: Buffer[] = [];
+        const consume = request.onBody?.(res.statusCode ?? 0);
         const idle = (): void => arm(this.#timeouts.bodyMs, 'UND_ERR_BODY_TIMEOUT', 'Body Timeout Error', () => res);
         idle();
         res.on('data', (chunk: Buffer) => {
-          chunks.push(chunk);
+          if (consume) consume(chunk);
+          else chunks.push(chunk);
           idle();
         });
         res.on('error', fail);
@@ -124,7 +131,7 @@ export class DirectPool {
           clearTimeout(timer);
           if (settled) return;
           settled = true;
-          resolve({ statusCode: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString('utf8') });
+          resolve({ statusCode: res.statusCode ?? 0, headers: res.headers, text: consume ? '' : Buffer.concat(chunks).toString('utf8') });
         });
         // Closed before its end without an error of its own (the request was destroyed under it).
         res.on('close', () => {

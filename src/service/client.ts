@@ -25,6 +25,7 @@ import {
   resolveServiceEndpoint,
 } from './http.js';
 import type { HttpMethod, HttpRequest, HttpResponse } from './http.js';
+import { JsonArrayReader } from './json-items.js';
 import { lazy } from './lazy.js';
 import { checkOptions } from './options.js';
 import {
@@ -94,6 +95,24 @@ export interface UntypedCreateSourceRequest {
   config: Record<string, unknown>;
 }
 
+export interface ListSourcesFilter {
+  /** Sent as the service's `source_type` filter. */
+  sourceType?: string;
+  /**
+   * Which of the connectors listed to keep. Each is read and checked as it arrives, and one this returns false
+   * for is dropped at once: a listing of a large workspace is never held whole for the few that matter.
+   */
+  where?: (source: SourceConnectorInformation) => boolean;
+}
+
+/** What `scanSources` checks of each connector listed: what tells one apart, and its config as sent. */
+export interface SourceSummary {
+  id: string;
+  name: string;
+  type: string;
+  config: Record<string, unknown>;
+}
+
 export interface ListWorkflowsFilter {
   /** Sent as the service's `name` filter; only exact matches are returned. */
   name?: string;
@@ -123,8 +142,8 @@ export interface WaitForCheckOptions {
   onPoll?: (check: ConnectionCheck) => void;
 }
 
-const SourceListSchema = lazy(() => z.array(SourceConnectorInformationSchema));
-const DestinationListSchema = lazy(() => z.array(DestinationConnectorInformationSchema));
+/** What a list answer that is not an array is checked against, for the message the other lists give. */
+const AnyListSchema = lazy(() => z.array(z.unknown()));
 
 /** What names a connector collection in requests; sources and destinations are read and deleted alike. */
 interface ConnectorRoutes<T> {
@@ -137,7 +156,6 @@ interface ConnectorRoutes<T> {
   typeQuery: string;
   typeSchema: z.ZodType<string>;
   schema: z.ZodType<T>;
-  listSchema: z.ZodType<T[]>;
 }
 
 const SOURCE_ROUTES: ConnectorRoutes<SourceConnectorInformation> = {
@@ -147,7 +165,6 @@ const SOURCE_ROUTES: ConnectorRoutes<SourceConnectorInformation> = {
   typeQuery: 'source_type',
   typeSchema: SourceTypeSchema,
   schema: SourceConnectorInformationSchema,
-  listSchema: SourceListSchema,
 };
 
 const DESTINATION_ROUTES: ConnectorRoutes<DestinationConnectorInformation> = {
@@ -157,7 +174,6 @@ const DESTINATION_ROUTES: ConnectorRoutes<DestinationConnectorInformation> = {
   typeQuery: 'destination_type',
   typeSchema: DestinationTypeSchema,
   schema: DestinationConnectorInformationSchema,
-  listSchema: DestinationListSchema,
 };
 const JobListSchema = lazy(() => z.array(JobInformationSchema));
 /** A run answered with `{"detail": …}` instead of a job: one is already running (unstructured-python-client#286). */
@@ -245,9 +261,23 @@ export class ServiceClient {
     return this.#getConnector(SOURCE_ROUTES, id);
   }
 
-  async listSources(filter: { sourceType?: string } = {}): Promise<SourceConnectorInformation[]> {
+  async listSources(filter: ListSourcesFilter = {}): Promise<SourceConnectorInformation[]> {
     checkOptions('listSources', filter);
-    return this.#listConnectors(SOURCE_ROUTES, filter.sourceType);
+    const { where } = filter;
+    return this.#listConnectors(SOURCE_ROUTES, filter.sourceType, (item, index) => {
+      const source = checkedItem(SourceConnectorInformationSchema, item, index);
+      return where === undefined || where(source) ? source : undefined;
+    });
+  }
+
+  /**
+   * The listing read for a few fields of each connector: each is checked only for what `SourceSummary` names
+   * as it arrives, and what `pick` makes of it is kept (nothing, when it returns undefined). What `pick` keeps
+   * should not be the summary itself, which holds the whole config.
+   */
+  async scanSources<R>(filter: { sourceType?: string }, pick: (source: SourceSummary) => R | undefined): Promise<R[]> {
+    checkOptions('scanSources', filter);
+    return this.#listConnectors(SOURCE_ROUTES, filter.sourceType, (item, index) => pick(sourceSummary(item, index)));
   }
 
   /**
@@ -256,8 +286,8 @@ export class ServiceClient {
    */
   async findSourceByName(name: string, type?: string): Promise<SourceConnectorInformation | undefined> {
     checkName(name);
-    const sources = await this.listSources(type === undefined ? {} : { sourceType: type });
-    return newest(sources.filter((s) => s.name === name && (type === undefined || s.type === type)));
+    const where = (s: SourceConnectorInformation): boolean => s.name === name && (type === undefined || s.type === type);
+    return newest(await this.listSources(type === undefined ? { where } : { sourceType: type, where }));
   }
 
   /**
@@ -548,7 +578,7 @@ export class ServiceClient {
 
   async listDestinations(filter: { destinationType?: string } = {}): Promise<DestinationConnectorInformation[]> {
     checkOptions('listDestinations', filter);
-    return this.#listConnectors(DESTINATION_ROUTES, filter.destinationType);
+    return this.#listConnectors(DESTINATION_ROUTES, filter.destinationType, (item, index) => checkedItem(DestinationConnectorInformationSchema, item, index));
   }
 
   async deleteDestination(id: string): Promise<void> {
@@ -579,7 +609,12 @@ export class ServiceClient {
     return this.#parse(op, await this.#send(op), routes.schema);
   }
 
-  async #listConnectors<T>(routes: ConnectorRoutes<T>, typeFilter: string | undefined): Promise<T[]> {
+  /**
+   * A connector listing, read item by item as it arrives (the service pages none of them): `read` checks each
+   * and returns what to keep of it, or undefined to drop it, or throws ItemIssues. Neither the answer's text
+   * nor the whole array is ever held.
+   */
+  async #listConnectors<T, R>(routes: ConnectorRoutes<T>, typeFilter: string | undefined, read: (item: unknown, index: number) => R | undefined): Promise<R[]> {
     const query: Record<string, string> = {};
     if (typeFilter !== undefined) {
       const type = routes.typeSchema.safeParse(typeFilter);
@@ -590,7 +625,30 @@ export class ServiceClient {
       action: `list ${routes.kind} connectors`,
       query,
     });
-    return this.#parse(op, await this.#send(op), routes.listSchema);
+    // One reader per attempt: an attempt cut off part way leaves nothing behind in the next one's result.
+    let attempt: { reader: JsonArrayReader; kept: R[] } | undefined;
+    const response = await this.#send(op, undefined, () => {
+      const kept: R[] = [];
+      const reader = new JsonArrayReader((item, index) => {
+        const value = read(item, index);
+        if (value !== undefined) kept.push(value);
+      });
+      attempt = { reader, kept };
+      return (chunk) => reader.write(chunk);
+    });
+    if (!response.streamed || attempt === undefined) return this.#parse(op, response, AnyListSchema).flatMap((item, index) => read(item, index) ?? []);
+    let outcome;
+    try {
+      outcome = attempt.reader.end();
+    } catch (error) {
+      if (!(error instanceof ItemIssues)) throw error;
+      throw this.#badResponse(op, response.status, error.issues, error.item);
+    }
+    if (outcome.kind === 'array') return attempt.kept;
+    // Not an array, or not JSON at all (a login page, a proxy's error): the message any answer would get.
+    const text = outcome.kind === 'other' ? outcome.text : '';
+    const whole = { ...response, text, json: outcome.kind === 'other' ? parseJsonText(text) : undefined };
+    return this.#parse(op, whole, AnyListSchema).flatMap((item, index) => read(item, index) ?? []);
   }
 
   async #deleteConnector<T>(routes: ConnectorRoutes<T>, id: string): Promise<void> {
@@ -638,9 +696,9 @@ export class ServiceClient {
     };
   }
 
-  /** One exchange; a non-2xx answer becomes a ServiceError. */
-  async #sendOnce(op: Operation): Promise<HttpResponse> {
-    const response = await this.#transport.send(op);
+  /** One exchange; a non-2xx answer becomes a ServiceError. `onBody` reads a 2xx answer as it arrives. */
+  async #sendOnce(op: Operation, onBody?: () => (chunk: Buffer) => void): Promise<HttpResponse> {
+    const response = await this.#transport.send(op, onBody);
     if (response.status >= 200 && response.status < 300) return response;
     const location = response.headers.location;
     throw errorFromResponse(
@@ -656,10 +714,10 @@ export class ServiceClient {
   }
 
   /** GET, PUT and DELETE: the same request twice has the effect of once, so transient failures are retried. */
-  async #send(op: Operation, onFailure?: (failure: ServiceError) => void): Promise<HttpResponse> {
+  async #send(op: Operation, onFailure?: (failure: ServiceError) => void, onBody?: () => (chunk: Buffer) => void): Promise<HttpResponse> {
     for (let attempt = 0; ; attempt++) {
       try {
-        return await this.#sendOnce(op);
+        return await this.#sendOnce(op, onBody);
       } catch (err) {
         if (!(err instanceof ServiceError)) throw err;
         onFailure?.(err);
@@ -731,16 +789,20 @@ export class ServiceClient {
     }
     const parsed = schema.safeParse(response.json);
     if (parsed.success) return parsed.data;
-    const issues = zodIssues(parsed.error, 'response');
+    throw this.#badResponse(op, response.status, zodIssues(parsed.error, 'response'), response.json);
+  }
+
+  #badResponse(op: Operation, status: number, issues: FieldIssue[], body: unknown): ServiceError {
+    const { method, route } = op.context;
     const shown = issues.slice(0, 5).map((i) => `${i.field}: ${i.message}`).join('; ');
-    throw new ServiceError(
+    return new ServiceError(
       'SERVICE_BAD_RESPONSE',
       `the service's answer to ${method} ${route} lacks what this client needs: ${shown}${issues.length > 5 ? '; …' : ''}`,
       {
-        status: response.status,
+        status,
         method,
         path: op.context.path,
-        body: response.json,
+        body,
         hint: 'the service may run an incompatible version; report this with the service version',
       },
     );
@@ -750,6 +812,45 @@ export class ServiceClient {
   #backoff(attempt: number, retryAfterMs: number | undefined): number {
     const policy = { baseMs: this.#baseDelayMs, maxMs: this.#maxDelayMs, jitter: 'full', retryAfter: 'cap' } as const;
     return retryDelay(policy, attempt + 1, Math.random, retryAfterMs);
+  }
+}
+
+/** Why an item of a listing cannot be used; the listing's reader turns it into SERVICE_BAD_RESPONSE. */
+class ItemIssues extends Error {
+  constructor(readonly issues: FieldIssue[], readonly item: unknown) {
+    super('an item of the listing lacks what this client needs');
+  }
+}
+
+/** One item of a listing checked against its model; the fields named as `response[i].field`. */
+function checkedItem<T>(schema: z.ZodType<T>, item: unknown, index: number): T {
+  const parsed = schema.safeParse(item);
+  if (parsed.success) return parsed.data;
+  throw new ItemIssues(zodIssues(parsed.error, `response[${index}]`), item);
+}
+
+/** A connector of a listing checked only for what SourceSummary names: no copy is made of it. */
+function sourceSummary(item: unknown, index: number): SourceSummary {
+  if (!isPlainObject(item)) throw new ItemIssues([{ field: `response[${index}]`, message: `Invalid input: expected object, received ${kindOf(item)}` }], item);
+  const issues: FieldIssue[] = [];
+  for (const field of ['id', 'name', 'type'] as const) {
+    if (typeof item[field] !== 'string') issues.push({ field: `response[${index}].${field}`, message: `Invalid input: expected string, received ${kindOf(item[field])}` });
+  }
+  if (!isPlainObject(item.config)) issues.push({ field: `response[${index}].config`, message: `Invalid input: expected record, received ${kindOf(item.config)}` });
+  if (issues.length > 0) throw new ItemIssues(issues, item);
+  return item as unknown as SourceSummary;
+}
+
+function kindOf(value: unknown): string {
+  return value === null ? 'null' : Array.isArray(value) ? 'array' : typeof value;
+}
+
+function parseJsonText(text: string): unknown {
+  if (text.trim() === '') return undefined;
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return undefined;
   }
 }
 

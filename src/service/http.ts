@@ -93,8 +93,10 @@ export interface HttpResponse {
   status: number;
   headers: IncomingHttpHeaders;
   text: string;
-  /** The parsed body, or `undefined` when it was empty or not JSON. */
+  /** The parsed body, or `undefined` when it was empty, not JSON, or streamed. */
   json: unknown;
+  /** Whether the body went to the caller's consumer as it arrived (`text` and `json` are then empty). */
+  streamed?: boolean;
 }
 
 export class Transport {
@@ -133,8 +135,12 @@ export class Transport {
     return `${this.endpoint.basePath}${request.path}${query}`;
   }
 
-  /** One exchange. Throws ServiceError('SERVICE_NETWORK') when no complete response arrived in time. */
-  async send(request: HttpRequest): Promise<HttpResponse> {
+  /**
+   * One exchange. Throws ServiceError('SERVICE_NETWORK') when no complete response arrived in time. With
+   * `onBody`, a 2xx answer's body goes to the consumer it returns as it arrives, and `text` and `json` stay
+   * empty; other answers are read whole, as without it.
+   */
+  async send(request: HttpRequest, onBody?: () => (chunk: Buffer) => void): Promise<HttpResponse> {
     if (this.#closed) throw new Error('ServiceClient.close() was called; create a new client to send requests');
     const path = this.target(request);
     const hasBody = request.body !== undefined;
@@ -147,6 +153,12 @@ export class Transport {
     let status: number;
     let responseHeaders: IncomingHttpHeaders;
     let text: string;
+    let streamed = false;
+    const consumerFor = (statusCode: number): ((chunk: Buffer) => void) | undefined => {
+      if (!onBody || statusCode < 200 || statusCode >= 300) return undefined;
+      streamed = true;
+      return onBody();
+    };
     try {
       if (ended.signal.aborted) throw ended.signal.reason;
       const exchange = {
@@ -156,7 +168,7 @@ export class Transport {
         signal: ended.signal,
       };
       if (this.#dispatcher instanceof DirectPool) {
-        const response = await this.#dispatcher.request({ ...exchange, path });
+        const response = await this.#dispatcher.request({ ...exchange, path, ...(onBody ? { onBody: consumerFor } : {}) });
         status = response.statusCode;
         responseHeaders = response.headers;
         text = response.text;
@@ -170,7 +182,13 @@ export class Transport {
         });
         status = response.statusCode;
         responseHeaders = response.headers;
-        text = await response.body.text();
+        const consume = consumerFor(status);
+        if (consume) {
+          for await (const chunk of response.body) consume(chunk as Buffer);
+          text = '';
+        } else {
+          text = await response.body.text();
+        }
       }
     } catch (err) {
       // undici and node:http report an abort as their own AbortError; the reason says which of ours it was.
@@ -179,7 +197,7 @@ export class Transport {
       clearTimeout(deadline);
       this.#cancel.signal.removeEventListener('abort', onCancel);
     }
-    return { status, headers: responseHeaders, text, json: parseJson(text) };
+    return { status, headers: responseHeaders, text, json: streamed ? undefined : parseJson(text), streamed };
   }
 
   /** Ends every exchange in flight and refuses new ones: the owner gave up on this client (a deadline, a stop). */

@@ -2,7 +2,8 @@
 // source connector configs.
 export { ServiceClient } from './client.js';
 export type {
-  CreateDestinationRequest, CreateSourceRequest, ListJobsFilter, ListWorkflowsFilter, ServiceClientOptions, UntypedCreateSourceRequest,
+  CreateDestinationRequest, CreateSourceRequest, ListJobsFilter, ListSourcesFilter, ListWorkflowsFilter, ServiceClientOptions, SourceSummary,
+  UntypedCreateSourceRequest,
   WaitForCheckOptions,
 } from './client.js';
 export { SERVICE_ERROR_CODES, ServiceError, isServiceError } from './errors.js';

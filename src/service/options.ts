@@ -7,7 +7,8 @@ import { ValidationError } from '../errors.js';
 /** The options object of each method that takes one (`new ServiceClient`: its constructor), by method. */
 export const CLIENT_OPTIONS: Readonly<Record<string, readonly string[]>> = Object.freeze({
   'new ServiceClient': ['baseUrl', 'apiKey', 'apiKeyHeader', 'dispatcher', 'timeouts', 'retry', 'sleep', 'userAgent'],
-  listSources: ['sourceType'],
+  listSources: ['sourceType', 'where'],
+  scanSources: ['sourceType'],
   waitForSourceConnectionCheck: ['checkId', 'timeoutMs', 'intervalMs', 'onPoll'],
   runSourceConnectionCheck: ['timeoutMs', 'intervalMs', 'onPoll'],
   listWorkflows: ['name'],

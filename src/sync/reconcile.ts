@@ -32,7 +32,17 @@ export interface ReconcileInput {
   connectorId?: string;
   workflow?: { id: string; schedule?: Schedule };
   now?: () => Date;
+  /**
+   * The duplicate check shared by many profiles (the daemon's, FamilyListings): whether one recent listing of
+   * the workspace shows a connector of this profile's family besides the one it recorded. With it, the usual
+   * cycle updates the recorded connector by id and lists nothing itself. Without it (a command reconciling one
+   * profile), every reconcile lists the family, as the one check of its one-profile sweep.
+   */
+  familyCheck?: FamilyCheck;
 }
+
+/** Whether the workspace holds a connector of the family of `connector` besides `recordedId`; undefined: not known. */
+export type FamilyCheck = (connector: DropboxConnectorSpec, recordedId: string) => Promise<boolean | undefined>;
 
 export type ConnectorAction = 'created' | 'adopted' | 'updated' | 'recreated' | 'replaced';
 
@@ -88,21 +98,78 @@ function stamp(date: Date): string {
 /**
  * Makes the service hold one connector of the profile's family and the workflow read from it.
  *
- * The family is listed first, every time: a service without the unique-name rule may hold several connectors
- * of it (made by processes that each found none, on hosts that do not share a lock), and an update by id alone
- * would never see them. Of several, one is kept, chosen so that every process that looks at the same workspace
+ * A service without the unique-name rule may hold several connectors of the family (made by processes that each
+ * found none, on hosts that do not share a lock), which an update by id alone would never see: the family is
+ * listed to find them. Of several, one is kept, chosen so that every process that looks at the same workspace
  * chooses the same one: the one the profile's workflow reads; else the one the profile recorded; else the
  * oldest that no other workflow reads (a duplicate made later is always younger, so a process that lists after
  * it was made still keeps the first); else the oldest. The workflow is pointed at it, then the others are
  * deleted, except one that a workflow other than the profile's reads: that one is left and reported.
+ *
+ * With a shared duplicate check (`familyCheck`) that finds nothing besides the recorded connector, the usual
+ * cycle is that connector's update by id (and the workflow read, when one is named): what the listing would
+ * have chosen is the recorded one. The listing is taken where it can change the answer: no connector recorded,
+ * the check finding others (or the workflow reading another of the family), the recorded one gone (404) or not
+ * updatable (405), and a create that met a conflict.
  */
 export async function reconcileConnector(input: ReconcileInput): Promise<ReconcileResult> {
+  if (input.connectorId !== undefined && input.familyCheck) {
+    const usual = await updateRecorded(input, input.connectorId, input.familyCheck);
+    if (usual) return usual;
+  }
+  return reconcileListed(input);
+}
+
+/**
+ * The usual cycle: the recorded connector updated by id, when the shared check finds no other of the family.
+ * Undefined when the listing must decide: others found, the recorded one gone or not updatable, or the
+ * workflow reading another connector of the family.
+ */
+async function updateRecorded(input: ReconcileInput, id: string, familyCheck: FamilyCheck): Promise<ReconcileResult | undefined> {
+  const { client, connector } = input;
+  if ((await familyCheck(connector, id)) === true) return undefined;
+  let updated: SourceConnectorInformation;
+  try {
+    updated = await client.updateSource(id, dropboxConfig(connector), 'dropbox');
+  } catch (error) {
+    if (isServiceError(error) && (error.status === 404 || error.status === 405)) return undefined;
+    throw error;
+  }
+  const result: ReconcileResult = { ...emptyResult(updated), action: 'updated' };
+  if (!input.workflow) return result;
+  const current = await client.getWorkflow(input.workflow.id);
+  // The one the workflow reads is the one kept, should it be of the family: that is the listing's to settle.
+  if (await readsOtherMember(client, current, id, connector)) return reconcileListed(input);
+  const wired = await wireWorkflow(client, input.workflow.id, id, input.workflow.schedule, current);
+  result.workflow = wired.workflow;
+  result.workflowAction = wired.action;
+  return result;
+}
+
+/** Whether `workflow` reads a connector of the profile's family other than `keptId`. */
+async function readsOtherMember(client: ServiceClient, workflow: WorkflowInformation, keptId: string, connector: DropboxConnectorSpec): Promise<boolean> {
+  for (const sourceId of workflow.sources) {
+    if (sourceId.toLowerCase() === keptId.toLowerCase()) continue;
+    let source: SourceConnectorInformation;
+    try {
+      source = await client.getSource(sourceId);
+    } catch (error) {
+      if (isServiceError(error) && error.status === 404) continue;
+      throw error;
+    }
+    if (isConnectorFamily(source.name, connector.name) && notOurs(source, connector) === undefined) return true;
+  }
+  return false;
+}
+
+/** The reconcile that lists the family first; see reconcileConnector. */
+async function reconcileListed(input: ReconcileInput): Promise<ReconcileResult> {
   const { client, connector } = input;
   const config = dropboxConfig(connector);
   const now = input.now ?? (() => new Date());
   const family = await listFamily(client, connector);
   // Which workflows read which connector: asked only when there is more than one connector to choose from or
-  // to remove, so the usual cycle (one connector, recorded) costs the listing of sources and nothing more.
+  // to remove.
   let readers: Map<string, string[]> | undefined;
   const readersOf = async (): Promise<Map<string, string[]>> => (readers ??= await workflowReaders(client));
   const candidates = new Set([...(input.connectorId ? [input.connectorId] : []), ...family.map((s) => s.id)]);
@@ -204,7 +271,7 @@ async function updateKnown(
  * Dropbox app reading the same folder. Anything else named like ours (another profile's, another app's, a
  * connector of another type) is never adopted, updated or removed: that would hand it our credentials.
  */
-export function notOurs(source: SourceConnectorInformation, connector: Pick<DropboxConnectorSpec, 'remoteUrl' | 'appKey'>): string | undefined {
+export function notOurs(source: Pick<SourceConnectorInformation, 'type' | 'config'>, connector: Pick<DropboxConnectorSpec, 'remoteUrl' | 'appKey'>): string | undefined {
   if (source.type !== 'dropbox') return `it is a ${source.type} connector`;
   const { remote_url: remoteUrl, app_key: appKey } = source.config;
   if (remoteUrl !== connector.remoteUrl) return `it reads ${typeof remoteUrl === 'string' ? remoteUrl : 'another folder'}, not ${connector.remoteUrl}`;
@@ -215,12 +282,14 @@ export function notOurs(source: SourceConnectorInformation, connector: Pick<Drop
 
 /**
  * This profile's connectors named `connector.name` or one of its time-stamped replacements, oldest first (ties,
- * as when the service stamps two creations with one time, by id, so that every process orders them alike).
+ * as when the service stamps two creations with one time, by id, so that every process orders them alike). The
+ * rest of the listing is dropped as it is read.
  */
 async function listFamily(client: ServiceClient, connector: DropboxConnectorSpec): Promise<SourceConnectorInformation[]> {
-  const family = (await client.listSources({ sourceType: 'dropbox' })).filter(
-    (s) => isConnectorFamily(s.name, connector.name) && notOurs(s, connector) === undefined,
-  );
+  const family = await client.listSources({
+    sourceType: 'dropbox',
+    where: (s) => isConnectorFamily(s.name, connector.name) && notOurs(s, connector) === undefined,
+  });
   return family.sort((a, b) => Date.parse(a.created_at) - Date.parse(b.created_at) || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
 }
 
@@ -245,7 +314,8 @@ async function createOrAdopt(
     return { connector: await client.createSource({ name, type: 'dropbox', config }), adopted: false };
   } catch (error) {
     if (!isServiceError(error) || error.status !== 409) throw error;
-    const holders = (await client.listSources()).filter((s) => s.name === name);
+    // Every type: a connector of another type holds the name as well.
+    const holders = await client.listSources({ where: (s) => s.name === name });
     const winner = holders.sort((a, b) => Date.parse(b.created_at) - Date.parse(a.created_at))[0];
     const reason = winner ? notOurs(winner, connector) : 'it could not be found right after';
     if (winner && reason === undefined) return { connector: winner, adopted: true };
@@ -281,8 +351,9 @@ async function wireWorkflow(
   workflowId: string,
   connectorId: string,
   schedule: Schedule | undefined,
+  read?: WorkflowInformation,
 ): Promise<{ workflow: WorkflowInformation; action: 'updated' | 'unchanged' }> {
-  const current = await client.getWorkflow(workflowId);
+  const current = read ?? (await client.getWorkflow(workflowId));
   const wired = current.sources.length === 1 && current.sources[0] === connectorId;
   const cron = current.schedule?.crontab_entries.map((e) => e.cron_expression) ?? [];
   const scheduled = schedule === undefined || (cron.length === 1 && cron[0] === SCHEDULE_CRON[schedule]);

@@ -39,7 +39,7 @@ describe('an option a method does not take, from JavaScript', () => {
     const client = new ServiceClient({ baseUrl, apiKey: 'k' });
     const before = requests;
     const error = await refusal(() => (client as unknown as Loose).listSources?.({ type: 'dropbox' }) as Promise<unknown>);
-    expect(error.message).toBe('listSources: type: is not an option of listSources; did you mean sourceType? (it takes: sourceType)');
+    expect(error.message).toBe('listSources: type: is not an option of listSources; did you mean sourceType? (it takes: sourceType, where)');
     expect(error.kind).toBe('bad_input');
     expect(requests).toBe(before);
     // The right one still works.

@@ -12,6 +12,7 @@ import {
 } from '../../src/service/index.js';
 import type {
   CreateSourceRequest,
+  ListSourcesFilter,
   ServiceClientOptions,
   SourceConfig,
   SourceType,
@@ -32,8 +33,9 @@ describe('ServiceClient types', () => {
     >();
     expectTypeOf<ServiceClient['getSource']>().toEqualTypeOf<(id: string) => Promise<SourceConnectorInformation>>();
     expectTypeOf<ServiceClient['listSources']>().toEqualTypeOf<
-      (filter?: { sourceType?: string }) => Promise<SourceConnectorInformation[]>
+      (filter?: ListSourcesFilter) => Promise<SourceConnectorInformation[]>
     >();
+    expectTypeOf<ListSourcesFilter>().toEqualTypeOf<{ sourceType?: string; where?: (source: SourceConnectorInformation) => boolean }>();
     expectTypeOf<ServiceClient['findSourceByName']>().toEqualTypeOf<
       (name: string, type?: string) => Promise<SourceConnectorInformation | undefined>
     >();
