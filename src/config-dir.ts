@@ -80,6 +80,23 @@ function ownSubdirStill(dir: string): string | undefined {
   return ownSubdirProblemSync(dir, { missingOk: true });
 }
 
+/**
+ * Before a file in a config dir is believed: it must belong to this user or root, and no other user may write it.
+ * A file another user left there while the directory was open to them (before a `chmod go-w`) stays theirs to
+ * rewrite whenever they like, whatever the directory's mode is now; so does one reached through a link. Judged
+ * on the opened file's own stat, so nothing can be swapped in between. Throws (exit 2) naming the file.
+ */
+export function assertFileTrusted(file: string, info: Stats): void {
+  const problem = !trustedOwner(info)
+    ? `it belongs to uid ${info.uid}${userName(info.uid)}, another user, who may rewrite it at any time`
+    : othersWhoMayWrite(info);
+  if (!problem) return;
+  throw new SyncauthError('SYNCAUTH_CONFIG_DIR_UNSAFE', `refusing to read ${file} (owner uid ${info.uid}, mode ${modeText(info.mode)}): ${trustedOwner(info) ? `it is ${problem}` : problem}`, {
+    kind: 'bad_input',
+    hint: `${CONFIG_DIR_RULE}, and so must every file in it; check what the file holds, then remove it or make it this user's (chown) and not writable by others`,
+  });
+}
+
 function directStill(dir: string): string | undefined {
   const info = statSync(dir, { throwIfNoEntry: false });
   if (!info?.isDirectory()) return undefined;
