@@ -166,6 +166,34 @@ describe.skipIf(availability.skip)('whoever can write Redis', () => {
     expect(refusals(log, [])).toEqual(['claim:mac']);
   });
 
+  it('a real claim of an earlier completion, read with MONITOR and put back without a time limit, does not hold a later one off', async () => {
+    const log = captureLog();
+    // The replica's clock, which the test moves on as the hours between two re-authorizations would.
+    let ahead = 0;
+    const store = await RedisReauthStore.open({ url: redis.url, grantKey: GRANT_KEY, logger: log.logger, now: () => Date.now() + ahead });
+    closing.push(() => store.close());
+    const world = await startPageWorld({ stores: { links: store.links, rounds: store.rounds } });
+    // The writer watches Redis while the profile is re-authorized once, and keeps the claim it saw.
+    const watcher = await raw.monitor();
+    closing.push(async () => void watcher.disconnect());
+    const claims: string[] = [];
+    watcher.on('monitor', (_time: string, args: string[]) => {
+      if (args[0]?.toLowerCase() === 'set' && args[1] === `syncauth:reauth:claim:${PROFILE}`) claims.push(args[2] as string);
+    });
+    const first = await world.http(pathOf(await world.mint()));
+    const firstBack = await approveAt(hrefOf(first.body, 'authorize'));
+    expect((await world.http(pathOf(firstBack.location as string))).body).toContain('syncauth is authorized again');
+    expect(claims.length).toBeGreaterThan(0);
+    // Hours later the profile needs its owner again; the writer puts the old claim back, with no time limit.
+    ahead = 6 * 3_600_000;
+    const page = await world.http(pathOf(await world.mint()));
+    const back = await approveAt(hrefOf(page.body, 'authorize'));
+    await raw.set(`syncauth:reauth:claim:${PROFILE}`, claims[0] as string);
+    const done = await world.http(pathOf(back.location as string));
+    expect(done.body).toContain('syncauth is authorized again');
+    expect(refusals(log, [])).toEqual(['claim:lapsed']);
+  });
+
   it('a delivery and a reminder of their own in the outbox are never signed and sent', async () => {
     const receiver = await startReceiver();
     const log = captureLog();
