@@ -132,6 +132,28 @@ describe.skipIf(availability.skip)('whoever can write Redis', () => {
     expect(refusals(log, [hash])).toEqual(['link:mac']);
   });
 
+  it('a real link record moved to another key (their own token\'s, a round of their own) or put back after it expired is refused', async () => {
+    const { world, log } = await replica();
+    const link = await world.mint({ allowAccountChange: true, ttlMs: 1_000 });
+    const hash = hashToken(link.split('/').pop() as string);
+    const real = (await raw.get(`syncauth:reauth:link:${hash}`)) as string;
+    expect(real).toBeTruthy();
+    // Under the key their own token names: the record's profile and expiry are the real link's.
+    const token = randomBytes(32).toString('base64url');
+    await raw.set(`syncauth:reauth:link:${hashToken(token)}`, real);
+    expect((await world.http(`/reauthorize/${token}`)).status).toBe(404);
+    // As the round of a state of their own, whose callback they then call.
+    const state = randomBytes(16).toString('base64url');
+    await raw.set(`syncauth:reauth:round:${sha256(state)}`, real);
+    expect((await world.http(`/reauthorize/callback?state=${state}&code=x`)).status).toBe(404);
+    // Put back, without a time limit, once it expired (Redis's time limit is not what the page trusts).
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    expect(await raw.exists(`syncauth:reauth:link:${hash}`)).toBe(0);
+    await raw.set(`syncauth:reauth:link:${hash}`, real);
+    expect((await world.http(pathOf(link))).status).toBe(404);
+    expect(refusals(log, [hash, token, state])).toEqual(['link:mac', 'round:mac']);
+  });
+
   it('a spent link put back, with or without a forged spent mark, stays spent', async () => {
     const { world, log } = await replica();
     const link = await world.mint();
