@@ -13,7 +13,7 @@ import { targetKey } from '../../src/notify/signing.js';
 import { createAuthorizationRequest } from '../../src/oauth/index.js';
 import { hashToken } from '../../src/reauth/links.js';
 import { RedisReauthStore } from '../../src/reauth/redis-store.js';
-import { captureLog } from '../daemon/helpers.js';
+import { captureLog, fakeClock } from '../daemon/helpers.js';
 import { redisAvailability, startRedisServer, type RedisServer } from '../helpers/redis.js';
 import { startReceiver } from '../notify/receiver.js';
 import { approveAt, hrefOf, pathOf, PROFILE, startPageWorld, type PageWorld } from './world.js';
@@ -214,6 +214,36 @@ describe.skipIf(availability.skip)('whoever can write Redis', () => {
     const done = await world.http(pathOf(back.location as string));
     expect(done.body).toContain('syncauth is authorized again');
     expect(refusals(log, [])).toEqual(['claim:lapsed']);
+  });
+
+  it('a real delivery put back after it was sent goes out again only under its own webhook-id, and never past its 24 hours', async () => {
+    const receiver = await startReceiver();
+    const log = captureLog();
+    const clock = fakeClock();
+    const settings = resolveNotifySettings({ urls: [receiver.url], urlField: '--notify-url', secret: SECRET });
+    const store = await RedisOutbox.open({ url: redis.url, grantKey: GRANT_KEY, logger: log.logger }, 'redis');
+    const notifier = new Notifier({ ...settings, store, log: log.logger, pollMs: false, now: clock.now });
+    closing.push(() => notifier.close());
+    notifier.notice({ type: 'profile.reauthorized', profile: PROFILE, reason: 'authorized again at the page', at: clock.now(), transition: 'real' });
+    await notifier.accepted();
+    // The writer keeps the record while it waits, and puts it back once it was delivered.
+    const saved = await raw.hgetall('syncauth:notify:outbox');
+    expect(Object.keys(saved)).toHaveLength(1);
+    await notifier.tick();
+    expect(receiver.received).toHaveLength(1);
+    expect(await raw.hlen('syncauth:notify:outbox')).toBe(0);
+    await raw.hset('syncauth:notify:outbox', saved);
+    await notifier.tick();
+    // The same notice, the same id: a receiver that deduplicates by webhook-id takes it once.
+    expect(receiver.received).toHaveLength(2);
+    expect(receiver.received[1]?.headers['webhook-id']).toBe(receiver.received[0]?.headers['webhook-id']);
+    expect(receiver.received[1]?.body).toBe(receiver.received[0]?.body);
+    // A day later it is given up on, unsent: when it was queued is sealed with it.
+    clock.advance(25 * 3_600_000);
+    await raw.hset('syncauth:notify:outbox', saved);
+    await notifier.tick();
+    expect(receiver.received).toHaveLength(2);
+    expect(await raw.hlen('syncauth:notify:outbox')).toBe(0);
   });
 
   it('a delivery and a reminder of their own in the outbox are never signed and sent', async () => {
