@@ -3,10 +3,11 @@
 // may still rewrite them whenever they like, so syncauth reads none of them: the planted link digest opens no
 // page, the planted profile state is not believed. Run as a real second user (uid 65534) through setpriv.
 import { spawnSync } from 'node:child_process';
-import { chmodSync, mkdirSync, readFileSync, statSync } from 'node:fs';
+import { chmodSync, chownSync, mkdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { checkConfigDir } from '../../src/config-dir.js';
+import { readConfigFile } from '../../src/profile/config-file.js';
 import { openProfileStore } from '../../src/profile/index.js';
 import { fileLinkStore, hashToken, LINKS_FILE_NAME, mintLink } from '../../src/reauth/links.js';
 import { tempDir } from '../helpers/cli.js';
@@ -30,11 +31,15 @@ function onceOpenDir(): string {
 }
 
 describe('files another user owns in a config dir that passes the rule', () => {
-  it('a link digest and a profile state uid 65534 left there before `chmod go-w` are never acted on: the link opens no page', async () => {
+  it('a link digest and a profile state uid 65534 left there before `chmod go-w` are never acted on: the link opens no page; nor is a hard link to a file of theirs', async () => {
     const dir = onceOpenDir();
     const world = await startPageWorld({ stores: { links: fileLinkStore(dir) } });
     // While the directory is open, uid 65534 makes its files there (its own: it may rewrite them at any time).
-    asNobody('touch "$1/$2" && mkdir "$1/profiles" && touch "$1/profiles/$3.json"', [dir, LINKS_FILE_NAME, PROFILE]);
+    // A hard link too: config.json, the same file as one it keeps in a directory of its own.
+    const theirs = path.join(path.dirname(dir), 'theirs');
+    mkdirSync(theirs);
+    chownSync(theirs, NOBODY, NOBODY);
+    asNobody('touch "$1/$2" && mkdir "$1/profiles" && touch "$1/profiles/$3.json" && echo "{}" > "$4/config" && ln "$4/config" "$1/config.json"', [dir, LINKS_FILE_NAME, PROFILE, theirs]);
     chmodSync(dir, 0o755);
     expect(checkConfigDir(dir).dir).toBe(dir);
     // After the lock-down, uid 65534 writes into its own files: a link for a token it knows, allowing any
@@ -51,5 +56,6 @@ describe('files another user owns in a config dir that passes the rule', () => {
     expect(page.body).not.toContain('Allow');
     await expect(fileLinkStore(dir).find(hashToken(new URL(link).pathname.split('/').pop() as string), Date.now())).rejects.toThrow(/belongs to uid 65534/);
     await expect(openProfileStore(dir).read(PROFILE)).rejects.toThrow(/belongs to uid 65534/);
+    await expect(readConfigFile(dir)).rejects.toThrow(/belongs to uid 65534/);
   });
 });

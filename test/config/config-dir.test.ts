@@ -127,6 +127,17 @@ describe('the config dir and the directories above it', () => {
     await expect(store.read('docs')).rejects.toThrow(/belongs to uid 65534/);
   });
 
+  it("a config dir not made yet under uid 65534's directory or a shared one without the sticky bit, named relatively or not, is refused", () => {
+    const theirs = nobodysDir('0777');
+    const relative = path.relative(process.cwd(), path.join(theirs, 'config'));
+    expect(path.isAbsolute(relative)).toBe(false);
+    expect(() => resolveSettings({ env: { SYNCAUTH_CONFIG_DIR: relative } })).toThrow(`${theirs} (owner uid 65534, nobody, mode 0777), above the config directory, belongs to another user`);
+    const shared = tempDir('syncauth-config-dir-');
+    chmodSync(shared, 0o777);
+    expect(refusalOf(path.join(shared, 'config', 'syncauth')).message).toContain(`${shared} (owner uid ${UID}, root, mode 0777), above the config directory, is writable by every user (without the sticky bit)`);
+    expect(existsSync(path.join(shared, 'config'))).toBe(false);
+  });
+
   it('resolveSettings, where every command and the library learn the config dir, refuses it (or, for doctor, reports it)', () => {
     const dir = nobodysDir('0777');
     expect(() => resolveSettings({ env: { SYNCAUTH_CONFIG_DIR: dir } })).toThrow(/refusing the config directory/);
@@ -173,6 +184,12 @@ describe('a root-owned config dir every user may write (an emptyDir)', () => {
     const linked = emptyDir();
     symlinkSync(tempDir('syncauth-elsewhere-'), path.join(linked, OWN));
     expect(refusalOf(linked).message).toContain(`${path.join(linked, OWN)} is a symbolic link`);
+  });
+
+  it('a syncauth-<uid> there that another user made as a plain file is refused too', () => {
+    const dir = emptyDir();
+    asNobody('touch "$1"', path.join(dir, OWN));
+    expect(refusalOf(dir).message).toContain(`so its state lives in ${path.join(dir, OWN)}, but`);
   });
 
   it('one another user renames away and replaces after the start is refused before the next write', async () => {
