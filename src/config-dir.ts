@@ -86,6 +86,11 @@ function ownSubdirStill(dir: string): string | undefined {
  * rewrite whenever they like, whatever the directory's mode is now; so does one reached through a link. Judged
  * on the opened file's own stat, so nothing can be swapped in between. Throws (exit 2) naming the file.
  */
+/** Whether a file in a config dir belongs to this user or root and no other user may write it (see assertFileTrusted). */
+export function fileTrusted(info: Stats): boolean {
+  return trustedOwner(info) && othersWhoMayWrite(info) === undefined;
+}
+
 export function assertFileTrusted(file: string, info: Stats): void {
   const problem = !trustedOwner(info)
     ? `it belongs to uid ${info.uid}${userName(info.uid)}, another user, who may rewrite it at any time`

@@ -9,6 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { checkConfigDir } from '../../src/config-dir.js';
 import { readConfigFile } from '../../src/profile/config-file.js';
 import { openProfileStore } from '../../src/profile/index.js';
+import { encodeRenewalRecord } from '../../src/profile/renewal-record.js';
 import { fileLinkStore, hashToken, LINKS_FILE_NAME, mintLink } from '../../src/reauth/links.js';
 import { tempDir } from '../helpers/cli.js';
 import { PROFILE, startPageWorld } from '../reauth/world.js';
@@ -57,5 +58,19 @@ describe('files another user owns in a config dir that passes the rule', () => {
     await expect(fileLinkStore(dir).find(hashToken(new URL(link).pathname.split('/').pop() as string), Date.now())).rejects.toThrow(/belongs to uid 65534/);
     await expect(openProfileStore(dir).read(PROFILE)).rejects.toThrow(/belongs to uid 65534/);
     await expect(readConfigFile(dir)).rejects.toThrow(/belongs to uid 65534/);
+  });
+
+  it("a renewal record uid 65534 left there is read as none: the expiry it claims does not hold the profile's renewal off", async () => {
+    const dir = onceOpenDir();
+    asNobody('mkdir "$1/profiles" && touch "$1/profiles/$2.renewed"', [dir, PROFILE]);
+    chmodSync(dir, 0o755);
+    const store = openProfileStore(dir);
+    const renewed = new Date(Date.now() - 3_600_000).toISOString();
+    await store.update(PROFILE, () => ({ remoteUrl: 'dropbox://data', accessTokenExpiresAt: renewed, lastRenewalAt: renewed }));
+    // Its owner writes a record saying the token was renewed a moment ago and lasts a year.
+    const record = encodeRenewalRecord(PROFILE, { accessTokenExpiresAt: Date.now() + 365 * 86_400_000, lastRenewalAt: Date.now() });
+    asNobody('printf %s "$2" | base64 -d > "$1"', [path.join(dir, 'profiles', `${PROFILE}.renewed`), record.toString('base64')]);
+    expect(statSync(path.join(dir, 'profiles', `${PROFILE}.renewed`)).uid).toBe(NOBODY);
+    expect((await openProfileStore(dir).read(PROFILE))?.accessTokenExpiresAt).toBe(renewed);
   });
 });
