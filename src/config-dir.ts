@@ -13,7 +13,7 @@
 //   before each file in it is read or written (assertConfigDirStill, called by profile/files.ts);
 // - a config dir another user owns is refused, never used through a subdirectory.
 // Anything else is refused at start (exit 2), naming the directory, its owner and mode, and the rule.
-import { readFileSync, realpathSync, statSync, type Stats } from 'node:fs';
+import { lstatSync, readFileSync, readlinkSync, realpathSync, statSync, type Stats } from 'node:fs';
 import path from 'node:path';
 import { SyncauthError } from './errors.js';
 import { modeText, ownSubdirProblemSync, ownUid, privateSubdirName } from './publish/place.js';
@@ -80,6 +80,28 @@ function ownSubdirStill(dir: string): string | undefined {
   return ownSubdirProblemSync(dir, { missingOk: true });
 }
 
+/**
+ * Before a file in a config dir is believed: it must belong to this user or root, and no other user may write it.
+ * A file another user left there while the directory was open to them (before a `chmod go-w`) stays theirs to
+ * rewrite whenever they like, whatever the directory's mode is now; so does one reached through a link. Judged
+ * on the opened file's own stat, so nothing can be swapped in between. Throws (exit 2) naming the file.
+ */
+/** Whether a file in a config dir belongs to this user or root and no other user may write it (see assertFileTrusted). */
+export function fileTrusted(info: Stats): boolean {
+  return trustedOwner(info) && othersWhoMayWrite(info) === undefined;
+}
+
+export function assertFileTrusted(file: string, info: Stats): void {
+  const problem = !trustedOwner(info)
+    ? `it belongs to uid ${info.uid}${userName(info.uid)}, another user, who may rewrite it at any time`
+    : othersWhoMayWrite(info);
+  if (!problem) return;
+  throw new SyncauthError('SYNCAUTH_CONFIG_DIR_UNSAFE', `refusing to read ${file} (owner uid ${info.uid}, mode ${modeText(info.mode)}): ${trustedOwner(info) ? `it is ${problem}` : problem}`, {
+    kind: 'bad_input',
+    hint: `${CONFIG_DIR_RULE}, and so must every file in it; check what the file holds, then remove it or make it this user's (chown) and not writable by others`,
+  });
+}
+
 function directStill(dir: string): string | undefined {
   const info = statSync(dir, { throwIfNoEntry: false });
   if (!info?.isDirectory()) return undefined;
@@ -110,6 +132,13 @@ function judge(given: string): ConfigDirVerdict & { guard?: Guard } {
     real = realpathSync.native(existing);
   } catch {
     return { given, dir: given };
+  }
+  // A symbolic link on the way that another user owns is theirs to point elsewhere (in /tmp, its owner may
+  // replace it at any time): the path is as much theirs as a directory of theirs would be.
+  const link = foreignLink(existing);
+  if (link) {
+    const name = readAccounts().names.get(link.info.uid);
+    return refusal(given, `${link.path} is a symbolic link of uid ${link.info.uid}${name ? ` (${name})` : ''}, who may point it elsewhere at any time`, link.info);
   }
   const leafExists = existing === given;
   const leafKey = leafExists ? identity(found) : undefined;
@@ -152,6 +181,31 @@ function judge(given: string): ConfigDirVerdict & { guard?: Guard } {
     return refusal(given, `${describeDir(given, found)} is ${writers}, so its state lives in ${own}, but ${problem}`, found, `remove ${own}, or ${FIX}`);
   }
   return { given, dir: own, movedBecause: `${describeDir(given, found)} is ${writers}`, guard: 'own-subdir' };
+}
+
+/** The first symbolic link another user (not root) owns on the way to `target`, following each link it meets. */
+function foreignLink(target: string, depth = 0): { path: string; info: Stats } | undefined {
+  // A loop, or a chain longer than the kernel follows: realpath refuses it later anyway.
+  if (depth > 40) return undefined;
+  for (const at of prefixes(target)) {
+    let info: Stats | undefined;
+    try {
+      info = lstatSync(at, { throwIfNoEntry: false });
+    } catch {
+      return undefined;
+    }
+    if (!info) return undefined;
+    if (!info.isSymbolicLink()) continue;
+    if (!trustedOwner(info)) return { path: at, info };
+    let to: string;
+    try {
+      to = readlinkSync(at);
+    } catch {
+      return undefined;
+    }
+    return foreignLink(path.join(path.resolve(path.dirname(at), to), path.relative(at, target)), depth + 1);
+  }
+  return undefined;
 }
 
 /** A directory others may write that this user's state may live in through `<dir>/syncauth-<uid>/`: root's (an emptyDir), or one with the sticky bit. */

@@ -1,10 +1,10 @@
 // File-system primitives shared by the profile state and the encrypted secret file: private directories and
 // atomic private files.
 import { closeSync, fchmodSync, fchownSync, fstatSync, fsync, openSync, renameSync, rmSync, writeSync } from 'node:fs';
-import { chmod, mkdir, readdir, readFile, rm, stat } from 'node:fs/promises';
+import { chmod, mkdir, open, readdir, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { assertConfigDirStill } from '../config-dir.js';
+import { assertConfigDirStill, assertFileTrusted } from '../config-dir.js';
 
 /**
  * Creates `dir` (and its parents) as 0700. An existing directory is tightened to 0700 only when `tighten` is
@@ -99,14 +99,24 @@ export interface FileIdentity {
   mtimeMs: number;
 }
 
-/** The file's text, or undefined when it does not exist yet; any other failure is thrown. */
+/**
+ * The file's text, or undefined when it does not exist yet; any other failure is thrown, and so is a file another
+ * user owns or may write (config-dir.ts, assertFileTrusted), judged on the file as opened.
+ */
 export async function readTextIfExists(file: string): Promise<string | undefined> {
   assertConfigDirStill(file);
+  let handle;
   try {
-    return await readFile(file, 'utf8');
+    handle = await open(file, 'r');
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
     throw error;
+  }
+  try {
+    assertFileTrusted(file, await handle.stat());
+    return await handle.readFile('utf8');
+  } finally {
+    await handle.close();
   }
 }
 

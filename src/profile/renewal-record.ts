@@ -17,7 +17,7 @@
 // releases wrote them and as `setup` and `profile rotate` still do: of the two, the later `lastRenewalAt` wins.
 import { closeSync, constants, fstatSync, ftruncateSync, openSync, readSync, writeSync } from 'node:fs';
 import { crc32 } from 'node:zlib';
-import { assertConfigDirStill } from '../config-dir.js';
+import { assertConfigDirStill, fileTrusted } from '../config-dir.js';
 import type { FileIdentity } from './files.js';
 
 /** The record's format; a record of another version is not read (the state file's fields are used instead). */
@@ -122,8 +122,10 @@ export function readRenewalRecord(file: string, profile: string): { record: Rene
     for (let attempt = 1; ; attempt += 1) {
       const info = fstatSync(fd);
       const identity = { ino: info.ino, size: info.size, mtimeMs: info.mtimeMs };
-      // Anything but a regular file (a FIFO, a device) holds no record and is not read from.
-      if (!info.isFile()) return { record: undefined, identity };
+      // Anything but a regular file (a FIFO, a device) holds no record and is not read from; nor does a file
+      // another user owns or may write (left there while the config dir was open to them): it reads as none, and
+      // the profile is renewed at the next sweep.
+      if (!info.isFile() || !fileTrusted(info)) return { record: undefined, identity };
       const length = readSync(fd, buffer, 0, buffer.length, 0);
       const record = length === RENEWAL_RECORD_SIZE ? decodeRenewalRecord(profile, buffer.subarray(0, length)) : undefined;
       if (record || attempt === READ_ATTEMPTS) return { record, identity };

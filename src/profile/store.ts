@@ -11,6 +11,7 @@ import path from 'node:path';
 import { ValidationError, fieldName } from '../errors.js';
 import { redactDeep } from '../redact.js';
 import { ProfileStoreError } from './errors.js';
+import { assertFileTrusted } from '../config-dir.js';
 import { ensurePrivateDir, writePrivateFile, type FileIdentity } from './files.js';
 import { withFileLock } from './lock.js';
 import { readRenewalRecord, writeRenewalRecord, type RenewalRecord } from './renewal-record.js';
@@ -163,6 +164,7 @@ export function openProfileStore(configDir: string, options: ProfileStoreOptions
       const handle = await open(file, 'r');
       try {
         const info = await handle.stat();
+        assertFileTrusted(file, info);
         identity = { ino: info.ino, size: info.size, mtimeMs: info.mtimeMs };
         text = await handle.readFile('utf8');
       } finally {

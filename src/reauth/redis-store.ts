@@ -104,6 +104,8 @@ export interface RedisReauthStoreOptions {
   grantKey: Buffer;
   /** Where refused records are told (warn); never with their content. */
   logger?: Logger;
+  /** The wall clock a claim's lease is judged by. Default Date.now. */
+  now?: () => number;
 }
 
 export class RedisReauthStore {
@@ -111,7 +113,7 @@ export class RedisReauthStore {
   readonly rounds: RoundStore;
   readonly #client: Redis;
 
-  private constructor(client: Redis, prefix: string, grantKey: Buffer, log: Logger | undefined) {
+  private constructor(client: Redis, prefix: string, grantKey: Buffer, log: Logger | undefined, clock: () => number) {
     this.#client = client;
     const macKey = subkey(grantKey, 'reauth-records');
     const key = (...parts: string[]): string => [prefix, 'reauth', ...parts].join(':');
@@ -161,14 +163,23 @@ export class RedisReauthStore {
       claim: async (profile, leaseMs, complete) => {
         const claimKey = key('claim', profile);
         // The claim carries a MAC like every record here: one a Redis writer planted (to hold a profile's
-        // completion off) is refused and replaced, only if it is still the one read.
-        const holder = signRecord(macKey, claimKey, { v: VERSION, profile, holder: randomBytes(16).toString('base64url') });
+        // completion off) is refused and replaced, only if it is still the one read. It says until when it holds
+        // (the Redis time limit is the writer's to drop): a real claim of an earlier completion, put back without
+        // a time limit, lapses too. A lease renewed once ends at most a lease past `until`, so that long is allowed.
+        const holder = signRecord(macKey, claimKey, { v: VERSION, profile, holder: randomBytes(16).toString('base64url'), until: clock() + leaseMs });
         const lease = String(Math.max(1, Math.ceil(leaseMs)));
         let taken = (await command('claim the link', () => client.set(claimKey, holder, 'PX', lease, 'NX'))) === 'OK';
         if (!taken) {
           const current = await command('claim the link', () => client.get(claimKey));
           const fields = current === null ? undefined : open('claim', claimKey, current);
-          if (current !== null && (!fields || fields.profile !== profile)) {
+          const lapsed = fields !== undefined && !(typeof fields.until === 'number' && fields.until + leaseMs > clock());
+          if (lapsed) {
+            log?.warn(
+              { event: 'reauth.record_refused', op: 'reauth', record: 'claim', reason: 'lapsed' },
+              'a re-authorization claim in Redis was refused (its lease ended, though Redis still holds it); it is replaced',
+            );
+          }
+          if (current !== null && (!fields || fields.profile !== profile || lapsed)) {
             taken = Number(await command('claim the link', () => client.eval(CLAIM_REPLACE, 1, claimKey, current, holder, lease))) === 1;
           }
         }
@@ -276,7 +287,7 @@ export class RedisReauthStore {
     // The coordinator logs Redis outages; the page's own failures say what they could not do.
     client.on('error', () => undefined);
     await client.connect().catch(() => undefined);
-    return new RedisReauthStore(client, options.keyPrefix ?? 'syncauth', options.grantKey, options.logger);
+    return new RedisReauthStore(client, options.keyPrefix ?? 'syncauth', options.grantKey, options.logger, options.now ?? Date.now);
   }
 
   async close(): Promise<void> {

@@ -4,7 +4,7 @@
 // directory every user may write (a Kubernetes emptyDir) is used through `<dir>/syncauth-<uid>/`, which is
 // checked again before each write, so one another user put in its place is never written.
 import { spawnSync } from 'node:child_process';
-import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, rmSync, statSync, symlinkSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -95,6 +95,49 @@ describe('the config dir and the directories above it', () => {
     expect(refusalOf(config).message).toContain(`${dir} (owner uid ${UID}, root, mode 0775), above the config directory, is writable by its group (gid ${NOBODY}, nogroup), which has members other than this user`);
   });
 
+  it("a config dir reached through uid 65534's symbolic link in /tmp is refused, though it leads to this user's own directory", () => {
+    const own = tempDir('syncauth-config-dir-');
+    const link = path.join(tmpdir(), `syncauth-lnk-${process.pid}-${made.length}`);
+    asNobody('ln -s "$1" "$2"', own, link);
+    made.push(link);
+    expect(refusalOf(link).message).toContain(`${link} is a symbolic link of uid 65534 (nobody), who may point it elsewhere at any time`);
+    expect(refusalOf(path.join(link, 'config')).message).toContain(`${link} is a symbolic link of uid 65534`);
+    // Through a link of this user's own to it, too.
+    const mine = path.join(tempDir('syncauth-config-dir-'), 'via');
+    symlinkSync(link, mine);
+    expect(refusalOf(mine).message).toContain(`${link} is a symbolic link of uid 65534`);
+    // A link of this user's (or root's) is followed as before.
+    const fine = path.join(tempDir('syncauth-config-dir-'), 'cfg');
+    symlinkSync(own, fine);
+    expect(checkConfigDir(fine).dir).toBe(fine);
+  });
+
+  it('a profile state uid 65534 puts in place after the config dir was opened to every user is refused when the daemon reads it again (a reload)', async () => {
+    const home = tempDir('syncauth-config-dir-');
+    chmodSync(home, 0o755);
+    const dir = path.join(home, 'config');
+    const store = openProfileStore(dir);
+    await store.update('docs', () => ({ remoteUrl: 'dropbox://data', accountId: 'dbid:AAowner' }));
+    expect((await store.read('docs'))?.accountId).toBe('dbid:AAowner');
+    chmodSync(dir, 0o777);
+    chmodSync(path.join(dir, 'profiles'), 0o777);
+    const planted = JSON.stringify({ ...JSON.parse(readFileSync(path.join(dir, 'profiles', 'docs.json'), 'utf8')), accountId: 'dbid:AAattacker' });
+    asNobody('printf %s "$2" > "$1.new" && mv "$1.new" "$1"', path.join(dir, 'profiles', 'docs.json'), planted);
+    // The daemon's store, opened at start, reads the state again (a reload, the next sweep).
+    await expect(store.read('docs')).rejects.toThrow(/belongs to uid 65534/);
+  });
+
+  it("a config dir not made yet under uid 65534's directory or a shared one without the sticky bit, named relatively or not, is refused", () => {
+    const theirs = nobodysDir('0777');
+    const relative = path.relative(process.cwd(), path.join(theirs, 'config'));
+    expect(path.isAbsolute(relative)).toBe(false);
+    expect(() => resolveSettings({ env: { SYNCAUTH_CONFIG_DIR: relative } })).toThrow(`${theirs} (owner uid 65534, nobody, mode 0777), above the config directory, belongs to another user`);
+    const shared = tempDir('syncauth-config-dir-');
+    chmodSync(shared, 0o777);
+    expect(refusalOf(path.join(shared, 'config', 'syncauth')).message).toContain(`${shared} (owner uid ${UID}, root, mode 0777), above the config directory, is writable by every user (without the sticky bit)`);
+    expect(existsSync(path.join(shared, 'config'))).toBe(false);
+  });
+
   it('resolveSettings, where every command and the library learn the config dir, refuses it (or, for doctor, reports it)', () => {
     const dir = nobodysDir('0777');
     expect(() => resolveSettings({ env: { SYNCAUTH_CONFIG_DIR: dir } })).toThrow(/refusing the config directory/);
@@ -141,6 +184,12 @@ describe('a root-owned config dir every user may write (an emptyDir)', () => {
     const linked = emptyDir();
     symlinkSync(tempDir('syncauth-elsewhere-'), path.join(linked, OWN));
     expect(refusalOf(linked).message).toContain(`${path.join(linked, OWN)} is a symbolic link`);
+  });
+
+  it('a syncauth-<uid> there that another user made as a plain file is refused too', () => {
+    const dir = emptyDir();
+    asNobody('touch "$1"', path.join(dir, OWN));
+    expect(refusalOf(dir).message).toContain(`so its state lives in ${path.join(dir, OWN)}, but`);
   });
 
   it('one another user renames away and replaces after the start is refused before the next write', async () => {

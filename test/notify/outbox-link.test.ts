@@ -108,6 +108,29 @@ describe('the file outbox while a notice waits', () => {
   });
 });
 
+describe('without SYNCAUTH_NOTIFY_SECRET, and in the log', () => {
+  it('an unsigned Slack notice carries its link, and neither notices.json nor any log line holds it while the receiver hangs', async () => {
+    const world = await startPageWorld();
+    const receiver = await hangingReceiver();
+    closing.push(() => receiver.close());
+    const settings = resolveNotifySettings({ urls: [receiver.url], urlField: '--notify-url', format: 'slack' });
+    expect(settings.key).toBeUndefined();
+    const store = await FileOutbox.open(world.configDir, world.log.logger);
+    const minter = linkMinter(world.links, { publicUrl: world.publicUrl });
+    const notifier = new Notifier({ ...settings, store, log: world.log.logger, pollMs: false, attemptTimeoutMs: 120_000, linkFor: (profile) => minter.linkFor(profile) });
+    closing.push(() => notifier.close());
+    notifier.notice(parked(Date.now()));
+    await notifier.accepted();
+    void notifier.tick();
+    const body = await until('the notice at the receiver', () => receiver.bodies[0]);
+    const link = /https?:\/\/[^\s"'\\<>|]+\/reauthorize\/[A-Za-z0-9_-]{43}/.exec(body)?.[0];
+    expect(link, body).toBeDefined();
+    const outbox = readFileSync(path.join(world.configDir, OUTBOX_FILE), 'utf8');
+    await expectNoUsableLink(world, outbox, link as string);
+    await expectNoUsableLink(world, world.log.lines.join('\n'), link as string);
+  });
+});
+
 describe.skipIf(availability.skip)('the Redis outbox while a notice waits, and the link on every retry', () => {
   let redis: RedisServer;
   let raw: Redis;

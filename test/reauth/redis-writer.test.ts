@@ -13,7 +13,7 @@ import { targetKey } from '../../src/notify/signing.js';
 import { createAuthorizationRequest } from '../../src/oauth/index.js';
 import { hashToken } from '../../src/reauth/links.js';
 import { RedisReauthStore } from '../../src/reauth/redis-store.js';
-import { captureLog } from '../daemon/helpers.js';
+import { captureLog, fakeClock } from '../daemon/helpers.js';
 import { redisAvailability, startRedisServer, type RedisServer } from '../helpers/redis.js';
 import { startReceiver } from '../notify/receiver.js';
 import { approveAt, hrefOf, pathOf, PROFILE, startPageWorld, type PageWorld } from './world.js';
@@ -132,6 +132,28 @@ describe.skipIf(availability.skip)('whoever can write Redis', () => {
     expect(refusals(log, [hash])).toEqual(['link:mac']);
   });
 
+  it('a real link record moved to another key (their own token\'s, a round of their own) or put back after it expired is refused', async () => {
+    const { world, log } = await replica();
+    const link = await world.mint({ allowAccountChange: true, ttlMs: 1_000 });
+    const hash = hashToken(link.split('/').pop() as string);
+    const real = (await raw.get(`syncauth:reauth:link:${hash}`)) as string;
+    expect(real).toBeTruthy();
+    // Under the key their own token names: the record's profile and expiry are the real link's.
+    const token = randomBytes(32).toString('base64url');
+    await raw.set(`syncauth:reauth:link:${hashToken(token)}`, real);
+    expect((await world.http(`/reauthorize/${token}`)).status).toBe(404);
+    // As the round of a state of their own, whose callback they then call.
+    const state = randomBytes(16).toString('base64url');
+    await raw.set(`syncauth:reauth:round:${sha256(state)}`, real);
+    expect((await world.http(`/reauthorize/callback?state=${state}&code=x`)).status).toBe(404);
+    // Put back, without a time limit, once it expired (Redis's time limit is not what the page trusts).
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    expect(await raw.exists(`syncauth:reauth:link:${hash}`)).toBe(0);
+    await raw.set(`syncauth:reauth:link:${hash}`, real);
+    expect((await world.http(pathOf(link))).status).toBe(404);
+    expect(refusals(log, [hash, token, state])).toEqual(['link:mac', 'round:mac']);
+  });
+
   it('a spent link put back, with or without a forged spent mark, stays spent', async () => {
     const { world, log } = await replica();
     const link = await world.mint();
@@ -164,6 +186,64 @@ describe.skipIf(availability.skip)('whoever can write Redis', () => {
     expect(done.body).toContain('syncauth is authorized again');
     expect(await raw.exists(`syncauth:reauth:claim:${PROFILE}`)).toBe(0);
     expect(refusals(log, [])).toEqual(['claim:mac']);
+  });
+
+  it('a real claim of an earlier completion, read with MONITOR and put back without a time limit, does not hold a later one off', async () => {
+    const log = captureLog();
+    // The replica's clock, which the test moves on as the hours between two re-authorizations would.
+    let ahead = 0;
+    const store = await RedisReauthStore.open({ url: redis.url, grantKey: GRANT_KEY, logger: log.logger, now: () => Date.now() + ahead });
+    closing.push(() => store.close());
+    const world = await startPageWorld({ stores: { links: store.links, rounds: store.rounds } });
+    // The writer watches Redis while the profile is re-authorized once, and keeps the claim it saw.
+    const watcher = await raw.monitor();
+    closing.push(async () => void watcher.disconnect());
+    const claims: string[] = [];
+    watcher.on('monitor', (_time: string, args: string[]) => {
+      if (args[0]?.toLowerCase() === 'set' && args[1] === `syncauth:reauth:claim:${PROFILE}`) claims.push(args[2] as string);
+    });
+    const first = await world.http(pathOf(await world.mint()));
+    const firstBack = await approveAt(hrefOf(first.body, 'authorize'));
+    expect((await world.http(pathOf(firstBack.location as string))).body).toContain('syncauth is authorized again');
+    expect(claims.length).toBeGreaterThan(0);
+    // Hours later the profile needs its owner again; the writer puts the old claim back, with no time limit.
+    ahead = 6 * 3_600_000;
+    const page = await world.http(pathOf(await world.mint()));
+    const back = await approveAt(hrefOf(page.body, 'authorize'));
+    await raw.set(`syncauth:reauth:claim:${PROFILE}`, claims[0] as string);
+    const done = await world.http(pathOf(back.location as string));
+    expect(done.body).toContain('syncauth is authorized again');
+    expect(refusals(log, [])).toEqual(['claim:lapsed']);
+  });
+
+  it('a real delivery put back after it was sent goes out again only under its own webhook-id, and never past its 24 hours', async () => {
+    const receiver = await startReceiver();
+    const log = captureLog();
+    const clock = fakeClock();
+    const settings = resolveNotifySettings({ urls: [receiver.url], urlField: '--notify-url', secret: SECRET });
+    const store = await RedisOutbox.open({ url: redis.url, grantKey: GRANT_KEY, logger: log.logger }, 'redis');
+    const notifier = new Notifier({ ...settings, store, log: log.logger, pollMs: false, now: clock.now });
+    closing.push(() => notifier.close());
+    notifier.notice({ type: 'profile.reauthorized', profile: PROFILE, reason: 'authorized again at the page', at: clock.now(), transition: 'real' });
+    await notifier.accepted();
+    // The writer keeps the record while it waits, and puts it back once it was delivered.
+    const saved = await raw.hgetall('syncauth:notify:outbox');
+    expect(Object.keys(saved)).toHaveLength(1);
+    await notifier.tick();
+    expect(receiver.received).toHaveLength(1);
+    expect(await raw.hlen('syncauth:notify:outbox')).toBe(0);
+    await raw.hset('syncauth:notify:outbox', saved);
+    await notifier.tick();
+    // The same notice, the same id: a receiver that deduplicates by webhook-id takes it once.
+    expect(receiver.received).toHaveLength(2);
+    expect(receiver.received[1]?.headers['webhook-id']).toBe(receiver.received[0]?.headers['webhook-id']);
+    expect(receiver.received[1]?.body).toBe(receiver.received[0]?.body);
+    // A day later it is given up on, unsent: when it was queued is sealed with it.
+    clock.advance(25 * 3_600_000);
+    await raw.hset('syncauth:notify:outbox', saved);
+    await notifier.tick();
+    expect(receiver.received).toHaveLength(2);
+    expect(await raw.hlen('syncauth:notify:outbox')).toBe(0);
   });
 
   it('a delivery and a reminder of their own in the outbox are never signed and sent', async () => {
