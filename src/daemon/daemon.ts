@@ -54,6 +54,8 @@ export class Daemon implements RunningDaemon {
   readonly #renderer: TemplateRenderer;
   readonly #files: TokenPublisher;
   #coordinatorDownSince: number | undefined;
+  #publishedCheck: Promise<void> | undefined;
+  #publishedCheckAt = 0;
 
   /** Checks every option; nothing is started until `start()`. */
   constructor(options: DaemonOptions) {
@@ -66,13 +68,14 @@ export class Daemon implements RunningDaemon {
     this.#clock = { wall: now, mono };
     const sleep = options.sleep ?? ((ms: number, signal?: AbortSignal) => delay(ms, undefined, signal ? { signal } : {}));
     const templates = options.templates ?? [];
-    this.#renderer = new TemplateRenderer(templates, this.#log);
+    this.#renderer = new TemplateRenderer(templates, this.#log, options.sinkLocks);
     const files = new TokenPublisher({
       template: options.tokenFile,
       ...(options.tokenFileAccess ? { access: options.tokenFileAccess } : {}),
       templates: this.#renderer,
       accountId: (name: string, accessToken: string) => this.#workers.get(name)?.accountId(accessToken) ?? Promise.resolve(undefined),
       ...(options.profileSinks ? { profileSinks: options.profileSinks } : {}),
+      ...(options.sinkLocks ? { locks: options.sinkLocks } : {}),
       now,
       log: this.#log,
     });
@@ -123,21 +126,17 @@ export class Daemon implements RunningDaemon {
     return this.#metrics.registry;
   }
 
-  /** Loads the profiles, opens the server and the socket, schedules the sweeps. */
+  /**
+   * Opens the server and the socket, then loads the profiles (adopting or publishing their tokens), then
+   * schedules the sweeps. What can refuse (a port or socket in use) is opened first: a start that fails has
+   * published, adopted and rendered nothing.
+   */
   async start(): Promise<this> {
     const options = this.#options;
-    this.#closers.push({ what: 'profiles', close: () => this.#disposeWorkers() });
     const renderer = this.#renderer;
-    this.#closers.push({ what: 'templates', close: async () => renderer.stop() });
     try {
-      const initial = await this.#loadEntries();
-      this.#checkTemplate(initial);
-      for (const entry of initial) {
-        if (this.#workers.has(entry.name)) continue;
-        this.#workers.set(entry.name, await ProfileWorker.start(entry, this.#ctx));
-      }
       if (options.listen) {
-        const server = await startHealthServer(options.listen, { status: () => this.status(), registry: () => this.#metrics.registry });
+        const server = await startHealthServer(options.listen, { status: () => this.status(), checkPublished: () => this.#checkPublished(), registry: () => this.#metrics.registry });
         this.#url = server.url;
         this.#closers.push({ what: 'health server', close: () => server.close() });
       }
@@ -148,6 +147,14 @@ export class Daemon implements RunningDaemon {
           { ...(options.socket.mode !== undefined ? { mode: options.socket.mode } : {}), ...(options.socket.gid !== undefined ? { gid: options.socket.gid } : {}), log: this.#log, now: this.#clock.wall },
         );
         this.#closers.push({ what: 'token socket', close: () => socket.close() });
+      }
+      this.#closers.push({ what: 'profiles', close: () => this.#disposeWorkers() });
+      this.#closers.push({ what: 'templates', close: async () => renderer.stop() });
+      const initial = await this.#loadEntries();
+      this.#checkTemplate(initial);
+      for (const entry of initial) {
+        if (this.#workers.has(entry.name)) continue;
+        this.#workers.set(entry.name, await ProfileWorker.start(entry, this.#ctx));
       }
     } catch (error) {
       // Nothing half started stays behind: what this start opened is closed. The coordinator was the caller's
@@ -324,6 +331,19 @@ export class Daemon implements RunningDaemon {
   #checkTemplate(entries: readonly ProfileEntry[], sinks?: ReadonlyMap<string, ProfileSinks>): void {
     const own = (name: string) => (sinks ? sinks.get(name) : this.#files.sinksOf(name))?.tokenFile !== undefined;
     if (this.#options.tokenFile !== undefined) checkTokenFileTemplate(this.#options.tokenFile, new Set(entries.map((e) => e.name).filter((name) => !own(name))).size);
+  }
+
+  /**
+   * Whether each profile's published files are still in place, for /readyz: at most one look at a time and one
+   * a second, however often it is probed; a file found removed or replaced makes its profile not ready until
+   * the next sweep puts it back.
+   */
+  #checkPublished(): Promise<void> {
+    const now = performance.now();
+    if (this.#publishedCheck && now - this.#publishedCheckAt < 1_000) return this.#publishedCheck;
+    this.#publishedCheckAt = now;
+    this.#publishedCheck = eachBounded([...this.#workers.values()], this.#config.concurrency, async (worker) => void (await worker.checkPublished()));
+    return this.#publishedCheck;
   }
 
   #coordinatorDown(error: unknown): void {

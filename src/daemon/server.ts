@@ -11,6 +11,8 @@ export interface HealthServer {
 
 export interface HealthSources {
   status(): DaemonStatus;
+  /** Looks, before /readyz answers, whether what was published is still in place (a file removed is not ready). */
+  checkPublished?: () => Promise<void>;
   /** Asked on the first scrape of /metrics only: probes of /healthz and /readyz never load prom-client. */
   registry: () => Registry;
 }
@@ -31,7 +33,7 @@ export async function startHealthServer(listen: { host: string; port: number }, 
       send(200, 'application/json', '{"status":"ok"}\n');
       return;
     }
-    if (path === '/readyz') {
+    const answerReady = (): void => {
       const status = sources.status();
       const body = {
         ready: status.ready,
@@ -41,6 +43,9 @@ export async function startHealthServer(listen: { host: string; port: number }, 
         ),
       };
       send(status.ready ? 200 : 503, 'application/json', `${JSON.stringify(body)}\n`);
+    };
+    if (path === '/readyz') {
+      void (sources.checkPublished?.() ?? Promise.resolve()).catch(() => undefined).then(() => answerReady());
       return;
     }
     if (path === '/metrics') {

@@ -38,6 +38,8 @@ import { baseState, stateWithNewGrant } from '../../sync/renew.js';
 import type { CommandContext } from '../context.js';
 import { openSession, readSecrets, requireGrant, type ProfileSession, type ResolvedSecrets } from '../session.js';
 import { configFileLabel, notifyUrlFileLabel, prepareProfileSinks, withDaemonConfigFile } from '../daemon-config.js';
+import { lockDaemonSinks } from '../daemon-sinks.js';
+import type { SinkLocks } from '../../publish/sink-lock.js';
 import { notifySettingsOf, startNotifier } from './notify.js';
 import { grantHook, grantKeyOf, openReauthStores, reauthLinkFor, reauthSettingIssues, startReauthPage } from '../reauth.js';
 
@@ -378,6 +380,8 @@ interface HeldSignals {
   stopped: Promise<void>;
   reload: boolean;
   release(): void;
+  /** The sinks' locks, once taken; given back when the run ends, however it ends. */
+  sinkLocks?: SinkLocks;
 }
 
 function holdSignals(): HeldSignals {
@@ -414,6 +418,7 @@ export async function daemon(given: CommandContext, givenOptions: DaemonCommandO
     await runDaemon(given, givenOptions, held);
   } finally {
     held.release();
+    await held.sinkLocks?.release();
   }
 }
 
@@ -463,6 +468,16 @@ async function runDaemon(given: CommandContext, givenOptions: DaemonCommandOptio
   const tokenFile = await placeHandover(context, log, v.tokenFile, handover, names, options.once === true);
   const sharedTokenFile = (name: string) => (tokenFile ? tokenFileFor(tokenFile, name) : undefined);
   const profileSinks = await prepareProfileSinks(configured.config, names, log, sharedTokenFile);
+  // Every sink is this run's alone before anything is published, adopted or rendered: one another running
+  // process holds refuses the start (exit 2), naming it (see src/publish/sink-lock.ts).
+  const sinkLocks = (held.sinkLocks = await lockDaemonSinks({
+    names,
+    sharedTokenFile: (name) => (ownTokenFile(name) ? undefined : sharedTokenFile(name)),
+    tokenFileField: label(context, 'tokenFile'),
+    templates: handover.templates,
+    profileSinks,
+    ...(handover.socket && !once ? { socket: { path: handover.socket.path, field: label(context, 'socket') } } : {}),
+  }));
   // A daemon restarted after kill -9 clears what interrupted writes of state and secrets left behind.
   await removeTemporaryLeftovers([...names.flatMap((name) => [store.fileOf(name), ...secretFilesOf(v.configDir, name)]), path.join(v.configDir, SECRET_FILE_NAME)], LEFTOVER_AGE_MS);
   if (names.length > 1 && environmentGrant(v)) {
@@ -489,6 +504,22 @@ async function runDaemon(given: CommandContext, givenOptions: DaemonCommandOptio
     await notifier?.close();
     await coordinator?.close();
   })) return;
+  // The page's listener too is opened before anything is published: a port in use refuses a start that has
+  // touched nothing. Until the daemon runs, it knows no profile.
+  let closeReauth: (() => Promise<void>) | undefined;
+  try {
+    const starting = {
+      status: () => served.daemon?.status() ?? { ready: false, profiles: [] },
+      reauthorized: (name: string, grant: Parameters<RunningDaemon['reauthorized']>[1]) =>
+        served.daemon ? served.daemon.reauthorized(name, grant) : Promise.resolve({ stored: false, error: 'the daemon is starting' }),
+    } as RunningDaemon;
+    closeReauth = await startReauthPage(context, starting, log, reauthStores);
+  } catch (error) {
+    await notifier?.close();
+    await reauthStores?.close();
+    await coordinator?.close();
+    throw relabel(context, error);
+  }
   let running: RunningDaemon;
   try {
     running = await startDaemon({
@@ -509,6 +540,7 @@ async function runDaemon(given: CommandContext, givenOptions: DaemonCommandOptio
       ...(profileSinks.size > 0 ? { profileSinks } : {}),
       ...(handover.socket && !once ? { socket: handover.socket } : {}),
       ...(v.listen && !once ? { listen: v.listen } : {}),
+      sinkLocks,
       ...(coordinator ? { coordinator } : {}),
       ...(notifier ? { notices: notifier } : {}),
       ...(grantKey ? { grantKey } : {}),
@@ -518,6 +550,7 @@ async function runDaemon(given: CommandContext, givenOptions: DaemonCommandOptio
       logger: log,
     });
   } catch (error) {
+    await closeReauth?.().catch(() => undefined);
     await notifier?.close();
     await reauthStores?.close();
     await coordinator?.close();
@@ -558,14 +591,6 @@ async function runDaemon(given: CommandContext, givenOptions: DaemonCommandOptio
     },
     `syncauth daemon started for ${names.length === 1 ? `profile ${names[0]}` : `${names.length} profiles`}`,
   );
-  let closeReauth: (() => Promise<void>) | undefined;
-  try {
-    closeReauth = await startReauthPage(context, running, log, reauthStores);
-  } catch (error) {
-    await running.close();
-    await reauthStores?.close();
-    throw relabel(context, error);
-  }
   const readiness = reportReadiness(running, log);
   // SIGHUP reads the configuration file again first: rejected, nothing changes; accepted, its profiles are served
   // with their own sinks.
