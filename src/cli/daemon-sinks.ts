@@ -1,6 +1,9 @@
 // The sinks a `syncauth daemon` run will write, each locked before anything is published, adopted or rendered
 // (see src/publish/sink-lock.ts): a sink held by another running process refuses the start with exit 2,
 // naming that process, and nothing of it is touched.
+import { createServer } from 'node:http';
+import { ValidationError, type FieldIssue } from '../errors.js';
+import { listenHttp } from '../net/listen.js';
 import { tokenFileFor } from '../publish/place.js';
 import { SinkLocks, type SinkRequestForLock } from '../publish/sink-lock.js';
 import type { TemplateSpec } from '../publish/template.js';
@@ -37,4 +40,24 @@ export async function lockDaemonSinks(sinks: DaemonSinks): Promise<SinkLocks> {
   const locks = new SinkLocks();
   await locks.take(sinksOf(sinks));
   return locks;
+}
+
+/**
+ * Whether each address can be listened on now: bound and let go at once, so that a port in use refuses the
+ * start (exit 2) before anything is sent (a notice waiting in the outbox) or published. The daemon binds each
+ * again moments later; a program that takes the port in between is refused then.
+ */
+export async function checkPortsFree(addresses: readonly { listen: { host: string; port: number } | undefined; field: string }[]): Promise<void> {
+  const issues: FieldIssue[] = [];
+  for (const { listen, field } of addresses) {
+    if (!listen || listen.port === 0) continue;
+    try {
+      const bound = await listenHttp(createServer(), listen, field);
+      await bound.close();
+    } catch (error) {
+      if (!(error instanceof ValidationError)) throw error;
+      issues.push(...error.issues);
+    }
+  }
+  if (issues.length > 0) throw new ValidationError(issues);
 }

@@ -56,6 +56,10 @@ export function describeHolder(holder: SinkHolder | undefined): string {
   return `pid ${holder.pid}, started ${holder.startedAt}${holder.command ? `, running \`${holder.command}\`` : ''}`;
 }
 
+function heldMessage(holder: SinkHolder | undefined): string {
+  return `it is held by another running process (${describeHolder(holder)}), which publishes it; stop that process or give this one other paths`;
+}
+
 /** A directory's descriptor, for reaching a socket in it by a short path. */
 class DirHandle {
   #fd: number | undefined;
@@ -155,6 +159,13 @@ export class SinkLocks {
   async take(requests: readonly SinkRequestForLock[]): Promise<void> {
     const taken: string[] = [];
     const issues: { field: string; message: string }[] = [];
+    // First only looked at: a sink held elsewhere refuses the whole before this process makes anything.
+    for (const request of requests) {
+      if (this.#held.has(request.path)) continue;
+      const held = await this.#heldElsewhere(request.path).catch(() => undefined);
+      if (held !== undefined) issues.push({ field: request.field, message: `${request.path}: ${held}` });
+    }
+    if (issues.length > 0) throw new ValidationError(issues);
     for (const request of requests) {
       if (this.#held.has(request.path)) continue;
       const refused = await this.#takeOne(request.path).catch((error: NodeJS.ErrnoException) => `cannot lock it (${error.code ?? error.message})`);
@@ -175,6 +186,23 @@ export class SinkLocks {
   /** Gives back the locks of `sinks` (all when omitted). */
   async release(sinks?: readonly string[]): Promise<void> {
     for (const sink of sinks ?? [...this.#held.keys()]) await this.#releaseOne(sink);
+  }
+
+  /** Why `sink` cannot be taken, when its lock is another live process's (or in the way); undefined otherwise. Makes nothing. */
+  async #heldElsewhere(sink: string): Promise<string | undefined> {
+    const lock = lockPathOf(sink);
+    const info = await lstat(lock).catch(() => undefined);
+    if (!info) return undefined;
+    const own = this.#dirs.get(path.dirname(sink));
+    if (own && own.ino === info.ino) return undefined;
+    if (!info.isSocket()) return `${lock} is in the way (it is not a lock syncauth made); remove it if no other process publishes here`;
+    const dir = new DirHandle(path.dirname(sink));
+    try {
+      const found = await this.#askAt(dir, lock);
+      return found.state === 'live' ? heldMessage(found.holder) : undefined;
+    } finally {
+      dir.close();
+    }
   }
 
   /** Undefined when taken; otherwise why not, naming the holder. */
@@ -198,7 +226,7 @@ export class SinkLocks {
       }
       if (!info.isSocket()) return `${lock} is in the way (it is not a lock syncauth made); remove it if no other process publishes here`;
       const found = await this.#askAt(holder.dir, lock);
-      if (found.state === 'live') return `it is held by another running process (${describeHolder(found.holder)}), which publishes it; stop that process or give this one other paths`;
+      if (found.state === 'live') return heldMessage(found.holder);
       if (found.state === 'refused') return `cannot tell whether the process holding ${lock} still runs (${found.why})`;
       if (found.state === 'gone') continue;
       // Its holder has ended: taken over, one process at a time, after asking again.

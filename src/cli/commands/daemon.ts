@@ -38,7 +38,8 @@ import { baseState, stateWithNewGrant } from '../../sync/renew.js';
 import type { CommandContext } from '../context.js';
 import { openSession, readSecrets, requireGrant, type ProfileSession, type ResolvedSecrets } from '../session.js';
 import { configFileLabel, notifyUrlFileLabel, prepareProfileSinks, withDaemonConfigFile } from '../daemon-config.js';
-import { lockDaemonSinks } from '../daemon-sinks.js';
+import { checkPortsFree, lockDaemonSinks } from '../daemon-sinks.js';
+import { checkSocketPath } from '../../publish/socket.js';
 import type { SinkLocks } from '../../publish/sink-lock.js';
 import { notifySettingsOf, startNotifier } from './notify.js';
 import { grantHook, grantKeyOf, openReauthStores, reauthLinkFor, reauthSettingIssues, startReauthPage } from '../reauth.js';
@@ -465,9 +466,18 @@ async function runDaemon(given: CommandContext, givenOptions: DaemonCommandOptio
   if (failed.length === 0) checkWorkToDo(context, options, initial as DaemonProfile[], names.some((name) => configured.config?.profileSinks[name]));
   if (v.tokenFile) await checkTokenFiles(context, v.tokenFile, names.filter((name) => !ownTokenFile(name)));
   const handover = await checkHandover(context, options, names);
+  // Ports in use refuse the start before a sink's private subdirectory is made (placeHandover).
+  if (!once) {
+    await checkPortsFree([
+      { listen: v.listen, field: label(context, 'listen') },
+      { listen: v.publicUrl ? v.reauthListen : undefined, field: label(context, 'reauthListen') },
+    ]);
+  }
   const tokenFile = await placeHandover(context, log, v.tokenFile, handover, names, options.once === true);
   const sharedTokenFile = (name: string) => (tokenFile ? tokenFileFor(tokenFile, name) : undefined);
   const profileSinks = await prepareProfileSinks(configured.config, names, log, sharedTokenFile);
+  // The socket's path, then the sinks' locks: a refusal before any of them has made nothing.
+  if (handover.socket && !once) await checkSocketPath(handover.socket.path);
   // Every sink is this run's alone before anything is published, adopted or rendered: one another running
   // process holds refuses the start (exit 2), naming it (see src/publish/sink-lock.ts).
   const sinkLocks = (held.sinkLocks = await lockDaemonSinks({
