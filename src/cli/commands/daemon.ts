@@ -444,7 +444,10 @@ async function runDaemon(given: CommandContext, givenOptions: DaemonCommandOptio
     log.info({ event: 'daemon.stopping', op: 'stop', signal, during: 'start' }, `${signal} while starting: stopping before serving`);
     await close().catch((error: unknown) => log.error({ event: 'daemon.stop_failed', op: 'stop', err: error }, 'shutdown was not clean'));
     log.info({ event: 'daemon.stopped', op: 'stop' }, 'stopped');
-    if (once) process.exit(ONCE_STOPPED[signal] ?? ExitCode.error);
+    if (once) {
+      await held.sinkLocks?.release().catch(() => undefined);
+      process.exit(ONCE_STOPPED[signal] ?? ExitCode.error);
+    }
     // As after a later stop: a wait the start left pending (Redis's connection) must not hold the exit up.
     setTimeout(() => process.exit(process.exitCode ?? ExitCode.ok), 2_000).unref();
     return true;
@@ -574,7 +577,7 @@ async function runDaemon(given: CommandContext, givenOptions: DaemonCommandOptio
     })) return;
     held.release();
     try {
-      await onePass(context, running, log);
+      await onePass(context, running, log, () => held.sinkLocks?.release());
     } finally {
       // What the pass noticed is tried once now; what is not delivered waits in the outbox for the next run.
       await notifier?.tick();
@@ -630,10 +633,14 @@ async function runDaemon(given: CommandContext, givenOptions: DaemonCommandOptio
  * in place for the consumers. Exit 0 only when every profile holds a fresh token and its reconcile did not
  * fail; otherwise one line per failed profile on stderr, and 4 when one needs re-authorization, else 1.
  */
-async function onePass(context: CommandContext, running: RunningDaemon, log: Logger): Promise<void> {
+async function onePass(context: CommandContext, running: RunningDaemon, log: Logger, releaseSinks: () => Promise<void> | undefined): Promise<void> {
   const stop = (signal: NodeJS.Signals): void => {
     log.warn({ event: 'daemon.stopping', op: 'stop', signal }, 'stopping the one pass');
-    void running.close().finally(() => process.exit(signal === 'SIGINT' ? 130 : 143));
+    void running
+      .close()
+      .then(() => releaseSinks())
+      .catch(() => undefined)
+      .finally(() => process.exit(signal === 'SIGINT' ? 130 : 143));
   };
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);

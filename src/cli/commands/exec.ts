@@ -210,6 +210,7 @@ export async function exec(
     return failedRenders === failedBefore;
   };
   if (!(await render(first))) {
+    await locks?.release().catch(() => undefined);
     throw new SyncauthError('SYNCAUTH_TEMPLATE_FAILED', 'a template could not be rendered (see above), so the command was not started', {
       hint: 'fix the template or its destination and run again',
     });
@@ -230,6 +231,7 @@ export async function exec(
   } catch (error) {
     if (!(error instanceof SpawnFailure)) throw error;
     say('error', error.message);
+    await locks?.release().catch(() => undefined);
     process.exit(error.exitCode);
   }
 
