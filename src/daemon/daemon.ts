@@ -3,6 +3,7 @@
 // do. Closing undoes the start in reverse order, each step in its own try, so one failure never leaks the rest.
 import { setTimeout as delay } from 'node:timers/promises';
 import { createLogger, type Logger } from '../log.js';
+import { tokenFileFor } from '../publish/place.js';
 import { startTokenSocket } from '../publish/socket.js';
 import { TemplateRenderer } from '../publish/template.js';
 import { checkTokenFileTemplate, sameProfileSinks, TokenPublisher, type ProfileSinks } from '../publish/token-file.js';
@@ -249,14 +250,19 @@ export class Daemon implements RunningDaemon {
       return;
     }
     const wanted = new Map(entries.map((e) => [e.name, e]));
+    const left: string[] = [];
     for (const worker of [...this.#workers.values()]) {
       // A profile whose own sinks change starts again on the new ones: its token file at the old place goes.
       const moved = sinks !== undefined && !sameProfileSinks(this.#files.sinksOf(worker.name), sinks.get(worker.name));
       if (wanted.has(worker.name) && !moved) continue;
       this.#workers.delete(worker.name);
       await worker.dispose({ keepPublished: false });
+      left.push(...this.#sinkPaths(worker.name));
     }
     if (sinks) this.#files.setProfileSinks(sinks);
+    // The sinks no profile served now writes are given back to whoever asks for them next.
+    const still = new Set([...wanted.keys()].flatMap((name) => this.#sinkPaths(name)));
+    await this.#options.sinkLocks?.release(left.filter((file) => !still.has(file)));
     for (const entry of wanted.values()) {
       const worker = this.#workers.get(entry.name);
       if (worker) await worker.apply(entry);
@@ -325,6 +331,12 @@ export class Daemon implements RunningDaemon {
   #loadEntries(): Promise<readonly ProfileEntry[]> | readonly ProfileEntry[] {
     const profiles = this.#options.profiles;
     return typeof profiles === 'function' ? profiles() : profiles;
+  }
+
+  /** The files the profile publishes: its token file and its templates' destinations. */
+  #sinkPaths(name: string): string[] {
+    const file = this.#files.pathOf(name);
+    return [...(file === undefined ? [] : [file]), ...this.#files.templatesOf(name).map((spec) => tokenFileFor(spec.dest, name))];
   }
 
   /** The daemon-wide token file serves the profiles without one of their own. */

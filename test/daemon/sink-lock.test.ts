@@ -180,4 +180,24 @@ describe('one process per sink', () => {
     await waitFor('the template put back', () => (readFileSync(setup.rendered, 'utf8') === `TOKEN=${token}\n` ? true : undefined), 25_000);
     await daemon.ready(listen);
   }, 60_000);
+
+  it("a reload that moves a profile's own token file gives the old one's lock back", async () => {
+    const emu = await emulator();
+    const grant = await obtainGrant(emu);
+    const dir = tempDir('syncauth-sinklock-');
+    const config = path.join(dir, 'syncauth.yaml');
+    const own = (file: string) => `version: 1\nprofiles:\n  app:\n    sinks:\n      token_file: {path: "${file}"}\n`;
+    const [before, after] = [path.join(dir, 'before.token'), path.join(dir, 'after.token')];
+    writeFileSync(config, own(before), { mode: 0o600 });
+    const env = envFor(emu, grant, dir, { SYNCAUTH_LISTEN: '127.0.0.1:0' });
+    const daemon = start(env, dir, ['--config', config]);
+    const { listen } = await daemon.started();
+    await daemon.ready(listen);
+    expect(existsSync(`${before}.lock`)).toBe(true);
+    writeFileSync(config, own(after), { mode: 0o600 });
+    daemon.child.kill('SIGHUP');
+    await waitFor('the token file at its new place', () => (existsSync(after) ? true : undefined), 20_000);
+    await waitFor('the old lock given back', () => (existsSync(`${before}.lock`) ? undefined : true), 20_000);
+    expect(existsSync(`${after}.lock`)).toBe(true);
+  }, 60_000);
 });
