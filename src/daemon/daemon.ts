@@ -56,6 +56,8 @@ export class Daemon implements RunningDaemon {
   readonly #files: TokenPublisher;
   #coordinatorDownSince: number | undefined;
   #publishedCheck: Promise<void> | undefined;
+  /** The profiles have been started: the socket, open before them, answers for them from now on. */
+  #started = false;
   #publishedCheckAt = 0;
 
   /** Checks every option; nothing is started until `start()`. */
@@ -144,7 +146,7 @@ export class Daemon implements RunningDaemon {
       if (options.socket) {
         const socket = await startTokenSocket(
           options.socket.path,
-          { profiles: () => [...this.#workers.keys()], token: (name) => this.#workers.get(name)?.liveToken(this.#clock.wall()) },
+          { profiles: () => [...this.#workers.keys()], token: (name) => this.#workers.get(name)?.liveToken(this.#clock.wall()), starting: () => !this.#started },
           { ...(options.socket.mode !== undefined ? { mode: options.socket.mode } : {}), ...(options.socket.gid !== undefined ? { gid: options.socket.gid } : {}), log: this.#log, now: this.#clock.wall },
         );
         this.#closers.push({ what: 'token socket', close: () => socket.close() });
@@ -157,6 +159,7 @@ export class Daemon implements RunningDaemon {
         if (this.#workers.has(entry.name)) continue;
         this.#workers.set(entry.name, await ProfileWorker.start(entry, this.#ctx));
       }
+      this.#started = true;
     } catch (error) {
       // Nothing half started stays behind: what this start opened is closed. The coordinator was the caller's
       // to open, and stays the caller's to close.

@@ -18,6 +18,8 @@ import type { Logger } from '../log.js';
 export interface TokenSource {
   token(profile: string): { value: string; expiresAt: number } | undefined;
   profiles(): readonly string[];
+  /** True while the profiles are still being started: every request is answered 503, to be asked again. */
+  starting?(): boolean;
 }
 
 export interface TokenSocket {
@@ -84,6 +86,10 @@ function handler(source: TokenSource, now: () => number, log: Logger) {
       send(status, 'text/plain; charset=utf-8', `${body}\n`, headers);
     if (req.method !== 'GET' && req.method !== 'HEAD') {
       text(405, 'method not allowed: use GET', { allow: 'GET, HEAD' });
+      return;
+    }
+    if (source.starting?.()) {
+      text(503, 'the daemon is starting; try again shortly', { 'retry-after': '1' });
       return;
     }
     const url = new URL(req.url ?? '/', 'http://localhost');
