@@ -28,7 +28,7 @@ export function sinksOf(sinks: DaemonSinks): SinkRequestForLock[] {
   for (const name of sinks.names) {
     const own = sinks.profileSinks.get(name);
     add(own?.tokenFile ?? sinks.sharedTokenFile(name), own?.tokenFile !== undefined ? `profiles.${name}.sinks.token_file` : sinks.tokenFileField);
-    for (const spec of sinks.templates) add(tokenFileFor(spec.dest, name), 'template');
+    for (const spec of sinks.templates) add(tokenFileFor(spec.dest, name), '--template');
     for (const spec of own?.templates ?? []) add(spec.dest, `profiles.${name}.sinks.templates`);
   }
   if (sinks.socket) add(sinks.socket.path, sinks.socket.field);
