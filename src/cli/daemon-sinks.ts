@@ -4,7 +4,9 @@
 import { createServer } from 'node:http';
 import { ValidationError, type FieldIssue } from '../errors.js';
 import { listenHttp } from '../net/listen.js';
-import { tokenFileFor } from '../publish/place.js';
+import path from 'node:path';
+import type { DaemonFileConfig } from '../daemon/config-file.js';
+import { insidePrivateSubdir, sharedBecause, tokenFileFor } from '../publish/place.js';
 import { SinkLocks, type SinkRequestForLock } from '../publish/sink-lock.js';
 import type { TemplateSpec } from '../publish/template.js';
 import type { ProfileSinks } from '../publish/token-file.js';
@@ -59,5 +61,38 @@ export async function checkPortsFree(addresses: readonly { listen: { host: strin
       issues.push(...error.issues);
     }
   }
+  if (issues.length > 0) throw new ValidationError(issues);
+}
+
+/**
+ * Before anything of the start is made (a private subdirectory, a port bound): the sinks the run would take,
+ * where it would place them, that another live process holds. A second daemon over the same sinks is refused
+ * naming the first, rather than for the port the first listens on. Looks only; the locks are taken later.
+ */
+export async function refuseHeldSinks(
+  sinks: Omit<DaemonSinks, 'profileSinks' | 'sharedTokenFile'> & { tokenFile: string | undefined; config: DaemonFileConfig | undefined },
+): Promise<void> {
+  const placed = async (file: string): Promise<string> => ((await sharedBecause(path.dirname(file))) === undefined ? file : insidePrivateSubdir(file));
+  const own = new Map<string, { tokenFile?: string; templates?: TemplateSpec[] }>();
+  for (const name of sinks.names) {
+    const raw = sinks.config?.profileSinks[name];
+    if (!raw) continue;
+    own.set(name, {
+      ...(raw.token_file ? { tokenFile: await placed(tokenFileFor(raw.token_file.path, name)) } : {}),
+      templates: await Promise.all((raw.templates ?? []).map(async (t) => ({ source: t.source, dest: await placed(tokenFileFor(t.dest, name)), mode: 0o600 }))),
+    });
+  }
+  const shared = new Map<string, string>();
+  if (sinks.tokenFile !== undefined) for (const name of sinks.names) if (!own.get(name)?.tokenFile) shared.set(name, await placed(tokenFileFor(sinks.tokenFile, name)));
+  const templates: TemplateSpec[] = [];
+  for (const spec of sinks.templates) for (const name of sinks.names) templates.push({ ...spec, dest: await placed(tokenFileFor(spec.dest, name)) });
+  const requests = sinksOf({
+    ...sinks,
+    templates,
+    profileSinks: own,
+    sharedTokenFile: (name) => shared.get(name),
+    ...(sinks.socket ? { socket: { ...sinks.socket, path: await placed(sinks.socket.path) } } : {}),
+  });
+  const issues = await new SinkLocks().heldElsewhere(requests);
   if (issues.length > 0) throw new ValidationError(issues);
 }

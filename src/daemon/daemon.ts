@@ -55,10 +55,11 @@ export class Daemon implements RunningDaemon {
   readonly #renderer: TemplateRenderer;
   readonly #files: TokenPublisher;
   #coordinatorDownSince: number | undefined;
+  /** The look at the published files under way for /readyz, and the one waiting for it to end. */
   #publishedCheck: Promise<void> | undefined;
+  #publishedCheckNext: Promise<void> | undefined;
   /** The profiles have been started: the socket, open before them, answers for them from now on. */
   #started = false;
-  #publishedCheckAt = 0;
 
   /** Checks every option; nothing is started until `start()`. */
   constructor(options: DaemonOptions) {
@@ -349,16 +350,29 @@ export class Daemon implements RunningDaemon {
   }
 
   /**
-   * Whether each profile's published files are still in place, for /readyz: at most one look at a time and one
-   * a second, however often it is probed; a file found removed or replaced makes its profile not ready until
-   * the next sweep puts it back.
+   * Whether each profile's published files are still in place, for /readyz: a file found removed or replaced
+   * makes its profile not ready until the next sweep puts it back. Each probe is answered after a look that
+   * began after it arrived; probes that arrive during a look share the one after it, so at most one look runs
+   * and one waits, however often it is probed.
    */
   #checkPublished(): Promise<void> {
-    const now = performance.now();
-    if (this.#publishedCheck && now - this.#publishedCheckAt < 1_000) return this.#publishedCheck;
-    this.#publishedCheckAt = now;
-    this.#publishedCheck = eachBounded([...this.#workers.values()], this.#config.concurrency, async (worker) => void (await worker.checkPublished()));
-    return this.#publishedCheck;
+    if (this.#publishedCheckNext) return this.#publishedCheckNext;
+    const look = (): Promise<void> => {
+      const running = eachBounded([...this.#workers.values()], this.#config.concurrency, async (worker) => void (await worker.checkPublished()));
+      this.#publishedCheck = running.finally(() => {
+        if (this.#publishedCheck === checked) this.#publishedCheck = undefined;
+      });
+      const checked = this.#publishedCheck;
+      return checked;
+    };
+    const running = this.#publishedCheck;
+    if (!running) return look();
+    const next = running.catch(() => undefined).then(() => {
+      this.#publishedCheckNext = undefined;
+      return look();
+    });
+    this.#publishedCheckNext = next;
+    return next;
   }
 
   #coordinatorDown(error: unknown): void {

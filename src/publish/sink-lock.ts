@@ -160,11 +160,7 @@ export class SinkLocks {
     const taken: string[] = [];
     const issues: { field: string; message: string }[] = [];
     // First only looked at: a sink held elsewhere refuses the whole before this process makes anything.
-    for (const request of requests) {
-      if (this.#held.has(request.path)) continue;
-      const held = await this.#heldElsewhere(request.path).catch(() => undefined);
-      if (held !== undefined) issues.push({ field: request.field, message: `${request.path}: ${held}` });
-    }
+    issues.push(...(await this.heldElsewhere(requests)));
     if (issues.length > 0) throw new ValidationError(issues);
     for (const request of requests) {
       if (this.#held.has(request.path)) continue;
@@ -175,6 +171,17 @@ export class SinkLocks {
     if (issues.length === 0) return;
     for (const sink of taken) await this.#releaseOne(sink);
     throw new ValidationError(issues);
+  }
+
+  /** The sinks of `requests` another live process holds, one issue each naming it; looks only, makes nothing. */
+  async heldElsewhere(requests: readonly SinkRequestForLock[]): Promise<{ field: string; message: string }[]> {
+    const issues: { field: string; message: string }[] = [];
+    for (const request of requests) {
+      if (this.#held.has(request.path)) continue;
+      const held = await this.#heldElsewhere(request.path).catch(() => undefined);
+      if (held !== undefined) issues.push({ field: request.field, message: `${request.path}: ${held}` });
+    }
+    return issues;
   }
 
   /** Takes one more sink's lock if not held yet; throws (a ValidationError) when another live process holds it. */

@@ -38,7 +38,7 @@ import { baseState, stateWithNewGrant } from '../../sync/renew.js';
 import type { CommandContext } from '../context.js';
 import { openSession, readSecrets, requireGrant, type ProfileSession, type ResolvedSecrets } from '../session.js';
 import { configFileLabel, notifyUrlFileLabel, prepareProfileSinks, withDaemonConfigFile } from '../daemon-config.js';
-import { checkPortsFree, lockDaemonSinks } from '../daemon-sinks.js';
+import { checkPortsFree, lockDaemonSinks, refuseHeldSinks } from '../daemon-sinks.js';
 import { checkSocketPath } from '../../publish/socket.js';
 import type { SinkLocks } from '../../publish/sink-lock.js';
 import { notifySettingsOf, startNotifier } from './notify.js';
@@ -469,7 +469,16 @@ async function runDaemon(given: CommandContext, givenOptions: DaemonCommandOptio
   if (failed.length === 0) checkWorkToDo(context, options, initial as DaemonProfile[], names.some((name) => configured.config?.profileSinks[name]));
   if (v.tokenFile) await checkTokenFiles(context, v.tokenFile, names.filter((name) => !ownTokenFile(name)));
   const handover = await checkHandover(context, options, names);
-  // Ports in use refuse the start before a sink's private subdirectory is made (placeHandover).
+  // A sink another running process holds, then a port in use, refuse the start before a sink's private
+  // subdirectory is made (placeHandover).
+  await refuseHeldSinks({
+    names,
+    tokenFile: v.tokenFile,
+    tokenFileField: label(context, 'tokenFile'),
+    templates: handover.templates,
+    config: configured.config,
+    ...(handover.socket && !once ? { socket: { path: handover.socket.path, field: label(context, 'socket') } } : {}),
+  });
   if (!once) {
     await checkPortsFree([
       { listen: v.listen, field: label(context, 'listen') },
