@@ -107,7 +107,8 @@ export function reportError(io: Io, error: unknown): ExitCode {
   if (known) {
     say(`${paint.bad('error:')} ${known.message}`);
     if (known.hint) say(`${paint.quiet('hint:')} ${known.hint}`);
-    if (known instanceof ValidationError) say('nothing was sent or written.');
+    // Input refused before anything was sent or written, by definition of the kind (src/errors.ts).
+    if (known instanceof ValidationError || known.kind === 'bad_input') say('nothing was sent or written.');
     if (process.env.SYNCAUTH_DEBUG && known !== error && error instanceof Error && error.stack) say(error.stack);
     return known.exitCode;
   }

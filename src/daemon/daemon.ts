@@ -3,6 +3,7 @@
 // do. Closing undoes the start in reverse order, each step in its own try, so one failure never leaks the rest.
 import { setTimeout as delay } from 'node:timers/promises';
 import { createLogger, type Logger } from '../log.js';
+import { tokenFileFor } from '../publish/place.js';
 import { startTokenSocket } from '../publish/socket.js';
 import { TemplateRenderer } from '../publish/template.js';
 import { checkTokenFileTemplate, sameProfileSinks, TokenPublisher, type ProfileSinks } from '../publish/token-file.js';
@@ -60,6 +61,11 @@ export class Daemon implements RunningDaemon {
   readonly #checks: TokenChecks;
   /** Sweeps visiting now: checks wait for them (renewals first). */
   #sweeping = 0;
+  /** The look at the published files under way for /readyz, and the one waiting for it to end. */
+  #publishedCheck: Promise<void> | undefined;
+  #publishedCheckNext: Promise<void> | undefined;
+  /** The profiles have been started: the socket, open before them, answers for them from now on. */
+  #started = false;
 
   /** Checks every option; nothing is started until `start()`. */
   constructor(options: DaemonOptions) {
@@ -72,13 +78,14 @@ export class Daemon implements RunningDaemon {
     this.#clock = { wall: now, mono };
     const sleep = options.sleep ?? ((ms: number, signal?: AbortSignal) => delay(ms, undefined, signal ? { signal } : {}));
     const templates = options.templates ?? [];
-    this.#renderer = new TemplateRenderer(templates, this.#log);
+    this.#renderer = new TemplateRenderer(templates, this.#log, options.sinkLocks);
     const files = new TokenPublisher({
       template: options.tokenFile,
       ...(options.tokenFileAccess ? { access: options.tokenFileAccess } : {}),
       templates: this.#renderer,
       accountId: (name: string, accessToken: string) => this.#workers.get(name)?.accountId(accessToken) ?? Promise.resolve(undefined),
       ...(options.profileSinks ? { profileSinks: options.profileSinks } : {}),
+      ...(options.sinkLocks ? { locks: options.sinkLocks } : {}),
       now,
       log: this.#log,
     });
@@ -139,32 +146,37 @@ export class Daemon implements RunningDaemon {
     return this.#metrics.registry;
   }
 
-  /** Loads the profiles, opens the server and the socket, schedules the sweeps. */
+  /**
+   * Opens the server and the socket, then loads the profiles (adopting or publishing their tokens), then
+   * schedules the sweeps. What can refuse (a port or socket in use) is opened first: a start that fails has
+   * published, adopted and rendered nothing.
+   */
   async start(): Promise<this> {
     const options = this.#options;
-    this.#closers.push({ what: 'profiles', close: () => this.#disposeWorkers() });
     const renderer = this.#renderer;
-    this.#closers.push({ what: 'templates', close: async () => renderer.stop() });
     try {
-      const initial = await this.#loadEntries();
-      this.#checkTemplate(initial);
-      for (const entry of initial) {
-        if (this.#workers.has(entry.name)) continue;
-        this.#workers.set(entry.name, await ProfileWorker.start(entry, this.#ctx));
-      }
       if (options.listen) {
-        const server = await startHealthServer(options.listen, { status: () => this.status(), registry: () => this.#metrics.registry });
+        const server = await startHealthServer(options.listen, { status: () => this.status(), checkPublished: () => this.#checkPublished(), registry: () => this.#metrics.registry });
         this.#url = server.url;
         this.#closers.push({ what: 'health server', close: () => server.close() });
       }
       if (options.socket) {
         const socket = await startTokenSocket(
           options.socket.path,
-          { profiles: () => [...this.#workers.keys()], token: (name) => this.#workers.get(name)?.liveToken(this.#clock.wall()) },
+          { profiles: () => [...this.#workers.keys()], token: (name) => this.#workers.get(name)?.liveToken(this.#clock.wall()), starting: () => !this.#started },
           { ...(options.socket.mode !== undefined ? { mode: options.socket.mode } : {}), ...(options.socket.gid !== undefined ? { gid: options.socket.gid } : {}), log: this.#log, now: this.#clock.wall },
         );
         this.#closers.push({ what: 'token socket', close: () => socket.close() });
       }
+      this.#closers.push({ what: 'profiles', close: () => this.#disposeWorkers() });
+      this.#closers.push({ what: 'templates', close: async () => renderer.stop() });
+      const initial = await this.#loadEntries();
+      this.#checkTemplate(initial);
+      for (const entry of initial) {
+        if (this.#workers.has(entry.name)) continue;
+        this.#workers.set(entry.name, await ProfileWorker.start(entry, this.#ctx));
+      }
+      this.#started = true;
     } catch (error) {
       // Nothing half started stays behind: what this start opened is closed. The coordinator was the caller's
       // to open, and stays the caller's to close.
@@ -283,14 +295,19 @@ export class Daemon implements RunningDaemon {
       return;
     }
     const wanted = new Map(entries.map((e) => [e.name, e]));
+    const left: string[] = [];
     for (const worker of [...this.#workers.values()]) {
       // A profile whose own sinks change starts again on the new ones: its token file at the old place goes.
       const moved = sinks !== undefined && !sameProfileSinks(this.#files.sinksOf(worker.name), sinks.get(worker.name));
       if (wanted.has(worker.name) && !moved) continue;
       this.#workers.delete(worker.name);
       await worker.dispose({ keepPublished: false });
+      left.push(...this.#sinkPaths(worker.name));
     }
     if (sinks) this.#files.setProfileSinks(sinks);
+    // The sinks no profile served now writes are given back to whoever asks for them next.
+    const still = new Set([...wanted.keys()].flatMap((name) => this.#sinkPaths(name)));
+    await this.#options.sinkLocks?.release(left.filter((file) => !still.has(file)));
     for (const entry of wanted.values()) {
       const worker = this.#workers.get(entry.name);
       if (worker) await worker.apply(entry);
@@ -361,10 +378,42 @@ export class Daemon implements RunningDaemon {
     return typeof profiles === 'function' ? profiles() : profiles;
   }
 
+  /** The files the profile publishes: its token file and its templates' destinations. */
+  #sinkPaths(name: string): string[] {
+    const file = this.#files.pathOf(name);
+    return [...(file === undefined ? [] : [file]), ...this.#files.templatesOf(name).map((spec) => tokenFileFor(spec.dest, name))];
+  }
+
   /** The daemon-wide token file serves the profiles without one of their own. */
   #checkTemplate(entries: readonly ProfileEntry[], sinks?: ReadonlyMap<string, ProfileSinks>): void {
     const own = (name: string) => (sinks ? sinks.get(name) : this.#files.sinksOf(name))?.tokenFile !== undefined;
     if (this.#options.tokenFile !== undefined) checkTokenFileTemplate(this.#options.tokenFile, new Set(entries.map((e) => e.name).filter((name) => !own(name))).size);
+  }
+
+  /**
+   * Whether each profile's published files are still in place, for /readyz: a file found removed or replaced
+   * makes its profile not ready until the next sweep puts it back. Each probe is answered after a look that
+   * began after it arrived; probes that arrive during a look share the one after it, so at most one look runs
+   * and one waits, however often it is probed.
+   */
+  #checkPublished(): Promise<void> {
+    if (this.#publishedCheckNext) return this.#publishedCheckNext;
+    const look = (): Promise<void> => {
+      const running = eachBounded([...this.#workers.values()], this.#config.concurrency, async (worker) => void (await worker.checkPublished()));
+      this.#publishedCheck = running.finally(() => {
+        if (this.#publishedCheck === checked) this.#publishedCheck = undefined;
+      });
+      const checked = this.#publishedCheck;
+      return checked;
+    };
+    const running = this.#publishedCheck;
+    if (!running) return look();
+    const next = running.catch(() => undefined).then(() => {
+      this.#publishedCheckNext = undefined;
+      return look();
+    });
+    this.#publishedCheckNext = next;
+    return next;
   }
 
   #coordinatorDown(error: unknown): void {

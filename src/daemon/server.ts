@@ -11,6 +11,8 @@ export interface HealthServer {
 
 export interface HealthSources {
   status(): DaemonStatus;
+  /** Looks, before /readyz answers, whether what was published is still in place (a file removed is not ready). */
+  checkPublished?: () => Promise<void>;
   /** Asked on the first scrape of /metrics only: probes of /healthz and /readyz never load prom-client. */
   registry: () => Registry;
 }
@@ -31,7 +33,7 @@ export async function startHealthServer(listen: { host: string; port: number }, 
       send(200, 'application/json', '{"status":"ok"}\n');
       return;
     }
-    if (path === '/readyz' || path === '/startupz') {
+    const answerReady = (): void => {
       const status = sources.status();
       // /startupz: every profile holds its token as for /readyz, or waits for a person (a re-authorization is
       // needed), which no restart brings sooner; a start-up probe on it lets the page be served meanwhile.
@@ -45,6 +47,10 @@ export async function startHealthServer(listen: { host: string; port: number }, 
         ),
       };
       send(ok ? 200 : 503, 'application/json', `${JSON.stringify(body)}\n`);
+    };
+    if (path === '/readyz' || path === '/startupz') {
+      // Each probe looks at the published files (probes that come during a look share the next one).
+      void (sources.checkPublished?.() ?? Promise.resolve()).catch(() => undefined).then(() => answerReady());
       return;
     }
     if (path === '/metrics') {

@@ -8,6 +8,7 @@ import type { Schedule } from '../service/models.js';
 import type { FileAccess } from '../publish/file.js';
 import type { TemplateSpec } from '../publish/template.js';
 import type { ProfileSinks } from '../publish/token-file.js';
+import type { SinkLocks } from '../publish/sink-lock.js';
 import type { Coordinator } from './coordinator.js';
 import type { NoticeSink } from './events.js';
 import type { ReauthorizationResult, ReauthorizedGrant } from './events.js';
@@ -132,6 +133,11 @@ export interface DaemonOptions {
   socket?: { path: string; mode?: number; gid?: number };
   /** Serve /healthz, /readyz and /metrics here; port 0 picks a free one. */
   listen?: { host: string; port: number };
+  /**
+   * The locks of the sinks (see src/publish/sink-lock.ts): each file is written only once this process holds
+   * its lock, taken here when not taken before (a profile a reload added). The caller takes and gives them back.
+   */
+  sinkLocks?: SinkLocks;
   /** Shares the work among replicas: per-profile leases and a shared record of the last renewal. */
   coordinator?: Coordinator;
   logger?: Logger;

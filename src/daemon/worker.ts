@@ -41,6 +41,8 @@ export class ProfileWorker {
   readonly #rt: ProfileRuntime;
   readonly #renewer: ProfileRenewer;
   readonly #reconciler: ProfileReconciler;
+  /** A published file was found removed or replaced; the next sweep puts it back and says so. */
+  #lost = false;
 
   private constructor(name: string, ctx: WorkerContext) {
     this.#ctx = ctx;
@@ -131,6 +133,20 @@ export class ProfileWorker {
   /** Its health and the expiry known, for the metrics: cheaper than the whole view. */
   health(at: number): { health: ProfileHealth; expiresAt: number | undefined } {
     return { health: healthOf(this.#rt, at, this.#ctx.config).health, expiresAt: this.#rt.expiry(at) };
+  }
+
+  /**
+   * Whether a file this profile published was removed or replaced since (true: it is no longer counted as
+   * published, so the profile is not ready until the next sweep puts it back).
+   */
+  async checkPublished(): Promise<boolean> {
+    const rt = this.#rt;
+    if (!this.#ctx.files.publishes || !rt.token || rt.publishedToken !== rt.token.value) return false;
+    const published = rt.publishedToken;
+    if (await this.#ctx.files.intact(rt)) return false;
+    if (rt.publishedToken === published) rt.publishedToken = undefined;
+    this.#lost = true;
+    return true;
   }
 
   /** The token for the socket's readers: only while it is unexpired. */
@@ -578,6 +594,8 @@ export class ProfileWorker {
     const file = files.pathOf(rt.name);
     if (file === undefined) return;
     await removeLeftovers(file);
+    // This process holds the sink's lock: what an earlier run left there is now its own, to adopt or remove.
+    await files.claim(rt.name);
     const left = rt.parked ? undefined : await readTokenFile(file, files.expectation(rt.name)).catch(() => undefined);
     const at = this.#now();
     if (!left || left.expiresAt - at <= this.#ctx.config.safetyMs) {
@@ -778,9 +796,14 @@ export class ProfileWorker {
     // A write that failed when the token was renewed (the directory unusable for a while) is tried again at
     // every sweep: the file must not keep the previous token until it expires. So is a removal that failed
     // when the token expired: the file must not keep an expired token until a renewal succeeds.
+    // So is a file removed or replaced under this process: put back, and said so.
     if (this.#ctx.files.publishes) {
       if (rt.token && rt.holdsToken(at)) {
+        await this.checkPublished();
+        const lost = this.#lost;
+        this.#lost = false;
         if (rt.publishedToken !== rt.token.value) await this.#ctx.files.publish(rt);
+        if (lost) this.#ctx.log.warn({ profile: rt.name, event: 'publish.restored', op: 'publish', path: this.#ctx.files.pathOf(rt.name) }, `a file published for profile "${rt.name}" was removed or replaced; published it again`);
       } else if (rt.fileFailed) await this.#ctx.files.unpublish(rt);
     }
     if (!rt.inBackoff() && rt.renewalDue(at, this.#ctx.config.marginMs, this.#ctx.config.needsOwnToken)) {

@@ -1,5 +1,6 @@
 // Files handed to a consumer that may run as another user (the usual sidecar): a mode and a group chosen by
 // the operator, and the same whole-or-nothing replacement as the private files.
+import { lstat } from 'node:fs/promises';
 import { ValidationError } from '../errors.js';
 import { writePrivateFile } from '../profile/files.js';
 import { assertSinkDir } from './place.js';
@@ -99,4 +100,13 @@ export async function resolveGroup(raw: string, field: string, groupFile = '/etc
 export async function writeSharedFile(file: string, content: string, access: FileAccess): Promise<void> {
   await assertSinkDir(file);
   await writePrivateFile(file, content, access, { durable: false, followLinks: false });
+}
+
+/** Which file is at a path: another file there (replaced, or rewritten) is another identity. */
+export type FileIdentity = string;
+
+/** The identity of what is at `file` now; undefined when nothing is. */
+export async function identityOf(file: string): Promise<FileIdentity | undefined> {
+  const info = await lstat(file).catch(() => undefined);
+  return info ? `${info.dev}:${info.ino}:${info.mtimeMs}:${info.size}` : undefined;
 }

@@ -18,6 +18,8 @@ import type { Logger } from '../log.js';
 export interface TokenSource {
   token(profile: string): { value: string; expiresAt: number } | undefined;
   profiles(): readonly string[];
+  /** True while the profiles are still being started: every request is answered 503, to be asked again. */
+  starting?(): boolean;
 }
 
 export interface TokenSocket {
@@ -52,8 +54,16 @@ function probe(path: string): Promise<string> {
   });
 }
 
-/** Removes a socket file a dead process left at `path`; refuses anything else found there. */
-async function clearPath(path: string): Promise<void> {
+/**
+ * Refuses what `startTokenSocket` would refuse at `path` (something other than a socket, or a socket another
+ * process listens on), touching nothing: checked before anything of a start is published.
+ */
+export async function checkSocketPath(path: string): Promise<void> {
+  await clearPath(path, false);
+}
+
+/** Removes a socket file a dead process left at `path` (unless `remove` is false); refuses anything else found there. */
+async function clearPath(path: string, remove = true): Promise<void> {
   const info = await lstat(path).catch((error: NodeJS.ErrnoException) => {
     if (error.code === 'ENOENT') return undefined;
     throw new ValidationError([{ field: FIELD, message: `cannot use ${path} (${error.code ?? error.message})` }]);
@@ -63,7 +73,7 @@ async function clearPath(path: string): Promise<void> {
   const state = await probe(path);
   if (state === 'live') throw new ValidationError([{ field: FIELD, message: `another process is listening on ${path}` }]);
   if (state !== 'stale') throw new ValidationError([{ field: FIELD, message: `cannot tell whether ${path} is in use (${state})` }]);
-  await rm(path, { force: true });
+  if (remove) await rm(path, { force: true });
 }
 
 function handler(source: TokenSource, now: () => number, log: Logger) {
@@ -76,6 +86,10 @@ function handler(source: TokenSource, now: () => number, log: Logger) {
       send(status, 'text/plain; charset=utf-8', `${body}\n`, headers);
     if (req.method !== 'GET' && req.method !== 'HEAD') {
       text(405, 'method not allowed: use GET', { allow: 'GET, HEAD' });
+      return;
+    }
+    if (source.starting?.()) {
+      text(503, 'the daemon is starting; try again shortly', { 'retry-after': '1' });
       return;
     }
     const url = new URL(req.url ?? '/', 'http://localhost');

@@ -33,7 +33,8 @@ import { SyncauthError, ValidationError } from '../errors.js';
 import type { FieldIssue } from '../errors.js';
 import type { Logger } from '../log.js';
 import { writePrivateFile } from '../profile/files.js';
-import { parseMode } from './file.js';
+import { identityOf, parseMode, type FileIdentity } from './file.js';
+import type { SinkLocks } from './sink-lock.js';
 import { PROFILE_PLACEHOLDER, tokenFileFor } from './place.js';
 import { FileRefusedError, readRegularFile } from './safe-read.js';
 
@@ -224,13 +225,28 @@ interface Slot {
 export class TemplateRenderer {
   readonly specs: readonly TemplateSpec[];
   readonly #slots = new Map<string, Slot>();
+  /** What this process last rendered at each destination, as it was then (see `intact`). */
+  readonly #own = new Map<string, FileIdentity>();
   #stopped = false;
 
+  /** `locks`: a destination is written only once this process holds its lock (see sink-lock.ts). */
   constructor(
     specs: readonly TemplateSpec[],
     private readonly log: Logger,
+    private readonly locks?: SinkLocks,
   ) {
     this.specs = Object.freeze([...specs]);
+  }
+
+  /** Whether each destination of `specs` for `profile` is still what this process last rendered there. */
+  async intact(specs: readonly TemplateSpec[], profile: string): Promise<boolean> {
+    for (const spec of specs) {
+      const dest = tokenFileFor(spec.dest, profile);
+      // A render under way will write it anew; one that failed left no file of this process to judge.
+      if (this.#slots.has(dest) || !this.#own.has(dest)) continue;
+      if ((await identityOf(dest)) !== this.#own.get(dest)) return false;
+    }
+    return true;
   }
 
   /**
@@ -281,10 +297,13 @@ export class TemplateRenderer {
   async #renderOne(spec: TemplateSpec, dest: string, values: TemplateValues): Promise<void> {
     const context = { profile: values.profile, op: 'publish', template: spec.source, dest };
     try {
+      await this.locks?.ensure(dest, '--template');
       const text = await readTemplate(spec.source);
       // A link at DEST is replaced, not followed: whoever writes DEST's directory (a consumer's own) must not be
       // able to point the render at another file, which this process may be allowed to overwrite.
       await writePrivateFile(dest, renderTemplate(text, values, spec.source), { mode: spec.mode }, { durable: false, followLinks: false });
+      const identity = await identityOf(dest);
+      if (identity !== undefined) this.#own.set(dest, identity);
       this.log.debug({ ...context, event: 'template.rendered' }, 'template rendered');
     } catch (error) {
       // Messages name files and fields only: neither the token nor the rendered text reaches them.

@@ -11,8 +11,9 @@ import path from 'node:path';
 import { ValidationError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { removeTemporaryLeftovers } from '../profile/files.js';
-import { PRIVATE_ACCESS, writeSharedFile, type FileAccess } from './file.js';
+import { identityOf, PRIVATE_ACCESS, writeSharedFile, type FileAccess, type FileIdentity } from './file.js';
 import { ownUid, PROFILE_PLACEHOLDER, tokenFileFor } from './place.js';
+import type { SinkLocks } from './sink-lock.js';
 import type { TemplateRenderer, TemplateSpec } from './template.js';
 
 export const EXPIRY_SUFFIX = '.expires_at';
@@ -175,6 +176,8 @@ export interface PublisherOptions {
   profileSinks?: ReadonlyMap<string, ProfileSinks>;
   /** The profile's Dropbox account id, for templates that use it; undefined when it cannot be learnt. */
   accountId?: (profile: string, accessToken: string) => Promise<string | undefined>;
+  /** The sinks' locks: a token file is written only once this process holds its lock. */
+  locks?: SinkLocks;
   now: () => number;
   log: Logger;
 }
@@ -186,6 +189,11 @@ export class TokenPublisher {
   private readonly log: Logger;
   readonly #rendering = new Set<Promise<void>>();
   #profileSinks: ReadonlyMap<string, ProfileSinks>;
+  /**
+   * What this process wrote (or adopted) at each token file and expiry path, as it was then: only that is ever
+   * removed, and anything else found there (removed, replaced) is put back at the next sweep.
+   */
+  readonly #own = new Map<string, FileIdentity>();
 
   constructor(private readonly options: PublisherOptions) {
     this.template = options.template;
@@ -224,7 +232,14 @@ export class TokenPublisher {
     return this.#queue(holder, async (path) => {
       // Checked again when the write's turn comes: a token that expired or was replaced meanwhile is not written.
       if (!token || holder.token !== token || holder.removed || !holder.holdsToken(this.now())) return false;
-      if (path !== undefined) await writeTokenFile(path, token.value, token.expiresAt, this.#accessOf(holder.name));
+      if (path !== undefined) {
+        await this.options.locks?.ensure(path, 'the token file');
+        const access = this.#accessOf(holder.name);
+        await writeSharedFile(path, token.value, access ?? PRIVATE_ACCESS);
+        await this.#record(path);
+        await writeSharedFile(`${path}${EXPIRY_SUFFIX}`, `${new Date(token.expiresAt).toISOString()}\n`, access ?? PRIVATE_ACCESS);
+        await this.#record(`${path}${EXPIRY_SUFFIX}`);
+      }
       const templates = this.options.templates;
       const specs = this.templatesOf(holder.name);
       if (!templates || specs.length === 0) {
@@ -268,12 +283,53 @@ export class TokenPublisher {
     return this.template === undefined ? undefined : tokenFileFor(this.template, name);
   }
 
+  /**
+   * Removes the profile's token file and expiry, each only if it is still what this process wrote or adopted
+   * there: a file it did not write, or one replaced since, is left to whoever put it there.
+   */
   unpublish(holder: Holder): Promise<void> {
     return this.#queue(holder, async (path) => {
       holder.publishedToken = undefined;
-      if (path !== undefined) await removeTokenFile(path);
+      if (path !== undefined) for (const file of [path, `${path}${EXPIRY_SUFFIX}`]) await this.#removeOwn(file);
       return true;
     });
+  }
+
+  /**
+   * Takes what is at the profile's token file and expiry now as this process's own: a file an earlier run of
+   * this sink left, found by the process that now holds its lock (adopted, or removed as expired).
+   */
+  async claim(name: string): Promise<void> {
+    const path = this.pathOf(name);
+    if (path === undefined) return;
+    for (const file of [path, `${path}${EXPIRY_SUFFIX}`]) await this.#record(file);
+  }
+
+  /**
+   * Whether what the profile published is still there as this process left it: the token file and expiry, and
+   * the templates rendered. False when one was removed or replaced under it; the caller publishes again.
+   */
+  intact(holder: Holder): Promise<boolean> {
+    let whole = true;
+    return this.#queue(holder, async (path) => {
+      if (path !== undefined) {
+        for (const file of [path, `${path}${EXPIRY_SUFFIX}`]) if ((await identityOf(file)) !== this.#own.get(file)) whole = false;
+      }
+      if (whole && this.options.templates && !(await this.options.templates.intact(this.templatesOf(holder.name), holder.name))) whole = false;
+      return false;
+    }).then(() => whole);
+  }
+
+  async #record(file: string): Promise<void> {
+    const identity = await identityOf(file);
+    if (identity === undefined) this.#own.delete(file);
+    else this.#own.set(file, identity);
+  }
+
+  async #removeOwn(file: string): Promise<void> {
+    const own = this.#own.get(file);
+    this.#own.delete(file);
+    if (own !== undefined && (await identityOf(file)) === own) await rm(file, { force: true });
   }
 
   /** Runs `op` after the profile's earlier file operations; `op` tells whether it touched the file (false: skipped). */

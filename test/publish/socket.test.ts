@@ -143,6 +143,18 @@ describe('the token socket', () => {
     }
   });
 
+  it('answers 503 with Retry-After while the daemon is still starting its profiles, then serves them', async () => {
+    const file = path.join(tempDir(), 'token.sock');
+    let starting = true;
+    await open(file, { ...sourceOf({ a: { value: TOKEN, expiresAt: Date.now() + 60_000 } }), starting: () => starting });
+    const early = await call(file, '/v1/token/a');
+    expect(early.status).toBe(503);
+    expect(early.headers['retry-after']).toBe('1');
+    expect(early.body).toBe('the daemon is starting; try again shortly\n');
+    starting = false;
+    expect(await call(file, '/v1/token/a')).toMatchObject({ status: 200, body: TOKEN });
+  });
+
   it('is 0600 by default: another user cannot connect', async () => {
     const dir = tempDir();
     chmodSync(dir, 0o755);

@@ -40,6 +40,9 @@ import { baseState, stateWithNewGrant } from '../../sync/renew.js';
 import type { CommandContext } from '../context.js';
 import { openSession, readSecrets, requireGrant, type ProfileSession, type ResolvedSecrets } from '../session.js';
 import { configFileLabel, notifyUrlFileLabel, prepareProfileSinks, withDaemonConfigFile } from '../daemon-config.js';
+import { checkPortsFree, lockDaemonSinks, refuseHeldSinks } from '../daemon-sinks.js';
+import { checkSocketPath } from '../../publish/socket.js';
+import type { SinkLocks } from '../../publish/sink-lock.js';
 import { notifySettingsOf, outboxKeyIssue, startNotifier } from './notify.js';
 import { grantHook, grantKeyOf, openReauthStores, reauthLinkFor, reauthSettingIssues, startReauthPage } from '../reauth.js';
 
@@ -403,6 +406,8 @@ interface HeldSignals {
   stopped: Promise<void>;
   reload: boolean;
   release(): void;
+  /** The sinks' locks, once taken; given back when the run ends, however it ends. */
+  sinkLocks?: SinkLocks;
 }
 
 function holdSignals(): HeldSignals {
@@ -439,6 +444,7 @@ export async function daemon(given: CommandContext, givenOptions: DaemonCommandO
     await runDaemon(given, givenOptions, held);
   } finally {
     held.release();
+    await held.sinkLocks?.release();
   }
 }
 
@@ -467,7 +473,10 @@ async function runDaemon(given: CommandContext, givenOptions: DaemonCommandOptio
     log.info({ event: 'daemon.stopping', op: 'stop', signal, during: 'start' }, `${signal} while starting: stopping before serving`);
     await close().catch((error: unknown) => log.error({ event: 'daemon.stop_failed', op: 'stop', err: error }, 'shutdown was not clean'));
     log.info({ event: 'daemon.stopped', op: 'stop' }, 'stopped');
-    if (once) process.exit(ONCE_STOPPED[signal] ?? ExitCode.error);
+    if (once) {
+      await held.sinkLocks?.release().catch(() => undefined);
+      process.exit(ONCE_STOPPED[signal] ?? ExitCode.error);
+    }
     // As after a later stop: a wait the start left pending (Redis's connection) must not hold the exit up.
     setTimeout(() => process.exit(process.exitCode ?? ExitCode.ok), 2_000).unref();
     return true;
@@ -489,9 +498,37 @@ async function runDaemon(given: CommandContext, givenOptions: DaemonCommandOptio
   if (failed.length === 0) checkWorkToDo(context, options, initial as DaemonProfile[], names.some((name) => configured.config?.profileSinks[name]));
   if (v.tokenFile) await checkTokenFiles(context, v.tokenFile, names.filter((name) => !ownTokenFile(name)));
   const handover = await checkHandover(context, options, names);
+  // A sink another running process holds, then a port in use, refuse the start before a sink's private
+  // subdirectory is made (placeHandover).
+  await refuseHeldSinks({
+    names,
+    tokenFile: v.tokenFile,
+    tokenFileField: label(context, 'tokenFile'),
+    templates: handover.templates,
+    config: configured.config,
+    ...(handover.socket && !once ? { socket: { path: handover.socket.path, field: label(context, 'socket') } } : {}),
+  });
+  if (!once) {
+    await checkPortsFree([
+      { listen: v.listen, field: label(context, 'listen') },
+      { listen: v.publicUrl ? v.reauthListen : undefined, field: label(context, 'reauthListen') },
+    ]);
+  }
   const tokenFile = await placeHandover(context, log, v.tokenFile, handover, names, options.once === true);
   const sharedTokenFile = (name: string) => (tokenFile ? tokenFileFor(tokenFile, name) : undefined);
   const profileSinks = await prepareProfileSinks(configured.config, names, log, sharedTokenFile);
+  // The socket's path, then the sinks' locks: a refusal before any of them has made nothing.
+  if (handover.socket && !once) await checkSocketPath(handover.socket.path);
+  // Every sink is this run's alone before anything is published, adopted or rendered: one another running
+  // process holds refuses the start (exit 2), naming it (see src/publish/sink-lock.ts).
+  const sinkLocks = (held.sinkLocks = await lockDaemonSinks({
+    names,
+    sharedTokenFile: (name) => (ownTokenFile(name) ? undefined : sharedTokenFile(name)),
+    tokenFileField: label(context, 'tokenFile'),
+    templates: handover.templates,
+    profileSinks,
+    ...(handover.socket && !once ? { socket: { path: handover.socket.path, field: label(context, 'socket') } } : {}),
+  }));
   // A daemon restarted after kill -9 clears what interrupted writes of state and secrets left behind.
   await removeTemporaryLeftovers([...names.flatMap((name) => [store.fileOf(name), ...secretFilesOf(v.configDir, name)]), path.join(v.configDir, SECRET_FILE_NAME)], LEFTOVER_AGE_MS);
   if (names.length > 1 && environmentGrant(v)) {
@@ -518,6 +555,22 @@ async function runDaemon(given: CommandContext, givenOptions: DaemonCommandOptio
     await notifier?.close();
     await coordinator?.close();
   })) return;
+  // The page's listener too is opened before anything is published: a port in use refuses a start that has
+  // touched nothing. Until the daemon runs, it knows no profile.
+  let closeReauth: (() => Promise<void>) | undefined;
+  try {
+    const starting = {
+      status: () => served.daemon?.status() ?? { ready: false, profiles: [] },
+      reauthorized: (name: string, grant: Parameters<RunningDaemon['reauthorized']>[1]) =>
+        served.daemon ? served.daemon.reauthorized(name, grant) : Promise.resolve({ stored: false, error: 'the daemon is starting' }),
+    } as RunningDaemon;
+    closeReauth = await startReauthPage(context, starting, log, reauthStores);
+  } catch (error) {
+    await notifier?.close();
+    await reauthStores?.close();
+    await coordinator?.close();
+    throw relabel(context, error);
+  }
   let running: RunningDaemon;
   try {
     running = await startDaemon({
@@ -540,6 +593,7 @@ async function runDaemon(given: CommandContext, givenOptions: DaemonCommandOptio
       ...(profileSinks.size > 0 ? { profileSinks } : {}),
       ...(handover.socket && !once ? { socket: handover.socket } : {}),
       ...(v.listen && !once ? { listen: v.listen } : {}),
+      sinkLocks,
       ...(coordinator ? { coordinator } : {}),
       ...(notifier ? { notices: notifier } : {}),
       ...(grantKey ? { grantKey } : {}),
@@ -549,6 +603,7 @@ async function runDaemon(given: CommandContext, givenOptions: DaemonCommandOptio
       logger: log,
     });
   } catch (error) {
+    await closeReauth?.().catch(() => undefined);
     await notifier?.close();
     await reauthStores?.close();
     await coordinator?.close();
@@ -562,7 +617,7 @@ async function runDaemon(given: CommandContext, givenOptions: DaemonCommandOptio
     })) return;
     held.release();
     try {
-      await onePass(context, running, log);
+      await onePass(context, running, log, () => held.sinkLocks?.release());
     } finally {
       // What the pass noticed is tried once now; what is not delivered waits in the outbox for the next run.
       await notifier?.tick();
@@ -590,14 +645,6 @@ async function runDaemon(given: CommandContext, givenOptions: DaemonCommandOptio
     },
     `syncauth daemon started for ${names.length === 1 ? `profile ${names[0]}` : `${names.length} profiles`}`,
   );
-  let closeReauth: (() => Promise<void>) | undefined;
-  try {
-    closeReauth = await startReauthPage(context, running, log, reauthStores);
-  } catch (error) {
-    await running.close();
-    await reauthStores?.close();
-    throw relabel(context, error);
-  }
   const readiness = reportReadiness(running, log);
   // SIGHUP reads the configuration file again first: rejected, nothing changes; accepted, its profiles are served
   // with their own sinks.
@@ -627,10 +674,14 @@ async function runDaemon(given: CommandContext, givenOptions: DaemonCommandOptio
  * in place for the consumers. Exit 0 only when every profile holds a fresh token and its reconcile did not
  * fail; otherwise one line per failed profile on stderr, and 4 when one needs re-authorization, else 1.
  */
-async function onePass(context: CommandContext, running: RunningDaemon, log: Logger): Promise<void> {
+async function onePass(context: CommandContext, running: RunningDaemon, log: Logger, releaseSinks: () => Promise<void> | undefined): Promise<void> {
   const stop = (signal: NodeJS.Signals): void => {
     log.warn({ event: 'daemon.stopping', op: 'stop', signal }, 'stopping the one pass');
-    void running.close().finally(() => process.exit(signal === 'SIGINT' ? 130 : 143));
+    void running
+      .close()
+      .then(() => releaseSinks())
+      .catch(() => undefined)
+      .finally(() => process.exit(signal === 'SIGINT' ? 130 : 143));
   };
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);

@@ -16,6 +16,8 @@ import { FORWARDED_SIGNALS, isStopSignal, parseSignal } from '../../exec/signals
 import { watchToken, type TokenWatch } from '../../exec/watch.js';
 import { createLogger, type LogLevel } from '../../log.js';
 import { getCurrentAccount } from '../../oauth/index.js';
+import { tokenFileFor } from '../../publish/place.js';
+import { SinkLocks } from '../../publish/sink-lock.js';
 import { ACCOUNT_ID_TIMEOUT_MS, checkTemplate, parseTemplateFlag, TemplateRenderer, templatesUse, type TemplateSpec } from '../../publish/index.js';
 import { redact } from '../../redact.js';
 import type { CommandContext } from '../context.js';
@@ -149,6 +151,10 @@ export async function exec(
   };
 
   const settings = await plan(context, command, options, argv);
+  // The templates' destinations are this run's alone before any token is asked for: one another running
+  // process holds (a daemon, another exec) refuses the run with exit 2, naming it (src/publish/sink-lock.ts).
+  const locks = settings.templates.length > 0 ? new SinkLocks() : undefined;
+  await locks?.take([...new Set(settings.templates.map((spec) => tokenFileFor(spec.dest, context.settings.values.profile)))].map((dest) => ({ path: dest, field: '--template' })));
   const stopEarlySignals = signalsBeforeStart(say);
 
   // Every secret in play, so that no variable carrying one (under any name) reaches the child.
@@ -195,7 +201,7 @@ export async function exec(
   };
 
   let failedRenders = 0;
-  const renderer = settings.templates.length > 0 ? new TemplateRenderer(settings.templates, templateLogger(context, say, () => failedRenders++)) : undefined;
+  const renderer = settings.templates.length > 0 ? new TemplateRenderer(settings.templates, templateLogger(context, say, () => failedRenders++), locks) : undefined;
   const render = async (token: ChildToken): Promise<boolean> => {
     if (!renderer) return true;
     await learnAccountId(token.accessToken);
@@ -204,6 +210,7 @@ export async function exec(
     return failedRenders === failedBefore;
   };
   if (!(await render(first))) {
+    await locks?.release().catch(() => undefined);
     throw new SyncauthError('SYNCAUTH_TEMPLATE_FAILED', 'a template could not be rendered (see above), so the command was not started', {
       hint: 'fix the template or its destination and run again',
     });
@@ -224,6 +231,7 @@ export async function exec(
   } catch (error) {
     if (!(error instanceof SpawnFailure)) throw error;
     say('error', error.message);
+    await locks?.release().catch(() => undefined);
     process.exit(error.exitCode);
   }
 
@@ -255,6 +263,7 @@ export async function exec(
 
   const code = await supervisor.done;
   if (watch) await Promise.race([watch.stop(), new Promise((resolve) => setTimeout(resolve, SETTLE_MS).unref())]);
+  await locks?.release().catch(() => undefined);
   process.exit(code);
 }
 
