@@ -1,7 +1,8 @@
 // The commands that work on a profile once setup made it — authorize, token, status, refresh, logout — run as
 // a user would after onboarding: only the store settings in the environment, the rest from the profile's state
 // and the encrypted store.
-import { existsSync } from 'node:fs';
+import { existsSync, readdirSync, rmSync } from 'node:fs';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openSecretStore } from '../../src/credentials/index.js';
 import { RUN_AS } from '../helpers/cli.js';
@@ -82,7 +83,14 @@ describe.concurrent('token', () => {
   });
 
   it('a profile without a grant: exit 4 and how to set it up', async () => {
+    // A profile that exists (its state is there) but whose grant is gone from the store; one that exists nowhere
+    // is refused as no profile of that name (no-such-profile.test.ts).
     const home = newHome();
+    await onboard('nobody', home);
+    const secrets = path.join(home.configDir, 'secrets');
+    const records = readdirSync(secrets).filter((name) => name.startsWith('nobody'));
+    expect(records.length).toBeGreaterThan(0);
+    for (const name of records) rmSync(path.join(secrets, name));
     const result = await runCli(['token', '--profile', 'nobody'], { env: { SYNCAUTH_CONFIG_DIR: home.configDir, SYNCAUTH_STORE: 'file', SYNCAUTH_STORE_KEY: home.storeKey, SYNCAUTH_TOKEN_URL: ob.emulator.tokenUrl }, cwd: home.dir });
     expect(result.code).toBe(4);
     expect(result.stdout).toBe('');

@@ -125,10 +125,11 @@ describe('the packed tarball', () => {
     expect(manifest.bin).toEqual({ syncauth: 'dist/cli/main.js' });
 
     const unpacked = [...packed.entries.values()].reduce((sum, e) => sum + e.data.length, 0);
-    // The binary's bundle (dist/cli/main.js and its chunks, about 200 KB packed and 620 KB unpacked) comes on top
-    // of the library's files, which it does not load.
-    expect(packed.bytes, `tarball is ${packed.bytes} bytes`).toBeLessThan(768 * 1024);
-    expect(unpacked, `tarball unpacks to ${unpacked} bytes`).toBeLessThan(2.5 * 1024 * 1024);
+    // The binary's bundle (dist/cli/main.js and its chunks, about 230 KB packed and 700 KB unpacked) comes on top
+    // of the library's files, which it does not load. All of it came to 835 KB packed and 2.7 MB unpacked with the
+    // sink locks, the token checks and the sealed outbox; the bounds leave room for growth, not for a stray folder.
+    expect(packed.bytes, `tarball is ${packed.bytes} bytes`).toBeLessThan(1024 * 1024);
+    expect(unpacked, `tarball unpacks to ${unpacked} bytes`).toBeLessThan(3.5 * 1024 * 1024);
   });
 
   it('pins every runtime dependency in npm-shrinkwrap.json, so `npx` installs the tree the tests ran on', async () => {
