@@ -69,10 +69,9 @@ describe.skipIf(!hasNotify && !isCI())('notifySystemd with the real systemd-noti
     receivers.push(receiver);
     const env = { NOTIFY_SOCKET: receiver.path, PATH: process.env.PATH ?? '/usr/bin:/bin' };
 
-    const started = Date.now();
+    // true means the barrier went through: systemd-notify fails when its own 5-s barrier wait runs out, and
+    // notifySystemd gives false past its own 5 s, so no clock is needed here (a busy machine could slow either).
     expect(await notifySystemd('READY=1\nSTATUS=serving 2 profiles', env)).toBe(true);
-    // The barrier completes as soon as the receiver has read it: nowhere near systemd-notify's own 5 s timeout.
-    expect(Date.now() - started).toBeLessThan(4_000);
     expect(await notifySystemd('STOPPING=1', env)).toBe(true);
 
     await receiver.waitFor('STOPPING=1');
