@@ -6,6 +6,7 @@ import { resolveSettings } from '../../src/config.js';
 import { openProfileStore } from '../../src/profile/index.js';
 import type { Home } from '../helpers/onboarding.js';
 import { fileStoreContext, storedProfilesHome } from './stored-profiles-home.js';
+import { waitFor } from '../helpers/wait.js';
 
 const reads = vi.hoisted(() => ({ inFlight: 0, most: 0, names: [] as string[], gate: Promise.resolve() }));
 
@@ -45,12 +46,12 @@ describe('loading the stored profiles', () => {
     reads.most = 0;
     reads.names = [];
     const loading = loadProfiles(fileStoreContext(home), openProfileStore(home.configDir), undefined);
-    // Long enough for every load the loader started to reach its read of the secrets.
-    await new Promise((resolve) => setTimeout(resolve, 500));
+    // Until the loader has as many reads under way as it may (60 profiles, 16 at a time): held at the gate.
+    await waitFor('16 reads of secrets held at once', () => (reads.inFlight >= 16 ? true : undefined));
     const heldAtOnce = reads.inFlight;
     open();
     const loaded = await loading;
-    expect(heldAtOnce).toBeGreaterThan(0);
+    expect(heldAtOnce).toBe(16);
     expect(reads.most).toBeLessThanOrEqual(16);
     expect(loaded.map((entry) => entry.name)).toEqual(names);
     expect(loaded.filter((entry) => 'error' in entry)).toEqual([]);
