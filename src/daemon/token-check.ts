@@ -52,20 +52,20 @@ export class RateBucket {
   readonly #burst: number;
   readonly #now: () => number;
   #tokens: number;
-  #at: number;
+  /** When the bucket was last filled; none until it is first used (the clock is not read while the daemon is built). */
+  #at: number | undefined;
 
   constructor(perSecond: number, now: () => number) {
     this.#perSecond = perSecond;
     this.#burst = Math.max(1, perSecond);
     this.#now = now;
     this.#tokens = this.#burst;
-    this.#at = now();
   }
 
   #refill(): void {
     const at = this.#now();
     // A clock stepped back gives nothing, and takes nothing away.
-    if (at > this.#at) this.#tokens = Math.min(this.#burst, this.#tokens + ((at - this.#at) / 1000) * this.#perSecond);
+    if (this.#at !== undefined && at > this.#at) this.#tokens = Math.min(this.#burst, this.#tokens + ((at - this.#at) / 1000) * this.#perSecond);
     this.#at = at;
   }
 
