@@ -110,3 +110,16 @@ export async function identityOf(file: string): Promise<FileIdentity | undefined
   const info = await lstat(file).catch(() => undefined);
   return info ? `${info.dev}:${info.ino}:${info.mtimeMs}:${info.size}` : undefined;
 }
+
+/**
+ * As identityOf, but only a file that is not there reads as undefined: one that cannot be looked at now (its
+ * directory replaced by a file, unreadable for a while) throws, so that a removal is tried again rather than
+ * the file taken for gone.
+ */
+export async function identityIfThere(file: string): Promise<FileIdentity | undefined> {
+  const info = await lstat(file).catch((error: unknown) => {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw error;
+  });
+  return info ? `${info.dev}:${info.ino}:${info.mtimeMs}:${info.size}` : undefined;
+}

@@ -11,7 +11,7 @@ import path from 'node:path';
 import { ValidationError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { removeTemporaryLeftovers } from '../profile/files.js';
-import { identityOf, PRIVATE_ACCESS, writeSharedFile, type FileAccess, type FileIdentity } from './file.js';
+import { identityIfThere, identityOf, PRIVATE_ACCESS, writeSharedFile, type FileAccess, type FileIdentity } from './file.js';
 import { ownUid, PROFILE_PLACEHOLDER, tokenFileFor } from './place.js';
 import type { SinkLocks } from './sink-lock.js';
 import type { TemplateRenderer, TemplateSpec } from './template.js';
@@ -328,8 +328,11 @@ export class TokenPublisher {
 
   async #removeOwn(file: string): Promise<void> {
     const own = this.#own.get(file);
+    if (own === undefined) return;
+    // Forgotten only once the removal is done or the file is gone or replaced: a file that cannot be looked at
+    // now is still this process's to remove at its next try (the failure is logged and retried).
+    if ((await identityIfThere(file)) === own) await rm(file, { force: true });
     this.#own.delete(file);
-    if (own !== undefined && (await identityOf(file)) === own) await rm(file, { force: true });
   }
 
   /** Runs `op` after the profile's earlier file operations; `op` tells whether it touched the file (false: skipped). */
