@@ -7,6 +7,7 @@ import { DEFAULT_APP } from '../../src/emulator/index.js';
 import { newSecretsVersion } from '../../src/profile/index.js';
 import { baseState } from '../../src/sync/renew.js';
 import { drive, obtainGrant, renewalsOf, startWorld, tempDir, tokenRequests } from './helpers.js';
+import { waitFor } from '../helpers/wait.js';
 
 describe('parking a profile', () => {
   it('flags a revoked grant within one sweep, logs once, stops asking for it, and resumes on new secrets', async () => {
@@ -28,9 +29,9 @@ describe('parking a profile', () => {
     expect(docsStatus).toMatchObject({ ready: false, holdsToken: false, terminal: { reason: 'reauthorization_needed', code: 'OAUTH_INVALID_GRANT' } });
     expect(docsStatus?.reason).toContain('syncauth setup --profile docs');
     expect(status.ready).toBe(false);
-    // The revoked grant's tokens are dead: the file goes at once, not at expiry.
-    await new Promise((resolve) => setTimeout(resolve, 20));
-    expect(existsSync(tokenFile.replace('{profile}', 'docs'))).toBe(false);
+    // The revoked grant's tokens are dead: the file goes at once, not at expiry (the hand-moved clock stays put
+    // while this waits; the removal runs on the profile's file chain, beside the sweep).
+    await waitFor('the revoked grant\'s token file removed', () => (existsSync(tokenFile.replace('{profile}', 'docs')) ? undefined : true));
     const state = await world.store.read('docs');
     expect(state).toMatchObject({ needsReauthorization: true, lastError: { code: 'OAUTH_INVALID_GRANT', terminal: true } });
 
