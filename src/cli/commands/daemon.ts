@@ -25,7 +25,7 @@ import { ExitCode, SyncauthError, ValidationError, type FieldIssue } from '../..
 import { createLogger, type LogLevel, type Logger } from '../../log.js';
 import { SECRET_FILE_NAME, secretFilesOf } from '../../credentials/file.js';
 import { eachBounded } from '../../limiter.js';
-import { notifySystemd } from '../../daemon/notify.js';
+import { notifySystemd } from '../../daemon/systemd.js';
 import { PRIVATE_ACCESS, parseMode, parseSocketMode, resolveGroup, type FileAccess } from '../../publish/file.js';
 import { checkTokenFilePlaces, type ProfileSinks } from '../../publish/token-file.js';
 import { checkTemplate, parseTemplateFlag, type TemplateSpec } from '../../publish/template.js';
