@@ -1,7 +1,8 @@
 // The house layering, read from the imports of src/**/*.ts (static, type-only, re-exports and dynamic
 // `import()` alike): the CLI stands on the rest and nothing stands on the CLI, so nothing under src/ but
-// src/cli/ imports from src/cli/; no files of different src/ directories import each other in a cycle, nor do
-// the directories themselves (a file of notify/ importing daemon/ while another of daemon/ imports notify/);
+// src/cli/ imports from src/cli/, and no files of src/cli/ import each other in a cycle; no files of different
+// src/ directories import each other in a cycle, nor do the directories themselves (a file of notify/ importing
+// daemon/ while another of daemon/ imports notify/);
 // and a few directions are ruled out: delivery of notices and the re-authorization page stand beside the daemon
 // (it hands them ports), and the Dropbox and service protocols know nothing of profiles.
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -167,6 +168,10 @@ describe('layering of src/', () => {
 
   it('no files of different src/ directories import each other in a cycle', () => {
     expect(crossDirectoryCycles(graph)).toEqual([]);
+  });
+
+  it('no files of src/cli/ import each other in a cycle', () => {
+    expect(cycles(graph).filter((component) => component.some(isCli)).map((component) => component.join(' <-> '))).toEqual([]);
   });
 
   it('no src/ directories import each other in a cycle', () => {
