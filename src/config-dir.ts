@@ -8,7 +8,7 @@
 //   group has no member but this user and root (Debian's user-private groups: a 0775 ~/.config);
 // - the config dir itself, owned by root (or carrying the sticky bit) and writable by others (a Kubernetes
 //   emptyDir, 0777 or 02777; /tmp itself), is used through a directory of this user's own inside it,
-//   `<dir>/syncauth-<uid>/`, made 0700 or accepted as publish/place.ts accepts one for sinks; since another
+//   `<dir>/syncauth-<uid>/`, made 0700 or accepted by the rule sinks' subdirectories keep (own-subdir.ts); since another
 //   writer of the shared directory could rename it away and put their own in its place, it is checked again
 //   before each file in it is read or written (assertConfigDirStill, called by profile/files.ts);
 // - a config dir another user owns is refused, never used through a subdirectory.
@@ -16,7 +16,7 @@
 import { lstatSync, readFileSync, readlinkSync, realpathSync, statSync, type Stats } from 'node:fs';
 import path from 'node:path';
 import { SyncauthError } from './errors.js';
-import { modeText, ownSubdirProblemSync, ownUid, privateSubdirName } from './publish/place.js';
+import { modeText, ownSubdirProblemSync, ownUid, privateSubdirName } from './own-subdir.js';
 
 export const CONFIG_DIR_RULE =
   'the config directory and every directory above it must belong to this user or root, and no other user may write them ' +

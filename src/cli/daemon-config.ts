@@ -15,8 +15,27 @@ import { PRIVATE_ACCESS, parseMode, resolveGroup } from '../publish/file.js';
 import { placeSinks, PLACE_RULE, tokenFileFor, type SinkRequest } from '../publish/place.js';
 import { checkTemplate, type TemplateSpec } from '../publish/template.js';
 import { checkTokenFilePlaces, type ProfileSinks } from '../publish/token-file.js';
-import type { DaemonCommandOptions } from './commands/daemon.js';
 import type { CommandContext } from './context.js';
+
+/** The options of `syncauth daemon` (its flags), which the file's keys join; commands/daemon.ts reads them. */
+export interface DaemonCommandOptions {
+  /** Repeated --profile; empty or absent: every stored profile. */
+  profile?: string[];
+  concurrency?: string;
+  maxRenewalsPerSecond?: string;
+  /** How often each published token is checked with Dropbox (`15m`, seconds, `0`/`off`). */
+  checkInterval?: string;
+  maxChecksPerSecond?: string;
+  shutdownTimeout?: string;
+  /** One pass: renew what is due, reconcile, publish, exit (init containers, Jobs, cron). */
+  once?: boolean;
+  /** Repeated --template SRC:DEST[:MODE]. */
+  template?: string[];
+  socketMode?: string;
+  socketGroup?: string;
+  /** Repeated --notify-url: where notices go when a person is needed. */
+  notifyUrl?: string[];
+}
 
 /** A setting the file may give, and its key there. */
 const SETTING_KEYS: readonly [SettingName, string][] = [

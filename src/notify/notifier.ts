@@ -4,10 +4,10 @@
 // again with exponential backoff until 24 h after the notice, then dropped with an error line; any other answer
 // is a permanent failure, logged once. profile.reauthorization_needed is asked three times while it lasts: on
 // the transition, then 24 h and 72 h later, each time with a fresh link when a link minter is configured.
-import type { NoticeSink, NoticeType, ProfileNotice } from '../daemon/events.js';
+import type { NoticeSink, NoticeType, ProfileNotice } from './notice.js';
 import type { Logger } from '../log.js';
 import { parseRetryAfter } from '../net/http.js';
-import { post } from '../oauth/http.js';
+import { post } from '../net/post.js';
 import { backoffDelay, type BackoffPolicy } from '../backoff.js';
 import type { Delivery, OutboxStore, Reminder } from './outbox.js';
 import { renderBody, TEST_TYPE, type NoticeData, type NoticePayload, type NotifyFormat } from './payload.js';

@@ -2,7 +2,7 @@
 // them. In the config dir by default (one versioned file, 0600, written atomically); in Redis with replicas,
 // since a pod's config dir dies with it. Every delivery is keyed by notice id and target, and a key once taken
 // is remembered for a week: a replica, or a restart, that sees the same transition again adds nothing.
-import type { ProfileNotice } from '../daemon/events.js';
+import type { ProfileNotice } from './notice.js';
 import type { NoticePayload } from './payload.js';
 
 /**

@@ -1,7 +1,7 @@
 // What a notice says on the wire: the Standard Webhooks payload shape (`type`, `timestamp`, `data`), or for
 // `--notify-format slack` a Slack incoming-webhook body (`text`, link previews off). Built only from names,
 // ids, reasons and at most a re-authorization link: never a token, grant or key.
-import type { NoticeType } from '../daemon/events.js';
+import type { NoticeType } from './notice.js';
 
 export const NOTIFY_FORMATS = ['standard', 'slack'] as const;
 export type NotifyFormat = (typeof NOTIFY_FORMATS)[number];

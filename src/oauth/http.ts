@@ -1,31 +1,14 @@
-// One HTTP exchange with Dropbox (or a stand-in): through the caller's undici dispatcher or the proxy's, else a
-// keep-alive pool on Node's own http per origin (net/direct.ts), an overall deadline, and failures before a
-// complete answer turned into OAuthError. Status handling is the caller's.
+// One HTTP exchange with Dropbox (or a stand-in): a POST through net/post.ts (the caller's undici dispatcher or
+// the proxy's, else a keep-alive pool per origin, an overall deadline), and failures before a complete answer
+// turned into OAuthError. Status handling is the caller's.
 import type { Dispatcher } from 'undici';
-import { DirectPool } from '../net/direct.js';
-import { proxyDispatcher } from '../net/proxy.js';
 import { ValidationError } from '../errors.js';
 import { OAuthError } from './errors.js';
 import { HTTP_SCHEMES, parseUrl } from '../net/http.js';
+import { PostFailure, post as postOnce, type PostAnswer } from '../net/post.js';
 
 export { headerValue, parseRetryAfter } from '../net/http.js';
-
-/** Whole-exchange deadline (connect, headers and body) when the caller gives none. */
-export const DEFAULT_TIMEOUT_MS = 30_000;
-
-// The limits of undici's global dispatcher, which carried these calls before; the caller's deadline comes first.
-const DIRECT_LIMITS = { connectMs: 10_000, headersMs: 300_000, bodyMs: 300_000 };
-/** One pool per origin for the life of the process, as undici's global dispatcher was; idle sockets hold nothing open. */
-const directPools = new Map<string, DirectPool>();
-
-function directPool(origin: string): DirectPool {
-  let pool = directPools.get(origin);
-  if (!pool) {
-    pool = new DirectPool(origin, DIRECT_LIMITS);
-    directPools.set(origin, pool);
-  }
-  return pool;
-}
+export { DEFAULT_TIMEOUT_MS, formatMs } from '../net/post.js';
 
 /** Options every network call of this module takes. */
 export interface TransportOptions {
@@ -45,78 +28,22 @@ export interface HttpCall extends TransportOptions {
   peer: string;
 }
 
-export interface HttpAnswer {
-  status: number;
-  headers: Record<string, string | string[] | undefined>;
-  text: string;
-}
+export type HttpAnswer = PostAnswer;
 
-/** One POST; resolves with any status, rejects only when no complete answer arrived. */
+/** OAuthError's code for each way a POST can fail before a complete answer. */
+const FAILURE_CODES = { timeout: 'OAUTH_TIMEOUT', network: 'OAUTH_NETWORK', aborted: 'OAUTH_ABORTED' } as const;
+
+/** One POST; resolves with any status, rejects (with an OAuthError) only when no complete answer arrived. */
 export async function post(call: HttpCall): Promise<HttpAnswer> {
-  const timeoutMs = call.timeoutMs ?? DEFAULT_TIMEOUT_MS;
-  if (call.signal?.aborted) throw abortedError(call, call.signal.reason);
-  const controller = new AbortController();
-  let timedOut = false;
-  const timer = setTimeout(() => {
-    timedOut = true;
-    controller.abort();
-  }, timeoutMs);
-  const onAbort = (): void => controller.abort();
-  call.signal?.addEventListener('abort', onAbort, { once: true });
   try {
-    const exchange = {
-      method: 'POST' as const,
-      path: `${call.url.pathname}${call.url.search}`,
-      headers: call.headers,
-      ...(call.body !== undefined ? { body: call.body } : {}),
-      signal: controller.signal,
-    };
-    // Without one of the caller's, the proxy the environment names (HTTPS_PROXY, NO_PROXY), else a direct pool.
-    const dispatcher = call.dispatcher ?? proxyDispatcher(call.url);
-    if (!dispatcher) {
-      const answer = await directPool(call.url.origin).request(exchange);
-      return { status: answer.statusCode, headers: answer.headers, text: answer.text };
-    }
-    const response = await dispatcher.request({ ...exchange, origin: call.url.origin });
-    const text = await response.body.text();
-    return { status: response.statusCode, headers: response.headers, text };
-  } catch (err) {
-    if (timedOut) {
-      throw new OAuthError('OAUTH_TIMEOUT', `${call.peer} (${call.url.origin}) did not answer within ${formatMs(timeoutMs)}`, {
-        hint: 'check the network connection and try again',
-        cause: err,
-      });
-    }
-    if (call.signal?.aborted) throw abortedError(call, call.signal.reason);
-    const code = errorCode(err);
-    throw new OAuthError('OAUTH_NETWORK', `could not reach ${call.peer} at ${call.url.origin}${code ? ` (${code})` : ''}`, {
-      hint: 'check the network connection and the endpoint URL, then try again',
-      cause: err,
+    return await postOnce(call);
+  } catch (error) {
+    if (!(error instanceof PostFailure)) throw error;
+    throw new OAuthError(FAILURE_CODES[error.reason], error.message, {
+      ...(error.hint !== undefined ? { hint: error.hint } : {}),
+      cause: error.cause,
     });
-  } finally {
-    clearTimeout(timer);
-    call.signal?.removeEventListener('abort', onAbort);
   }
-}
-
-function abortedError(call: HttpCall, reason: unknown): OAuthError {
-  return new OAuthError('OAUTH_ABORTED', `the request to ${call.peer} was cancelled`, { cause: reason });
-}
-
-function errorCode(err: unknown): string | undefined {
-  for (let e: unknown = err, depth = 0; e && typeof e === 'object' && depth < 4; depth++) {
-    const code = (e as { code?: unknown }).code;
-    if (typeof code === 'string') return code;
-    e = (e as { cause?: unknown }).cause;
-  }
-  return undefined;
-}
-
-/** A duration for messages: `5 minutes`, `30 s`, `50 ms`. */
-export function formatMs(ms: number): string {
-  if (ms >= 60_000 && ms % 60_000 === 0) return `${ms / 60_000} minute${ms === 60_000 ? '' : 's'}`;
-  if (ms >= 1000 && ms % 1000 === 0) return `${ms / 1000} s`;
-  return `${ms} ms`;
 }
 
 /** Parses JSON only when the text is an object; Dropbox sends plain text for some errors. */

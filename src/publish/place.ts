@@ -5,10 +5,13 @@
 // written there directly: syncauth publishes it in a directory of its own inside, `<dir>/syncauth-<uid>/`,
 // 0750 with the sink's group, which it makes or, when it exists, accepts only as a real directory it owns
 // that no group or other user may write. Anything else there is refused at start (exit 2).
-import { lstatSync, type Stats } from 'node:fs';
 import { chmod, chown, lstat, mkdir, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { SyncauthError, ValidationError } from '../errors.js';
+import { modeText, ownSubdirProblem, privateSubdirName } from '../own-subdir.js';
+
+// The config dir's checks (config-dir.ts) judge their own subdirectory by the same rule; it lives beside both.
+export { ownSubdirProblem, ownUid, privateSubdirName } from '../own-subdir.js';
 
 export const PRIVATE_SUBDIR_MODE = 0o750;
 
@@ -18,20 +21,6 @@ export const PROFILE_PLACEHOLDER = '{profile}';
 /** The path `template` names for `profile`. */
 export function tokenFileFor(template: string, profile: string): string {
   return template.split(PROFILE_PLACEHOLDER).join(profile);
-}
-
-/** The effective user id: the owner of every file syncauth creates. */
-export function ownUid(): number {
-  return process.geteuid?.() ?? process.getuid?.() ?? -1;
-}
-
-/** The name of the directory of this user's own inside a shared directory. */
-export function privateSubdirName(uid = ownUid()): string {
-  return `syncauth-${uid}`;
-}
-
-export function modeText(mode: number): string {
-  return `0${(mode & 0o7777).toString(8).padStart(3, '0')}`;
 }
 
 export const PLACE_RULE = 'a sink in a directory other users may write is published in a private subdirectory syncauth-<uid> (0750, owned by the daemon\'s user) inside it';
@@ -45,32 +34,6 @@ export async function sharedBecause(dir: string): Promise<string | undefined> {
   if (!info?.isDirectory()) return undefined;
   if (info.mode & 0o002) return `${dir} is world-writable (${modeText(info.mode)})`;
   if (info.mode & 0o020) return `${dir} is group-writable (${modeText(info.mode)})`;
-  return undefined;
-}
-
-/** What is wrong with `dir` as this user's own subdirectory; undefined when it is one (a real directory it owns, not writable by group or others). */
-export async function ownSubdirProblem(dir: string): Promise<string | undefined> {
-  return subdirProblemOf(dir, await lstat(dir).catch((error: NodeJS.ErrnoException) => error));
-}
-
-/** ownSubdirProblem in one synchronous lstat, for the config dir's checks (config-dir.ts); `missingOk`: none yet is no problem. */
-export function ownSubdirProblemSync(dir: string, options: { missingOk?: boolean } = {}): string | undefined {
-  let info: Stats | NodeJS.ErrnoException;
-  try {
-    info = lstatSync(dir);
-  } catch (error) {
-    info = error as NodeJS.ErrnoException;
-    if (options.missingOk && info.code === 'ENOENT') return undefined;
-  }
-  return subdirProblemOf(dir, info);
-}
-
-function subdirProblemOf(dir: string, info: Stats | NodeJS.ErrnoException): string | undefined {
-  if (info instanceof Error) return info.code === 'ENOENT' ? `${dir} does not exist` : `cannot inspect ${dir} (${info.code ?? info.message})`;
-  if (info.isSymbolicLink()) return `${dir} is a symbolic link`;
-  if (!info.isDirectory()) return `${dir} is not a directory`;
-  if (info.uid !== ownUid()) return `${dir} belongs to uid ${info.uid}, not to this user (uid ${ownUid()})`;
-  if (info.mode & 0o022) return `${dir} is writable by its group or by others (${modeText(info.mode)})`;
   return undefined;
 }
 

@@ -14,7 +14,7 @@
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import { createServer, STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import type { ReauthorizationResult, ReauthorizedGrant } from '../daemon/events.js';
+import type { ReauthorizationResult, ReauthorizedGrant } from './grant.js';
 import type { Logger } from '../log.js';
 import { listenHttp } from '../net/listen.js';
 import {

@@ -2,7 +2,7 @@
 // should hear about is told once, with the profile, connector, folder, reason and time, and the next
 // transition (a new spell, another grant revoked) is told again under another transition name.
 import { describe, expect, it } from 'vitest';
-import type { ProfileNotice } from '../../src/daemon/events.js';
+import type { ProfileNotice } from '../../src/notify/notice.js';
 import { startDaemon } from '../../src/daemon/index.js';
 import { DEFAULT_APP } from '../../src/emulator/index.js';
 import { newSecretsVersion } from '../../src/profile/index.js';

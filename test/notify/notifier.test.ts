@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Webhook } from 'standardwebhooks';
 import { describe, expect, it } from 'vitest';
-import type { ProfileNotice } from '../../src/daemon/events.js';
+import type { ProfileNotice } from '../../src/notify/notice.js';
 import { FileOutbox, Notifier, OUTBOX_FILE, resolveNotifySettings, type NotifierOptions } from '../../src/notify/index.js';
 import { subkey } from '../../src/record-keys.js';
 import { captureLog, fakeClock } from '../daemon/helpers.js';

@@ -10,7 +10,7 @@ import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { ProfileNotice } from '../../src/daemon/events.js';
+import type { ProfileNotice } from '../../src/notify/notice.js';
 import { FileOutbox, Notifier, OUTBOX_FILE, RedisOutbox, resolveNotifySettings, type OutboxStore } from '../../src/notify/index.js';
 import { linkMinter } from '../../src/reauth/links.js';
 import { RedisReauthStore } from '../../src/reauth/redis-store.js';

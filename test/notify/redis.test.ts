@@ -2,7 +2,7 @@
 // a sender that took a delivery's lease and died before finishing is taken over once the lease expires;
 // Redis away when the notice comes does not lose it.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { ProfileNotice } from '../../src/daemon/events.js';
+import type { ProfileNotice } from '../../src/notify/notice.js';
 import { Notifier, RedisOutbox, resolveNotifySettings } from '../../src/notify/index.js';
 import { captureLog } from '../daemon/helpers.js';
 import { redisAvailability, startRedisServer, type RedisServer } from '../helpers/redis.js';

@@ -10,7 +10,7 @@ import { request } from 'node:http';
 import path from 'node:path';
 import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { ReauthorizationResult, ReauthorizedGrant } from '../../src/daemon/events.js';
+import type { ReauthorizationResult, ReauthorizedGrant } from '../../src/reauth/grant.js';
 import { DEFAULT_APP, startEmulator, type EmulatorApp, type RunningEmulator } from '../../src/emulator/index.js';
 import { fileLinkStore, mintLink, type LinkStore } from '../../src/reauth/links.js';
 import { RedisReauthStore } from '../../src/reauth/redis-store.js';

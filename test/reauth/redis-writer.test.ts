@@ -7,7 +7,7 @@
 import { createCipheriv, createHash, randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { ProfileNotice } from '../../src/daemon/events.js';
+import type { ProfileNotice } from '../../src/notify/notice.js';
 import { Notifier, RedisOutbox, resolveNotifySettings } from '../../src/notify/index.js';
 import { targetKey } from '../../src/notify/signing.js';
 import { createAuthorizationRequest } from '../../src/oauth/index.js';

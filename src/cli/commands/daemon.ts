@@ -25,7 +25,7 @@ import { ExitCode, SyncauthError, ValidationError, type FieldIssue } from '../..
 import { createLogger, type LogLevel, type Logger } from '../../log.js';
 import { SECRET_FILE_NAME, secretFilesOf } from '../../credentials/file.js';
 import { eachBounded } from '../../limiter.js';
-import { notifySystemd } from '../../daemon/notify.js';
+import { notifySystemd } from '../../daemon/systemd.js';
 import { PRIVATE_ACCESS, parseMode, parseSocketMode, resolveGroup, type FileAccess } from '../../publish/file.js';
 import { checkTokenFilePlaces, type ProfileSinks } from '../../publish/token-file.js';
 import { checkTemplate, parseTemplateFlag, type TemplateSpec } from '../../publish/template.js';
@@ -39,7 +39,7 @@ import { accessTokenKeeper, accessTokenReader } from '../../sync/token-cache.js'
 import { baseState, stateWithNewGrant } from '../../sync/renew.js';
 import type { CommandContext } from '../context.js';
 import { openSession, readSecrets, requireGrant, type ProfileSession, type ResolvedSecrets } from '../session.js';
-import { configFileLabel, notifyUrlFileLabel, prepareProfileSinks, withDaemonConfigFile } from '../daemon-config.js';
+import { configFileLabel, notifyUrlFileLabel, prepareProfileSinks, withDaemonConfigFile, type DaemonCommandOptions } from '../daemon-config.js';
 import { checkPortsFree, lockDaemonSinks, refuseHeldSinks } from '../daemon-sinks.js';
 import { checkSocketPath } from '../../publish/socket.js';
 import type { SinkLocks } from '../../publish/sink-lock.js';
@@ -48,25 +48,6 @@ import { grantHook, grantKeyOf, openReauthStores, reauthLinkFor, reauthSettingIs
 
 /** A temporary file this old is no write in progress (those take milliseconds): its writer died. */
 const LEFTOVER_AGE_MS = 10_000;
-
-export interface DaemonCommandOptions {
-  /** Repeated --profile; empty or absent: every stored profile. */
-  profile?: string[];
-  concurrency?: string;
-  maxRenewalsPerSecond?: string;
-  /** How often each published token is checked with Dropbox (`15m`, seconds, `0`/`off`). */
-  checkInterval?: string;
-  maxChecksPerSecond?: string;
-  shutdownTimeout?: string;
-  /** One pass: renew what is due, reconcile, publish, exit (init containers, Jobs, cron). */
-  once?: boolean;
-  /** Repeated --template SRC:DEST[:MODE]. */
-  template?: string[];
-  socketMode?: string;
-  socketGroup?: string;
-  /** Repeated --notify-url: where notices go when a person is needed. */
-  notifyUrl?: string[];
-}
 
 /** How the token is handed to consumers besides the token file's path: checked before anything starts. */
 interface Handover {

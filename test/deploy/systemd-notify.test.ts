@@ -3,7 +3,7 @@
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { notifyArguments, notifySystemd } from '../../src/daemon/notify.js';
+import { notifyArguments, notifySystemd } from '../../src/daemon/systemd.js';
 import { tempDir } from '../helpers/cli.js';
 import { isCI } from '../helpers/secret-service.js';
 import { alive, waitFor } from '../helpers/wait.js';
