@@ -14,6 +14,7 @@ import { performance } from 'node:perf_hooks';
 import { clearTimeout, setTimeout } from 'node:timers';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { URLSearchParams, fileURLToPath, pathToFileURL } from 'node:url';
+import { serveRole } from './roles.mjs';
 
 const self = fileURLToPath(import.meta.url);
 const root = path.resolve(path.dirname(self), '..');
@@ -423,19 +424,4 @@ const roles = {
   },
 };
 
-if (process.argv[1] === self && process.argv[2] in roles) {
-  const role = process.argv[2];
-  process.once('message', (job) => {
-    roles[role](job).then(
-      (result) => {
-        // A keep-alive socket must not hold a finished child open.
-        process.send(result, () => {
-          if (role !== 'emulator') process.exit(0);
-        });
-      },
-      (error) => {
-        process.send({ error: error instanceof Error ? error.stack ?? error.message : String(error) }, () => process.exit(1));
-      },
-    );
-  });
-}
+if (process.argv[1] === self && process.argv[2] in roles) serveRole(roles, process.argv[2], { keepRunning: ['emulator'] });

@@ -17,6 +17,7 @@ import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { child, emulatorChild, makeGrants } from './daemon.mjs';
 import { once, renewedSince } from './stored.mjs';
+import { serveRole } from './roles.mjs';
 
 const self = fileURLToPath(import.meta.url);
 const own = path.resolve(path.dirname(self), '..');
@@ -154,13 +155,7 @@ export function printReconcile(rows) {
 }
 
 if (process.argv[1] === self && process.argv[2] in roles) {
-  const role = process.argv[2];
-  process.once('message', (job) => {
-    roles[role](job).then(
-      (result) => process.send(result, () => process.exit(0)),
-      (error) => process.send({ error: error instanceof Error ? error.stack ?? error.message : String(error) }, () => process.exit(1)),
-    );
-  });
+  serveRole(roles, process.argv[2]);
 } else if (process.argv[1] === self) {
   // `node bench/reconcile.mjs`: this table alone.
   printReconcile(await reconcileRows());

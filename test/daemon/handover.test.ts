@@ -6,24 +6,15 @@ import { spawn } from 'node:child_process';
 import { chmodSync, readFileSync, statSync, writeFileSync, existsSync } from 'node:fs';
 import { request } from 'node:http';
 import path from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { runCli, tempDir } from '../helpers/cli.js';
 import { waitFor } from '../helpers/wait.js';
 import { emulator, obtainGrant } from './helpers.js';
-import { containerEnv, spawnDaemon } from './process.js';
+import { containerEnv, daemonsKilledAfterEach } from './process.js';
 
 const NOBODY = { uid: 65534, gid: 65534 };
 
-const running: { kill: () => void }[] = [];
-afterEach(() => {
-  for (const daemon of running.splice(0)) daemon.kill();
-});
-
-function start(env: Record<string, string>, cwd: string, args: string[]) {
-  const daemon = spawnDaemon(env, cwd, args);
-  running.push({ kill: () => daemon.child.kill('SIGKILL') });
-  return daemon;
-}
+const start = daemonsKilledAfterEach();
 
 /** Runs `argv` as the nobody user and gives its exit code and output. */
 function asNobody(argv: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {

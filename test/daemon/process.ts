@@ -5,6 +5,7 @@ import path from 'node:path';
 import type { DaemonGrant } from '../../src/daemon/index.js';
 import { DEFAULT_EMULATOR_API_KEY, type RunningEmulator } from '../../src/emulator/index.js';
 import { CLI, watchNodeWarnings } from '../helpers/cli.js';
+import { afterEach } from 'vitest';
 import { waitFor } from '../helpers/wait.js';
 
 /** A profile made only of environment variables, as a container runs it, against the emulator. */
@@ -52,4 +53,17 @@ export function spawnDaemon(env: Record<string, string>, cwd: string, args: stri
     await waitFor('readiness', async () => ((await fetch(`${listen}/readyz`)).status === 200 ? true : undefined));
   };
   return { child, out, exited, started, ready };
+}
+
+/** spawnDaemon for a test file whose daemons must not outlive their test: each one started is killed after it. */
+export function daemonsKilledAfterEach(): (env: Record<string, string>, cwd: string, args: string[]) => ReturnType<typeof spawnDaemon> {
+  const running: ReturnType<typeof spawnDaemon>[] = [];
+  afterEach(() => {
+    for (const daemon of running.splice(0)) daemon.child.kill('SIGKILL');
+  });
+  return (env, cwd, args) => {
+    const daemon = spawnDaemon(env, cwd, args);
+    running.push(daemon);
+    return daemon;
+  };
 }

@@ -6,24 +6,15 @@
 import { existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import path from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { runCli, tempDir } from '../helpers/cli.js';
 import { freePort } from '../helpers/ports.mjs';
 import { waitFor } from '../helpers/wait.js';
 import { emulator, obtainGrant } from './helpers.js';
-import { containerEnv, spawnDaemon } from './process.js';
+import { containerEnv, daemonsKilledAfterEach } from './process.js';
 import type { RunningEmulator } from '../../src/emulator/index.js';
 
-const running: { kill: () => void }[] = [];
-afterEach(() => {
-  for (const daemon of running.splice(0)) daemon.kill();
-});
-
-function start(env: Record<string, string>, cwd: string, args: string[]) {
-  const daemon = spawnDaemon(env, cwd, args);
-  running.push({ kill: () => daemon.child.kill('SIGKILL') });
-  return daemon;
-}
+const start = daemonsKilledAfterEach();
 
 function socketGet(socketPath: string, route: string): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
