@@ -175,7 +175,10 @@ describe('`refresh` where the workspace holds duplicates of the profile\'s conne
       expect(ob.emulator.state.workspaces.get('default')?.workflows.get(workflow.id)?.sources).toEqual([read.id]);
       expect(readProfileState(p.home, p.profile)).toMatchObject({ connectorId: read.id });
 
-      const removed = [p.connectorId, ...duplicates.filter((d) => d.id !== read.id).map((d) => d.id)];
+      // In the family's order, oldest first and, within one millisecond of creation, by id: the order every
+      // process sees the family in (duplicates made within one millisecond may come in either creation order).
+      const byAge = (a: SourceConnectorInformation, b: SourceConnectorInformation): number => Date.parse(a.created_at) - Date.parse(b.created_at) || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+      const removed = [p.connectorId, ...duplicates.filter((d) => d.id !== read.id).sort(byAge).map((d) => d.id)];
       expect(result.stdout).toContain(`✓ source connector conn-${p.profile} adopted (${read.id})`);
       expect(result.stdout).toContain(`✓ removed 20 other source connector(s) of this profile: ${removed.map((id) => `conn-${p.profile} (${id})`).join(', ')}\n`);
       for (const secret of [ob.app.appSecret, p.refreshToken, String(config.token)]) expect(result.stdout + result.stderr).not.toContain(secret);
