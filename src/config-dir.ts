@@ -96,10 +96,28 @@ export function assertFileTrusted(file: string, info: Stats): void {
     ? `it belongs to uid ${info.uid}${userName(info.uid)}, another user, who may rewrite it at any time`
     : othersWhoMayWrite(info);
   if (!problem) return;
-  throw new SyncauthError('SYNCAUTH_CONFIG_DIR_UNSAFE', `refusing to read ${file} (owner uid ${info.uid}, mode ${modeText(info.mode)}): ${trustedOwner(info) ? `it is ${problem}` : problem}`, {
-    kind: 'bad_input',
-    hint: `${CONFIG_DIR_RULE}, and so must every file in it; check what the file holds, then remove it or make it this user's (chown) and not writable by others`,
-  });
+  throw new UntrustedFileError(file, info, trustedOwner(info) ? `it is ${problem}` : problem);
+}
+
+/**
+ * What assertFileTrusted throws (code SYNCAUTH_CONFIG_DIR_UNSAFE, exit 2), with the file, its owner and mode for
+ * a caller that answers others without saying why (the re-authorization page) and logs it instead.
+ */
+export class UntrustedFileError extends SyncauthError {
+  readonly file: string;
+  readonly owner: number;
+  /** Octal, as `0666`. */
+  readonly mode: string;
+
+  constructor(file: string, info: Stats, problem: string) {
+    super('SYNCAUTH_CONFIG_DIR_UNSAFE', `refusing to read ${file} (owner uid ${info.uid}, mode ${modeText(info.mode)}): ${problem}`, {
+      kind: 'bad_input',
+      hint: `${CONFIG_DIR_RULE}, and so must every file in it; check what the file holds, then remove it or make it this user's (chown) and not writable by others`,
+    });
+    this.file = file;
+    this.owner = info.uid;
+    this.mode = modeText(info.mode);
+  }
 }
 
 function directStill(dir: string): string | undefined {

@@ -15,6 +15,7 @@ import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import { createServer, STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { ReauthorizationResult, ReauthorizedGrant } from './grant.js';
+import { UntrustedFileError } from '../config-dir.js';
 import type { Logger } from '../log.js';
 import { listenHttp } from '../net/listen.js';
 import {
@@ -261,6 +262,32 @@ export async function startReauthServer(options: ReauthServerOptions): Promise<R
     return true;
   };
 
+  /** The cause last warned of, while the links file is not to be believed (its path, owner and mode). */
+  let untrustedWarned: string | undefined;
+
+  /**
+   * The unexpired link a digest names. A links file another user owns or may write is never read (assertFileTrusted):
+   * every link is then refused as a wrong one is, and the file named at warn, once for each cause, not to the client.
+   */
+  const findLink = async (linkHash: string): Promise<LinkRecord | undefined> => {
+    try {
+      const link = await options.links.find(linkHash, now());
+      untrustedWarned = undefined;
+      return link;
+    } catch (error) {
+      if (!(error instanceof UntrustedFileError)) throw error;
+      const cause = `${error.file}\0${error.owner}\0${error.mode}`;
+      if (cause !== untrustedWarned) {
+        untrustedWarned = cause;
+        log.warn(
+          { event: 'reauth.links_untrusted', op: 'reauth', file: error.file, owner: error.owner, mode: error.mode, hint: error.hint },
+          `${error.message}; every re-authorization link is refused until it is fixed`,
+        );
+      }
+      return undefined;
+    }
+  };
+
   /** The attempt a state names, removed (one-time), when it is unexpired. */
   const take = async (state: string | null): Promise<Pending | undefined> => {
     if (!state || state.length > 200) return undefined;
@@ -273,7 +300,7 @@ export async function startReauthServer(options: ReauthServerOptions): Promise<R
    */
   async function openPage(req: IncomingMessage, res: ServerResponse, token: string, head: boolean): Promise<void> {
     const linkHash = hashToken(token);
-    const link = await options.links.find(linkHash, now());
+    const link = await findLink(linkHash);
     if (!link) {
       refuse(req, res, 'reauth.link_refused');
       return;
@@ -378,7 +405,7 @@ export async function startReauthServer(options: ReauthServerOptions): Promise<R
   }
 
   async function completeClaimed(req: IncomingMessage, res: ServerResponse, attempt: Pending, code: string, claim: LinkClaim): Promise<void> {
-    const link = await options.links.find(attempt.linkHash, now());
+    const link = await findLink(attempt.linkHash);
     if (!link || link.profile !== attempt.profile) {
       refuse(req, res, 'reauth.link_refused');
       return;
