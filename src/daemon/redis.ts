@@ -5,11 +5,19 @@
 // one reconciles per lifetime. Commands fail fast while Redis is away (no offline queue): the daemon then
 // holds its reconciles and goes on renewing. The record is versioned (`v`); the previous release's
 // `<prefix>:renewal:<profile>` records are not read and expire on their own.
-import { randomUUID } from 'node:crypto';
+//
+// The token checks' records (`<prefix>:check:<profile>:<cycle>`: `pending` while one replica checks, then what it
+// found) make the other replicas renew on an `invalid` or `expired` finding, so they carry an HMAC-SHA256 under a
+// subkey of SYNCAUTH_GRANT_KEY over their fields and their key name: whoever can write Redis but lacks the key
+// cannot make every replica renew. A record that does not verify is ignored (logged once at warn): at a claim the
+// replica checks for itself, while waiting it learns nothing from it. Without the key the coordinator shares no
+// checks at all, and each replica checks its profiles itself.
+import { createHash, randomUUID } from 'node:crypto';
 import { ValidationError } from '../errors.js';
 import { parseUrl } from '../net/http.js';
 import { closeRedisClient, newRedisClient } from '../net/redis.js';
 import type { Logger } from '../log.js';
+import { openRecord, signRecord, subkey, type RecordRefusal } from '../record-keys.js';
 import { CoordinatorUnavailableError, type Coordinator, type Lease, type SharedReconcile } from './coordinator.js';
 import type { CheckOutcome } from './types.js';
 
@@ -33,6 +41,11 @@ export interface RedisCoordinatorOptions {
   /** The daemon's wall clock, which the record's times are translated to and from. Default Date.now. */
   now?: () => number;
   logger?: Logger;
+  /**
+   * SYNCAUTH_GRANT_KEY: the token checks' records are authenticated under a subkey of it. Without it the
+   * coordinator shares no token checks (each replica checks for itself).
+   */
+  grantKey?: Buffer;
 }
 
 export interface RedisCoordinator extends Coordinator {
@@ -63,6 +76,14 @@ return 1`;
 const RECORD_TTL_MS = 7 * 24 * 3600 * 1000;
 
 const RECORD_VERSION = 1;
+/** Version of a token check's record: `{ v, state, mac }`, state `pending` or a CheckOutcome. */
+const CHECK_VERSION = 1;
+const REFUSED_REMEMBERED = 1_000;
+const CHECK_REASONS: Record<RecordRefusal, string> = {
+  malformed: 'it is damaged or of the previous release, which wrote it without a MAC',
+  version: 'it was written in a format this release does not read',
+  mac: 'its MAC does not verify under SYNCAUTH_GRANT_KEY: it was written by someone without the key, under another key name, or changed since',
+};
 
 /** A stored record, or undefined for one this release cannot read (another version, or damaged). */
 export function decodeReconcile(raw: string): SharedReconcile | undefined {
@@ -136,6 +157,62 @@ export async function createRedisCoordinator(options: RedisCoordinatorOptions): 
   /** The token check of one profile and interval: `pending` while the replica that claimed it checks, then what it found. */
   const checkKey = (profile: string, cycle: number): string => `${prefix}:check:${profile}:${cycle}`;
   const now = options.now ?? Date.now;
+
+  const checks = options.grantKey ? checkSharing(options.grantKey) : {};
+
+  /** The token checks' claims and findings, authenticated under a subkey of `grantKey`. */
+  function checkSharing(grantKey: Buffer): Pick<Coordinator, 'claimCheck' | 'recordCheck' | 'peekCheck'> {
+    const macKey = subkey(grantKey, 'check-records');
+    const refused = new Set<string>();
+    const stored = (at: string, state: CheckOutcome | 'pending'): string => signRecord(macKey, at, { v: CHECK_VERSION, state });
+    /** What the record under `at` says, or `refused` (logged once per record) when it does not verify. */
+    const open = (profile: string, at: string, raw: string): CheckOutcome | 'pending' | 'refused' => {
+      const opened = openRecord(macKey, at, raw, CHECK_VERSION);
+      if ('fields' in opened) {
+        const state = opened.fields.state;
+        if (state === 'pending' || (typeof state === 'string' && isCheckOutcome(state))) return state;
+      }
+      const reason: RecordRefusal = 'fields' in opened ? 'malformed' : opened.refused;
+      const digest = createHash('sha256').update(`${at}\0${raw}`).digest('base64url');
+      if (!refused.has(digest)) {
+        if (refused.size >= REFUSED_REMEMBERED) refused.clear();
+        refused.add(digest);
+        log?.warn(
+          { profile, event: 'check.record_refused', op: 'check', reason },
+          `a token check of profile "${profile}" in Redis was refused (${CHECK_REASONS[reason]}); it is not acted on`,
+        );
+      }
+      return 'refused';
+    };
+    return {
+      async claimCheck(profile, cycle, ttlMs) {
+        const at = checkKey(profile, cycle);
+        const ttl = String(Math.max(1_000, Math.ceil(ttlMs)));
+        const taken = await command('claim a token check', () => client.set(at, stored(at, 'pending'), 'PX', ttl, 'NX'));
+        if (taken === 'OK') return { claimed: true };
+        const found = await command('read a token check', () => client.get(at));
+        if (found === null) return { claimed: false };
+        const state = open(profile, at, found);
+        // A record nobody with the key wrote claims nothing: this replica checks for itself.
+        if (state === 'refused') return { claimed: true };
+        return state === 'pending' ? { claimed: false } : { claimed: false, outcome: state };
+      },
+
+      async recordCheck(profile, cycle, outcome, ttlMs) {
+        const at = checkKey(profile, cycle);
+        const ttl = String(Math.max(1_000, Math.ceil(ttlMs)));
+        await command('record a token check', () => client.set(at, stored(at, outcome), 'PX', ttl, 'XX'));
+      },
+
+      async peekCheck(profile, cycle) {
+        const at = checkKey(profile, cycle);
+        const found = await command('read a token check', () => client.get(at));
+        if (found === null) return undefined;
+        const state = open(profile, at, found);
+        return state === 'refused' ? undefined : state;
+      },
+    };
+  }
 
   /** How far Redis's clock is ahead of this process's: records are kept on Redis's clock. */
   async function skewMs(action: string): Promise<number> {
@@ -239,25 +316,7 @@ export async function createRedisCoordinator(options: RedisCoordinatorOptions): 
       return Number(written) === 1;
     },
 
-    async claimCheck(profile, cycle, ttlMs) {
-      const at = checkKey(profile, cycle);
-      const ttl = String(Math.max(1_000, Math.ceil(ttlMs)));
-      const taken = await command('claim a token check', () => client.set(at, 'pending', 'PX', ttl, 'NX'));
-      if (taken === 'OK') return { claimed: true };
-      const found = await command('read a token check', () => client.get(at));
-      return found === null || found === 'pending' || !isCheckOutcome(found) ? { claimed: false } : { claimed: false, outcome: found };
-    },
-
-    async recordCheck(profile, cycle, outcome, ttlMs) {
-      const ttl = String(Math.max(1_000, Math.ceil(ttlMs)));
-      await command('record a token check', () => client.set(checkKey(profile, cycle), outcome, 'PX', ttl, 'XX'));
-    },
-
-    async peekCheck(profile, cycle) {
-      const found = await command('read a token check', () => client.get(checkKey(profile, cycle)));
-      if (found === null) return undefined;
-      return found === 'pending' || !isCheckOutcome(found) ? 'pending' : found;
-    },
+    ...checks,
 
     isAvailable() {
       return !closed && client.status === 'ready';

@@ -5,8 +5,9 @@
 // the caps: so many a second per daemon, and as many per Dropbox account (profiles of one account share
 // Dropbox's limits). A check that is due but over a cap stays due and goes first at the next tick. Checks wait
 // while a sweep runs: renewals come first. With replicas, a short key per profile and interval (the
-// coordinator's) lets one replica check and tells the others what it found. What a check does with its answer
-// is the worker's (worker.ts).
+// coordinator's, authenticated under SYNCAUTH_GRANT_KEY; without the key there is none and each replica checks for
+// itself) lets one replica check and tells the others what it found. What a check does with its answer is the
+// worker's (worker.ts).
 import type { Logger } from '../log.js';
 import { classifyFailure } from './classify.js';
 import type { Coordinator } from './coordinator.js';

@@ -1,18 +1,21 @@
 // The checks of published tokens, in-process on a hand-moved clock: many profiles of one Dropbox account are
 // checked no faster than the cap (counted at the emulator), each at its own offset within the interval; an app
 // without account_info.read gets one warning and no more checks (and `doctor` says so); with replicas sharing a
-// real Redis, one replica checks each profile per interval and the other acts on what it found. The flags and
-// the file's keys are taken as documented.
+// real Redis, one replica checks each profile per interval and the other acts on what it found, while an outcome
+// planted in Redis by someone without SYNCAUTH_GRANT_KEY makes no replica renew. The flags and the file's keys are
+// taken as documented.
+import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRedisCoordinator, startDaemon, type DaemonGrant, type DaemonOptions, type DaemonProfile, type RunningDaemon } from '../../src/daemon/index.js';
 import { parseDaemonConfig } from '../../src/daemon/config-file.js';
-import { parseCheckInterval, parseChecksPerSecond } from '../../src/daemon/token-check.js';
+import { checkCycle, checkOffset, parseCheckInterval, parseChecksPerSecond } from '../../src/daemon/token-check.js';
 import { DEFAULT_APP, type RunningEmulator } from '../../src/emulator/index.js';
 import { openProfileStore } from '../../src/profile/index.js';
 import { redisAvailability, startRedisServer, type RedisServer } from '../helpers/redis.js';
-import { captureLog, emulator, fakeClock, obtainGrant, profileOf, seededRandom, tempDir, type CapturedLog, type Clock } from './helpers.js';
+import { captureLog, emulator, fakeClock, obtainGrant, profileOf, seededRandom, tempDir, tokenRequests, type CapturedLog, type Clock } from './helpers.js';
 
 const FOUR_HOURS_S = 14_400;
 const MINUTE = 60_000;
@@ -217,8 +220,9 @@ describe.skipIf(redisOk.skip)('token checks with replicas sharing Redis', () => 
 
   it('one replica checks each profile per interval, and the other acts on what it found', async () => {
     const clock = fakeClock();
-    const a = await createRedisCoordinator({ url: redis.url, keyPrefix: 'checks', replicaId: 'a', now: clock.now });
-    const b = await createRedisCoordinator({ url: redis.url, keyPrefix: 'checks', replicaId: 'b', now: clock.now });
+    const grantKey = randomBytes(32);
+    const a = await createRedisCoordinator({ url: redis.url, keyPrefix: 'checks', replicaId: 'a', now: clock.now, grantKey });
+    const b = await createRedisCoordinator({ url: redis.url, keyPrefix: 'checks', replicaId: 'b', now: clock.now, grantKey });
     await Promise.all([a.ready(), b.ready()]);
     const first = await setup(3, { checkIntervalMs: MINUTE, coordinator: a }, DEFAULT_APP, undefined);
     const second = await setup(3, { checkIntervalMs: MINUTE, coordinator: b }, DEFAULT_APP, { emu: first.emu, clock: first.clock, grants: first.grants });
@@ -250,4 +254,60 @@ describe.skipIf(redisOk.skip)('token checks with replicas sharing Redis', () => 
       await second.daemon.close();
     }
   }, 120_000);
+
+  it('an invalid outcome planted in Redis without SYNCAUTH_GRANT_KEY makes no replica renew', async () => {
+    const grantKey = randomBytes(32);
+    const redisLog = captureLog();
+    const a = await createRedisCoordinator({ url: redis.url, keyPrefix: 'planted', replicaId: 'a', grantKey, logger: redisLog.logger });
+    const b = await createRedisCoordinator({ url: redis.url, keyPrefix: 'planted', replicaId: 'b', grantKey, logger: redisLog.logger });
+    await Promise.all([a.ready(), b.ready()]);
+    const first = await setup(2, { checkIntervalMs: MINUTE, coordinator: a }, DEFAULT_APP, undefined);
+    const second = await setup(2, { checkIntervalMs: MINUTE, coordinator: b }, DEFAULT_APP, { emu: first.emu, clock: first.clock, grants: first.grants });
+    const clock = first.clock;
+    // Whoever holds Redis's password writes the check records of the coming intervals as a replica would have.
+    const raw = new Redis(redis.url);
+    try {
+      await first.daemon.sweep();
+      await second.daemon.sweep();
+      const before = tokenRequests(first.emu);
+      for (const name of ['p001', 'p002']) {
+        const now = checkCycle(clock.now(), checkOffset(name, MINUTE), MINUTE);
+        for (let cycle = now; cycle <= now + 5; cycle += 1) {
+          await raw.set(`planted:check:${name}:${cycle}`, cycle % 2 === 0 ? 'invalid' : JSON.stringify({ v: 1, state: 'expired', mac: 'AAAA' }), 'PX', 10 * MINUTE);
+        }
+      }
+      for (let t = 0; t < 4 * MINUTE; t += 1_000) {
+        clock.advance(1_000);
+        await Promise.all([first.daemon.checkTick(), second.daemon.checkTick()]);
+      }
+      // The replicas checked for themselves (the tokens are good), and nobody renewed.
+      expect(tokenRequests(first.emu)).toBe(before);
+      expect(checksAt(first.emu, clock.now() - 4 * MINUTE).length).toBeGreaterThanOrEqual(4);
+      for (const s of [first, second]) {
+        for (const p of s.daemon.status().profiles) expect(p.check?.outcome).toBe('valid');
+        expect(s.log.records().filter((r) => r.event === 'token.refused')).toEqual([]);
+      }
+      // Each planted record met is told once at warn (by each replica), not at every tick: at most 12 records × 2 replicas.
+      const refused = redisLog.records().filter((r) => r.event === 'check.record_refused');
+      expect(refused.length).toBeGreaterThan(0);
+      expect(refused.length).toBeLessThanOrEqual(24);
+      expect(refused.every((r) => r.level === 'warn' || r.level === 40)).toBe(true);
+    } finally {
+      raw.disconnect();
+      await first.daemon.close();
+      await second.daemon.close();
+    }
+  }, 120_000);
+
+  it('a replica without SYNCAUTH_GRANT_KEY shares no token checks through Redis', async () => {
+    const keyless = await createRedisCoordinator({ url: redis.url, keyPrefix: 'keyless', replicaId: 'k' });
+    try {
+      await keyless.ready();
+      expect(keyless.claimCheck).toBeUndefined();
+      expect(keyless.recordCheck).toBeUndefined();
+      expect(keyless.peekCheck).toBeUndefined();
+    } finally {
+      await keyless.close();
+    }
+  });
 });

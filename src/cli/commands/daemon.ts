@@ -516,7 +516,9 @@ async function runDaemon(given: CommandContext, givenOptions: DaemonCommandOptio
     log.warn({ event: 'daemon.environment_grant', op: 'start' }, 'SYNCAUTH_APP_KEY, SYNCAUTH_APP_SECRET and SYNCAUTH_REFRESH_TOKEN are set in the environment: they take precedence over the stored grant of every profile served');
   }
 
-  const coordinator = v.redisUrl ? await createRedisCoordinator({ url: v.redisUrl, logger: log }) : undefined;
+  const grantKey = grantKeyOf(context);
+  // The token checks' records in Redis are authenticated under the grant key; without it each replica checks for itself.
+  const coordinator = v.redisUrl ? await createRedisCoordinator({ url: v.redisUrl, logger: log, ...(grantKey ? { grantKey } : {}) }) : undefined;
   // A replica that starts while Redis is away still starts: it renews nothing, says so, and reports not ready.
   // A stop during that wait need not sit it out.
   await Promise.race([coordinator?.ready().catch(() => undefined), held.stopped]);
@@ -526,7 +528,6 @@ async function runDaemon(given: CommandContext, givenOptions: DaemonCommandOptio
   // With the re-authorization page on, each ask carries a fresh link to it (a one-shot run serves no page).
   const reauthStores = once ? undefined : await openReauthStores(context, log);
   const linkFor = notify ? await reauthLinkFor(context, reauthStores) : undefined;
-  const grantKey = grantKeyOf(context);
   const notifier = notify
     ? await startNotifier(notify, { configDir: v.configDir, redisUrl: v.redisUrl, ...(v.redisUrl ? { redisWhere: redisTarget(v.redisUrl) } : {}), ...(grantKey ? { grantKey } : {}), log, isResolved, ...(linkFor ? { linkFor } : {}) })
     : undefined;
