@@ -2,7 +2,7 @@
 // the operator's choice, so a refusal names the setting and says why in words, and closing never waits on an
 // idle keep-alive connection.
 import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Server as NetServer } from 'node:net';
 import { ValidationError } from '../errors.js';
 
 export interface Listening {
@@ -38,4 +38,24 @@ export async function listenHttp(server: Server, listen: { host: string; port: n
         server.closeAllConnections();
       }),
   };
+}
+
+/**
+ * Listens on the Unix socket at `address`, created under `umask`: umask is process-wide, but bind(2) happens
+ * synchronously inside listen(), and a narrower umask for that moment only makes whatever else the process
+ * creates meanwhile more private, never less. Rejects with the listen error as it came, for the caller to word.
+ */
+export function listenUnix(server: NetServer, address: string, umask: number): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    const previous = process.umask(umask);
+    try {
+      server.listen(address, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    } finally {
+      process.umask(previous);
+    }
+  });
 }

@@ -15,6 +15,7 @@ import { link, lstat, readdir, unlink } from 'node:fs/promises';
 import { connect, createServer, type Server } from 'node:net';
 import path from 'node:path';
 import { ValidationError } from '../errors.js';
+import { listenUnix } from '../net/listen.js';
 import { withFileLock } from '../profile/lock.js';
 
 /** node:crypto, loaded with the first lock taken rather than with every command that imports this module. */
@@ -294,19 +295,8 @@ export class SinkLocks {
       socket.on('error', () => undefined);
       socket.end(identity);
     });
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      // Only this user may ask (connecting takes write permission on the socket).
-      const previous = process.umask(0o177);
-      try {
-        server.listen(address, () => {
-          server.off('error', reject);
-          resolve();
-        });
-      } finally {
-        process.umask(previous);
-      }
-    });
+    // Only this user may ask (connecting takes write permission on the socket).
+    await listenUnix(server, address, 0o177);
     // Never what keeps the process alive.
     server.unref();
     const ino = (await lstat(path.join(dir, name))).ino;

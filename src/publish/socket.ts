@@ -14,6 +14,7 @@ import { chmod, chown, lstat, rm } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { SyncauthError, ValidationError } from '../errors.js';
 import type { Logger } from '../log.js';
+import { listenUnix } from '../net/listen.js';
 
 export interface TokenSource {
   token(profile: string): { value: string; expiresAt: number } | undefined;
@@ -146,28 +147,14 @@ export async function startTokenSocket(path: string, source: TokenSource, option
   await clearPath(path);
   const server: Server = createServer(handler(source, options.now ?? Date.now, log));
   server.keepAliveTimeout = 5_000;
-  await new Promise<void>((resolve, reject) => {
-    const refuse = (error: NodeJS.ErrnoException): void => {
-      const dirMissing = !existsSync(dirname(path));
-      const why: Record<string, string> = {
-        EADDRINUSE: `${path} is already in use by another program`,
-        EACCES: dirMissing ? `cannot create a socket at ${path}: its directory does not exist` : `may not create a socket at ${path}: permission denied on its directory`,
-        ENOENT: `cannot create a socket at ${path}: its directory does not exist`,
-      };
-      reject(new ValidationError([{ field: FIELD, message: why[error.code ?? ''] ?? `cannot listen on ${path} (${error.code ?? error.message})` }]));
+  await listenUnix(server, path, 0o777 & ~(mode & 0o700)).catch((error: NodeJS.ErrnoException) => {
+    const dirMissing = !existsSync(dirname(path));
+    const why: Record<string, string> = {
+      EADDRINUSE: `${path} is already in use by another program`,
+      EACCES: dirMissing ? `cannot create a socket at ${path}: its directory does not exist` : `may not create a socket at ${path}: permission denied on its directory`,
+      ENOENT: `cannot create a socket at ${path}: its directory does not exist`,
     };
-    server.once('error', refuse);
-    // umask is process-wide, but bind(2) happens synchronously inside listen(), and a narrower umask for that
-    // moment only makes whatever else the process creates meanwhile more private, never less.
-    const previous = process.umask(0o777 & ~(mode & 0o700));
-    try {
-      server.listen(path, () => {
-        server.off('error', refuse);
-        resolve();
-      });
-    } finally {
-      process.umask(previous);
-    }
+    throw new ValidationError([{ field: FIELD, message: why[error.code ?? ''] ?? `cannot listen on ${path} (${error.code ?? error.message})` }]);
   });
   // Closing unlinks the socket file already (libuv does); what is left is removed only if it is still ours, not
   // a socket a newer process created at the path meanwhile.
