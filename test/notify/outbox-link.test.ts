@@ -86,20 +86,30 @@ afterEach(async () => {
   for (const close of closing.splice(0).reverse()) await close().catch(() => undefined);
 });
 
+/**
+ * A notifier over the file outbox of `world` (sealed under the notify secret's key when there is one) sends a
+ * parked-profile notice to a receiver that never answers; resolves with the body the receiver got, while the
+ * delivery still waits in the outbox.
+ */
+async function firstNoticeAtHangingReceiver(world: PageWorld, notify: { secret?: string; format?: 'slack' }): Promise<string> {
+  const receiver = await hangingReceiver();
+  closing.push(() => receiver.close());
+  const settings = resolveNotifySettings({ urls: [receiver.url], urlField: '--notify-url', ...notify });
+  if (notify.secret === undefined) expect(settings.key).toBeUndefined();
+  const store = await FileOutbox.open(world.configDir, world.log.logger, settings.key === undefined ? undefined : subkey(settings.key, 'outbox-file'));
+  const minter = linkMinter(world.links, { publicUrl: world.publicUrl });
+  const notifier = new Notifier({ ...settings, store, log: world.log.logger, pollMs: false, attemptTimeoutMs: 120_000, linkFor: (profile) => minter.linkFor(profile) });
+  closing.push(() => notifier.close());
+  notifier.notice(parked(Date.now()));
+  await notifier.accepted();
+  void notifier.tick();
+  return until('the notice at the receiver', () => receiver.bodies[0]);
+}
+
 describe('the file outbox while a notice waits', () => {
   it('notices.json holds no usable link while the receiver hangs', async () => {
     const world = await startPageWorld();
-    const receiver = await hangingReceiver();
-    closing.push(() => receiver.close());
-    const settings = resolveNotifySettings({ urls: [receiver.url], urlField: '--notify-url', secret: SECRET });
-    const store = await FileOutbox.open(world.configDir, world.log.logger, subkey(settings.key as Buffer, 'outbox-file'));
-    const minter = linkMinter(world.links, { publicUrl: world.publicUrl });
-    const notifier = new Notifier({ ...settings, store, log: world.log.logger, pollMs: false, attemptTimeoutMs: 120_000, linkFor: (profile) => minter.linkFor(profile) });
-    closing.push(() => notifier.close());
-    notifier.notice(parked(Date.now()));
-    await notifier.accepted();
-    void notifier.tick();
-    const body = await until('the notice at the receiver', () => receiver.bodies[0]);
+    const body = await firstNoticeAtHangingReceiver(world, { secret: SECRET });
     const link = linkOf(body);
     // A backup of the config dir now: the outbox file, and everything else beside it.
     const outbox = readFileSync(path.join(world.configDir, OUTBOX_FILE), 'utf8');
@@ -111,18 +121,7 @@ describe('the file outbox while a notice waits', () => {
 describe('without SYNCAUTH_NOTIFY_SECRET, and in the log', () => {
   it('an unsigned Slack notice carries its link, and neither notices.json nor any log line holds it while the receiver hangs', async () => {
     const world = await startPageWorld();
-    const receiver = await hangingReceiver();
-    closing.push(() => receiver.close());
-    const settings = resolveNotifySettings({ urls: [receiver.url], urlField: '--notify-url', format: 'slack' });
-    expect(settings.key).toBeUndefined();
-    const store = await FileOutbox.open(world.configDir, world.log.logger);
-    const minter = linkMinter(world.links, { publicUrl: world.publicUrl });
-    const notifier = new Notifier({ ...settings, store, log: world.log.logger, pollMs: false, attemptTimeoutMs: 120_000, linkFor: (profile) => minter.linkFor(profile) });
-    closing.push(() => notifier.close());
-    notifier.notice(parked(Date.now()));
-    await notifier.accepted();
-    void notifier.tick();
-    const body = await until('the notice at the receiver', () => receiver.bodies[0]);
+    const body = await firstNoticeAtHangingReceiver(world, { format: 'slack' });
     const link = /https?:\/\/[^\s"'\\<>|]+\/reauthorize\/[A-Za-z0-9_-]{43}/.exec(body)?.[0];
     expect(link, body).toBeDefined();
     const outbox = readFileSync(path.join(world.configDir, OUTBOX_FILE), 'utf8');
