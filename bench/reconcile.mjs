@@ -16,7 +16,7 @@ import { loadavg, tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { child, emulatorChild, makeGrants } from './daemon.mjs';
-import { once, renewedSince } from './stored.mjs';
+import { once, renewedSince, stateLike } from './stored.mjs';
 import { serveRole } from './roles.mjs';
 
 const self = fileURLToPath(import.meta.url);
@@ -54,21 +54,10 @@ const roles = {
           const connector = await client.createSource({ name: connectorName, type: 'dropbox', config: dropboxConfig(spec) });
           await secrets.set(name, { app_key: app.appKey, app_secret: app.appSecret, refresh_token: refreshTokens[i], api_key: apiKey });
           await state.update(name, () => ({
-            baseUrl: urls.url,
-            apiKeyHeader: 'service-api-key',
-            remoteUrl: 'dropbox://data',
-            recursive: false,
-            access: 'read',
+            ...stateLike(name, urls, LIFETIME_S),
             connectorId: connector.id,
             connectorName,
             accountId: `dbid:AAH${String(i).padStart(10, '0')}`,
-            authorizeUrl: urls.authorizeUrl,
-            tokenUrl: urls.tokenUrl,
-            dropboxApiUrl: urls.apiUrl,
-            redirectUri: 'http://127.0.0.1:53682/callback',
-            accessTokenExpiresAt: new Date(Date.now() - 60_000).toISOString(),
-            lastRenewalAt: new Date(Date.now() - LIFETIME_S * 1000).toISOString(),
-            needsReauthorization: false,
             secretsVersion: randomUUID(),
           }));
         }

@@ -50,8 +50,11 @@ const MiB = 1024 * 1024;
 /** Runs of `status` and `token` beside a running daemon, per N; the median is shown. */
 const BESIDE_RUNS = 5;
 
-/** What `setup` writes to a profile's state, minus what the stores fill in (version, name, times). */
-function stateLike(name, urls) {
+/**
+ * What `setup` writes to a profile's state, minus what the stores fill in (version, name, times): due, its token
+ * run out a minute ago after a lifetime of `lifetimeS`.
+ */
+export function stateLike(name, urls, lifetimeS = LIFETIME_S) {
   return {
     baseUrl: urls.url,
     apiKeyHeader: 'service-api-key',
@@ -68,7 +71,7 @@ function stateLike(name, urls) {
     redirectUri: 'http://127.0.0.1:53682/callback',
     // Due: the token setup got has run out.
     accessTokenExpiresAt: new Date(Date.now() - 60_000).toISOString(),
-    lastRenewalAt: new Date(Date.now() - LIFETIME_S * 1000).toISOString(),
+    lastRenewalAt: new Date(Date.now() - lifetimeS * 1000).toISOString(),
     needsReauthorization: false,
   };
 }
