@@ -80,23 +80,23 @@ function ownSubdirStill(dir: string): string | undefined {
   return ownSubdirProblemSync(dir, { missingOk: true });
 }
 
+/** Whether a file in a config dir belongs to this user or root and no other user may write it (see assertFileTrusted). */
+export function fileTrusted(info: Stats): boolean {
+  return trustedOwner(info) && othersWhoMayWrite(info) === undefined;
+}
+
 /**
  * Before a file in a config dir is believed: it must belong to this user or root, and no other user may write it.
  * A file another user left there while the directory was open to them (before a `chmod go-w`) stays theirs to
  * rewrite whenever they like, whatever the directory's mode is now; so does one reached through a link. Judged
  * on the opened file's own stat, so nothing can be swapped in between. Throws (exit 2) naming the file.
  */
-/** Whether a file in a config dir belongs to this user or root and no other user may write it (see assertFileTrusted). */
-export function fileTrusted(info: Stats): boolean {
-  return trustedOwner(info) && othersWhoMayWrite(info) === undefined;
-}
-
 export function assertFileTrusted(file: string, info: Stats): void {
-  const problem = !trustedOwner(info)
-    ? `it belongs to uid ${info.uid}${userName(info.uid)}, another user, who may rewrite it at any time`
-    : othersWhoMayWrite(info);
-  if (!problem) return;
-  throw new UntrustedFileError(file, info, trustedOwner(info) ? `it is ${problem}` : problem);
+  if (!trustedOwner(info)) {
+    throw new UntrustedFileError(file, info, `it belongs to uid ${info.uid}${userName(info.uid)}, another user, who may rewrite it at any time`);
+  }
+  const writers = othersWhoMayWrite(info);
+  if (writers) throw new UntrustedFileError(file, info, `it is ${writers}`);
 }
 
 /**
