@@ -4,7 +4,7 @@
 // passes for another, and none is the grant record's key itself. A record is authenticated together with the
 // name it is stored under (a Redis key, a hash field): a valid record copied to another key fails like a forged
 // one.
-import { createCipheriv, createDecipheriv, createHmac, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHash, createHmac, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
 
 /** What each subkey is for; a label never changes for a format, and a new use takes a new label. */
 export type KeyPurpose = 'reauth-records' | 'outbox-redis' | 'outbox-file' | 'check-records';
@@ -89,5 +89,25 @@ export function openJson(key: Buffer, aad: string, sealed: unknown): unknown {
     return undefined;
   } finally {
     plaintext?.fill(0);
+  }
+}
+
+/**
+ * The records a store has refused, remembered so that each is logged once, not at every read: by a digest of
+ * its name and content, at most `limit` of them (past that the memory starts over, so a writer planting
+ * records without end costs a log line each, never memory).
+ */
+export class RefusedOnce {
+  readonly #seen = new Set<string>();
+
+  constructor(private readonly limit = 1_000) {}
+
+  /** True the first time the record `raw` stored under `name` is refused. */
+  first(name: string, raw: string): boolean {
+    const digest = createHash('sha256').update(`${name}\0${raw}`, 'utf8').digest('base64url');
+    if (this.#seen.has(digest)) return false;
+    if (this.#seen.size >= this.limit) this.#seen.clear();
+    this.#seen.add(digest);
+    return true;
   }
 }

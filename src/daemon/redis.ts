@@ -12,12 +12,12 @@
 // cannot make every replica renew. A record that does not verify is ignored (logged once at warn): at a claim the
 // replica checks for itself, while waiting it learns nothing from it. Without the key the coordinator shares no
 // checks at all, and each replica checks its profiles itself.
-import { createHash, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { ValidationError } from '../errors.js';
 import { parseUrl } from '../net/http.js';
 import { closeRedisClient, newRedisClient } from '../net/redis.js';
 import type { Logger } from '../log.js';
-import { openRecord, signRecord, subkey, type RecordRefusal } from '../record-keys.js';
+import { openRecord, RefusedOnce, signRecord, subkey, type RecordRefusal } from '../record-keys.js';
 import { CoordinatorUnavailableError, type Coordinator, type Lease, type SharedReconcile } from './coordinator.js';
 import type { CheckOutcome } from './types.js';
 
@@ -78,7 +78,6 @@ const RECORD_TTL_MS = 7 * 24 * 3600 * 1000;
 const RECORD_VERSION = 1;
 /** Version of a token check's record: `{ v, state, mac }`, state `pending` or a CheckOutcome. */
 const CHECK_VERSION = 1;
-const REFUSED_REMEMBERED = 1_000;
 const CHECK_REASONS: Record<RecordRefusal, string> = {
   malformed: 'it is damaged or of the previous release, which wrote it without a MAC',
   version: 'it was written in a format this release does not read',
@@ -163,7 +162,7 @@ export async function createRedisCoordinator(options: RedisCoordinatorOptions): 
   /** The token checks' claims and findings, authenticated under a subkey of `grantKey`. */
   function checkSharing(grantKey: Buffer): Pick<Coordinator, 'claimCheck' | 'recordCheck' | 'peekCheck'> {
     const macKey = subkey(grantKey, 'check-records');
-    const refused = new Set<string>();
+    const refused = new RefusedOnce();
     const stored = (at: string, state: CheckOutcome | 'pending'): string => signRecord(macKey, at, { v: CHECK_VERSION, state });
     /** What the record under `at` says, or `refused` (logged once per record) when it does not verify. */
     const open = (profile: string, at: string, raw: string): CheckOutcome | 'pending' | 'refused' => {
@@ -173,10 +172,7 @@ export async function createRedisCoordinator(options: RedisCoordinatorOptions): 
         if (state === 'pending' || (typeof state === 'string' && isCheckOutcome(state))) return state;
       }
       const reason: RecordRefusal = 'fields' in opened ? 'malformed' : opened.refused;
-      const digest = createHash('sha256').update(`${at}\0${raw}`).digest('base64url');
-      if (!refused.has(digest)) {
-        if (refused.size >= REFUSED_REMEMBERED) refused.clear();
-        refused.add(digest);
+      if (refused.first(at, raw)) {
         log?.warn(
           { profile, event: 'check.record_refused', op: 'check', reason },
           `a token check of profile "${profile}" in Redis was refused (${CHECK_REASONS[reason]}); it is not acted on`,

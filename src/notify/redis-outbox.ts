@@ -12,7 +12,7 @@ import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import type { Logger } from '../log.js';
 import { closeRedisClient, newRedisClient } from '../net/redis.js';
-import { subkey } from '../record-keys.js';
+import { RefusedOnce, subkey } from '../record-keys.js';
 import { OUTBOX_VERSION, SEEN_MS, type Claim, type Delivery, type OutboxStore, type Reminder } from './outbox.js';
 import { OutboxSeal } from './outbox-seal.js';
 
@@ -55,7 +55,7 @@ export class RedisOutbox implements OutboxStore {
   readonly #log: Logger | undefined;
   readonly #seal: OutboxSeal;
   /** Records of another version, each logged once. */
-  readonly #refused = new Set<string>();
+  readonly #refused = new RefusedOnce();
 
   private constructor(client: Redis, where: string, options: RedisOutboxOptions) {
     this.#client = client;
@@ -93,8 +93,7 @@ export class RedisOutbox implements OutboxStore {
       return false;
     }
     if (v === OUTBOX_VERSION || typeof v !== 'number') return false;
-    if (!this.#refused.has(what)) {
-      this.#refused.add(what);
+    if (this.#refused.first(what, String(v))) {
       this.#log?.warn({ event: 'notify.outbox_refused', op: 'notify', record: what, version: v }, `a notice record in Redis (${what}) has version ${v}, which this release does not send; it is left for the release that wrote it`);
     }
     return true;

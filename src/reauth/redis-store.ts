@@ -23,7 +23,7 @@ import type { Redis } from 'ioredis';
 import { SyncauthError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { closeRedisClient, newRedisClient } from '../net/redis.js';
-import { openRecord, signRecord, subkey, type RecordRefusal } from '../record-keys.js';
+import { openRecord, RefusedOnce, signRecord, subkey, type RecordRefusal } from '../record-keys.js';
 import { LINKS_PER_PROFILE, linksFullError, type LinkRecord, type LinkStore } from './links.js';
 
 /** An authorize round begun on the page: bound to its link, its verifier needed to exchange the code. */
@@ -52,8 +52,6 @@ export interface RoundStore {
 const VERSION = 2;
 /** A spent mark outlives every link it could speak for: the longest link lifetime is 30 days. */
 const SPENT_TTL_MS = 31 * 24 * 3_600_000;
-/** Refused records remembered, so that one forged record is logged once, not at every request. */
-const REFUSED_REMEMBERED = 1_000;
 
 // Forgets the profile's links that expired, then keeps the new one unless `limit` are live (0: refused). A live
 // link is never dropped.
@@ -124,16 +122,13 @@ export class RedisReauthStore {
         throw new SyncauthError('REAUTH_STORE_UNAVAILABLE', `Redis did not answer, so the re-authorization page could not ${what}`, { kind: 'coordinator', cause: error });
       }
     };
-    const refused = new Set<string>();
+    const refused = new RefusedOnce();
     /** The fields of the record stored under `name`, or undefined (logged once) when it does not verify. */
     const open = (kind: RecordKind, name: string, raw: string | null): Record<string, unknown> | undefined => {
       if (raw === null) return undefined;
       const opened = openRecord(macKey, name, raw, VERSION);
       if ('fields' in opened) return opened.fields;
-      const digest = sha256(`${name}\0${raw}`);
-      if (!refused.has(digest)) {
-        if (refused.size >= REFUSED_REMEMBERED) refused.clear();
-        refused.add(digest);
+      if (refused.first(name, raw)) {
         log?.warn(
           { event: 'reauth.record_refused', op: 'reauth', record: kind, reason: opened.refused },
           `a re-authorization ${kind} in Redis was refused (${REASONS[opened.refused]}); it is not acted on`,
