@@ -127,6 +127,13 @@ function wholeNumber(min: number, max: number) {
   return z.number({ error }).int({ error }).min(min, { error }).max(max, { error });
 }
 
+/** A number above 0 (at most `max`, when given), refused in the words the flags use. */
+function numberAboveZero(example: string, max?: number) {
+  const error = `must be a number above 0${max === undefined ? '' : ` and at most ${max}`}, like ${example}`;
+  const above = z.number({ error }).positive({ error });
+  return max === undefined ? above : above.max(max, { error });
+}
+
 const sinks = { token_file: sink, templates: template, socket: sink } as const;
 const sinksSchema = z.strictObject({ token_file: sink.optional(), templates: z.array(template).optional(), socket: sink.optional() });
 const daemonSchema = z.strictObject({
@@ -135,10 +142,10 @@ const daemonSchema = z.strictObject({
   sweep: z.string().optional(),
   redis_url: z.string().optional(),
   concurrency: wholeNumber(1, 1000).optional(),
-  max_renewals_per_second: z.number({ error: 'must be a number above 0, like 5 or 0.5' }).positive({ error: 'must be a number above 0, like 5 or 0.5' }).optional(),
+  max_renewals_per_second: numberAboveZero('5 or 0.5').optional(),
   // How often each published token is checked with Dropbox ("15m", seconds, or 0/"off"), and at most how many a second.
   check_interval: z.union([z.string(), z.number().int().min(0)], { error: 'must be a duration like "15m" or "90s", a whole number of seconds, or 0 or "off"' }).optional(),
-  max_checks_per_second: z.number({ error: 'must be a number above 0 and at most 100, like 1 or 0.5' }).positive({ error: 'must be a number above 0 and at most 100, like 1 or 0.5' }).max(100, { error: 'must be a number above 0 and at most 100, like 1 or 0.5' }).optional(),
+  max_checks_per_second: numberAboveZero('1 or 0.5', 100).optional(),
   shutdown_timeout: wholeNumber(1, 600).optional(),
   log_level: z.string().optional(),
   // Who is told when a person is needed, and the re-authorization page. Their secrets are never keys here.
