@@ -5,7 +5,7 @@
 // thousand times (each listing holding every connector of the workspace).
 import { createHash } from 'node:crypto';
 import type { ServiceClient, SourceSummary } from '../service/index.js';
-import { isConnectorFamily, notOurs, type DropboxConnectorSpec } from './reconcile.js';
+import { isConnectorFamily, notOurs, replacedName, type DropboxConnectorSpec } from './reconcile.js';
 
 /** How long one listing answers for its workspace: the duplicate check's schedule. */
 export const FAMILY_LISTING_MAX_AGE_MS = 3_600_000;
@@ -26,7 +26,7 @@ class FamilyIndex {
 
   add(member: Member): void {
     this.#file(member.name, member);
-    const base = /^(.*)-\d{14}$/.exec(member.name)?.[1];
+    const base = replacedName(member.name);
     if (base !== undefined) this.#file(base, member);
   }
 

@@ -82,13 +82,14 @@ export function dropboxConfig(spec: DropboxConnectorSpec): SourceConfig<'dropbox
   };
 }
 
-/** Whether `name` is the configured name or one of the time-stamped replacements made for it. */
-export function isConnectorFamily(name: string, baseName: string): boolean {
-  return name === baseName || new RegExp(`^${escapeRegExp(baseName)}-\\d{14}$`).test(name);
+/** The configured name a time-stamped replacement (`<name>-<YYYYMMDDhhmmss>`) was made for; undefined for any other name. */
+export function replacedName(name: string): string | undefined {
+  return /^([\s\S]*)-\d{14}$/.exec(name)?.[1];
 }
 
-function escapeRegExp(text: string): string {
-  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+/** Whether `name` is the configured name or one of the time-stamped replacements made for it. */
+export function isConnectorFamily(name: string, baseName: string): boolean {
+  return name === baseName || replacedName(name) === baseName;
 }
 
 function stamp(date: Date): string {
