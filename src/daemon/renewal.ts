@@ -7,7 +7,7 @@ import { isOAuthError, type TokenSet } from '../oauth/index.js';
 import { isProfileStoreError, type ProfileState } from '../profile/index.js';
 import { reauthorizeCommand } from '../profile/name.js';
 import { renewHoldingLock } from '../sync/renew.js';
-import { afterFailure } from '../sync/renewal-policy.js';
+import { afterFailure, due } from '../sync/renewal-policy.js';
 import { remainingMs } from '../sync/token-cache.js';
 import { linkSignals } from '../abort.js';
 import { Backoff } from '../backoff.js';
@@ -126,10 +126,11 @@ export class ProfileRenewer {
   async #adoptKept(profile: DaemonProfile, grant: DaemonGrant): Promise<boolean> {
     const rt = this.#rt;
     const { config, clock, log } = this.#ctx;
-    const enough = config.marginMs + config.jitterMs;
+    // Due as it would be with the largest share of jitter drawn.
+    const rule = { marginMs: config.marginMs, jitterMs: config.jitterMs };
     const at = this.#now();
     const known = rt.expiry(at);
-    if (!profile.readAccessToken || known === undefined || known - at <= enough) return false;
+    if (!profile.readAccessToken || known === undefined || due({ expiresAt: known }, rule, at)) return false;
     let kept: Awaited<ReturnType<NonNullable<DaemonProfile['readAccessToken']>>>;
     try {
       kept = await profile.readAccessToken(grant);
@@ -138,8 +139,8 @@ export class ProfileRenewer {
       return false;
     }
     const now = this.#now();
-    const left = kept ? remainingMs(kept, now) : 0;
-    if (!kept || left <= enough || kept.accessToken === rt.token?.value) return false;
+    if (!kept || due(kept, rule, now) || kept.accessToken === rt.token?.value) return false;
+    const left = remainingMs(kept, now);
     this.#worker.holdToken({ value: kept.accessToken, expiresAt: kept.expiresAt, monoExpiresAt: clock.mono() + left });
     // Published before anything else awaits, as after a renewal of its own.
     await this.#ctx.files.publish(rt);
