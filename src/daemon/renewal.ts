@@ -7,6 +7,7 @@ import { isOAuthError, type TokenSet } from '../oauth/index.js';
 import { isProfileStoreError, type ProfileState } from '../profile/index.js';
 import { reauthorizeCommand } from '../profile/name.js';
 import { renewHoldingLock } from '../sync/renew.js';
+import { afterFailure, due } from '../sync/renewal-policy.js';
 import { remainingMs } from '../sync/token-cache.js';
 import { linkSignals } from '../abort.js';
 import { Backoff } from '../backoff.js';
@@ -125,10 +126,11 @@ export class ProfileRenewer {
   async #adoptKept(profile: DaemonProfile, grant: DaemonGrant): Promise<boolean> {
     const rt = this.#rt;
     const { config, clock, log } = this.#ctx;
-    const enough = config.marginMs + config.jitterMs;
+    // Due as it would be with the largest share of jitter drawn.
+    const rule = { marginMs: config.marginMs, jitterMs: config.jitterMs };
     const at = this.#now();
     const known = rt.expiry(at);
-    if (!profile.readAccessToken || known === undefined || known - at <= enough) return false;
+    if (!profile.readAccessToken || known === undefined || due({ expiresAt: known }, rule, at)) return false;
     let kept: Awaited<ReturnType<NonNullable<DaemonProfile['readAccessToken']>>>;
     try {
       kept = await profile.readAccessToken(grant);
@@ -137,8 +139,8 @@ export class ProfileRenewer {
       return false;
     }
     const now = this.#now();
-    const left = kept ? remainingMs(kept, now) : 0;
-    if (!kept || left <= enough || kept.accessToken === rt.token?.value) return false;
+    if (!kept || due(kept, rule, now) || kept.accessToken === rt.token?.value) return false;
+    const left = remainingMs(kept, now);
     this.#worker.holdToken({ value: kept.accessToken, expiresAt: kept.expiresAt, monoExpiresAt: clock.mono() + left });
     // Published before anything else awaits, as after a renewal of its own.
     await this.#ctx.files.publish(rt);
@@ -205,7 +207,13 @@ export class ProfileRenewer {
     const rt = this.#rt;
     const { config, random, log } = this.#ctx;
     const failure = classifyFailure(error);
-    if (failure.kind === 'terminal' || failure.kind === 'configuration') {
+    const at = this.#now();
+    const next = afterFailure(failure, rt.backoff.failures + 1, {
+      backoff: config.backoff,
+      random,
+      expiry: { expiresAt: rt.expiry(at), safetyMs: config.safetyMs, now: at },
+    });
+    if ('park' in next) {
       // Another replica may have shared a newer grant (a re-authorization there): try it before giving up.
       if (isOAuthError(error, 'OAUTH_INVALID_GRANT') && (await this.#worker.adoptShared())) {
         rt.backoff = rt.backoff.waitUntil(0);
@@ -231,38 +239,26 @@ export class ProfileRenewer {
       } catch {
         // Keep the version the grant was read under.
       }
-      const reason: ParkReason = failure.kind === 'terminal' ? 'reauthorization_needed' : 'configuration_error';
+      const reason: ParkReason = next.park;
       // A state file that does not parse is fixed by hand, not by new secrets.
       this.#worker.park(reason, failure, isProfileStoreError(error, 'PROFILE_CORRUPT') ? 'readable' : 'secrets', secretsVersion);
       return this.#settle(reason);
     }
     rt.notices?.renewalFailed({ code: failure.code, message: failure.message });
-    const wait = this.#boundedByExpiry(rt.backoff.nextDelay(config.backoff, random, failure.retryAfterMs), failure.retryAfterMs);
+    const wait = next.retryInMs;
+    if (next.cappedByExpiry) {
+      // A Retry-After is honoured, but never past the token's expiry less a safety window (the policy's rule).
+      log.warn(
+        { profile: rt.name, event: 'renewal.retry_after_capped', op: 'renew', retryAfterMs: failure.retryAfterMs, retryInMs: wait },
+        `the token endpoint asked to wait ${Math.ceil((failure.retryAfterMs ?? 0) / 1000)} s, past the expiry of the access token of profile "${rt.name}"; trying again in ${Math.ceil(wait / 1000)} s instead`,
+      );
+    }
     rt.backoff = rt.backoff.failed(this.#ctx.clock.mono(), wait);
     log.warn(
       { profile: rt.name, event: 'renewal.failed', op: 'renew', errorCode: failure.code, attempt: rt.backoff.failures, retryInMs: wait },
       `could not renew the access token of profile "${rt.name}": ${failure.message}; trying again in ${Math.ceil(wait / 1000)} s`,
     );
     return this.#settle(failure.kind === 'rate_limited' ? 'rate_limited' : 'failed');
-  }
-
-  /**
-   * A Retry-After is honoured, but never past the token's expiry less a safety window: a token that dies
-   * waiting politely is worse than one more request the server asked us not to send yet.
-   */
-  #boundedByExpiry(waitMs: number, retryAfterMs: number | undefined): number {
-    const rt = this.#rt;
-    const { config } = this.#ctx;
-    const at = this.#now();
-    const expiry = rt.expiry(at);
-    if (retryAfterMs === undefined || expiry === undefined) return waitMs;
-    const latest = Math.max(config.backoff.baseMs, expiry - config.safetyMs - at);
-    if (waitMs <= latest) return waitMs;
-    this.#ctx.log.warn(
-      { profile: rt.name, event: 'renewal.retry_after_capped', op: 'renew', retryAfterMs, retryInMs: latest },
-      `the token endpoint asked to wait ${Math.ceil(retryAfterMs / 1000)} s, past the expiry of the access token of profile "${rt.name}"; trying again in ${Math.ceil(latest / 1000)} s instead`,
-    );
-    return latest;
   }
 
 }

@@ -2,6 +2,7 @@
 // reported, when it may try again, and why it stopped trying.
 import { Backoff } from '../backoff.js';
 import type { ServiceClient } from '../service/index.js';
+import { due } from '../sync/renewal-policy.js';
 import type { ProfileNotices } from './notices.js';
 import type { CheckOutcome, DaemonGrant, DaemonProfile, ParkReason, ReconcileOutcome, RenewalOutcome } from './types.js';
 
@@ -161,12 +162,12 @@ export class ProfileRuntime {
    * `needsOwnToken`: this process publishes the token, so what counts is the token it holds itself: one that
    * only another process holds, however fresh, leaves its consumers with a token that expires (the renewal
    * then takes the other's token from the secret store when it can, see ProfileRenewer in renewal.ts).
+   * The rule itself is the renewal policy's (sync/renewal-policy.ts); the daemon's part is which expiry it
+   * judges, read on both clocks, and the renewals it forces.
    */
   renewalDue(at: number, marginMs: number, needsOwnToken: boolean): boolean {
-    if (this.forceRenewal || this.renewSoon !== undefined) return true;
-    const expiry = needsOwnToken ? this.tokenExpiry(at) : this.expiry(at);
-    if (expiry === undefined) return true;
-    return at >= expiry - marginMs - this.jitterMs;
+    const expiresAt = needsOwnToken ? this.tokenExpiry(at) : this.expiry(at);
+    return due({ expiresAt }, { marginMs, jitterMs: this.jitterMs, force: this.forceRenewal || this.renewSoon !== undefined }, at);
   }
 
   /**

@@ -1,8 +1,8 @@
 // `syncauth exec --watch`: keeps the child's token fresh. The wall clock is compared with the renewal time on
 // a short period rather than one long timer being trusted: a laptop that slept through the renewal time
 // catches up on its first check after waking, where a timer set hours earlier would fire late.
-import { backoffDelay } from '../backoff.js';
 import { ExitCode, SyncauthError } from '../errors.js';
+import { afterFailure, renewAt } from '../sync/renewal-policy.js';
 import { rfc3339, type ChildToken } from './env.js';
 
 /** Between checks of the clock at most: min(30 s, margin / 4), and at least 1 s. */
@@ -37,8 +37,7 @@ export interface TokenWatch {
  * token is not renewed on every check.
  */
 export function renewalTime(token: ChildToken, marginMs: number, at: number): number {
-  const left = token.expiresAt - at;
-  return left > marginMs ? token.expiresAt - marginMs : at + Math.max(left, 0) / 2;
+  return renewAt({ expiresAt: token.expiresAt }, { marginMs, halfLifeWhenShort: true }, at);
 }
 
 /** The check period for a margin: min(30 s, margin / 4), at least 1 s. */
@@ -64,7 +63,15 @@ export function watchToken(options: WatchOptions): TokenWatch {
       token = await options.renew();
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
-      if (error instanceof SyncauthError && error.exitCode === ExitCode.authRequired) {
+      // Only a re-authorization cures this, and exec has no one to park for: tried again every few minutes.
+      const reauthorize = error instanceof SyncauthError && error.exitCode === ExitCode.authRequired;
+      if (!reauthorize) failures += 1;
+      const { retryInMs } = afterFailure({ kind: reauthorize ? 'terminal' : 'transient' }, failures, {
+        backoff: { baseMs: FIRST_RETRY_MS, maxMs: retryCapMs, jitter: 'none' },
+        random: Math.random,
+        retryParkedEveryMs: REAUTHORIZE_RETRY_MS,
+      });
+      if (reauthorize) {
         if (!reauthorizeNoted) {
           options.say(
             'error',
@@ -75,13 +82,11 @@ export function watchToken(options: WatchOptions): TokenWatch {
           options.say('error', `the grant still needs re-authorization: ${message}`);
         }
         reauthorizeNoted = true;
-        nextAttempt = now() + REAUTHORIZE_RETRY_MS;
+        nextAttempt = now() + retryInMs;
         return;
       }
-      failures += 1;
-      const delayMs = backoffDelay({ baseMs: FIRST_RETRY_MS, maxMs: retryCapMs, jitter: 'none' }, failures);
-      options.say('warn', `token renewal failed: ${message}; the child keeps its current token; retrying in ${Math.round(delayMs / 100) / 10} s`);
-      nextAttempt = now() + delayMs;
+      options.say('warn', `token renewal failed: ${message}; the child keeps its current token; retrying in ${Math.round(retryInMs / 100) / 10} s`);
+      nextAttempt = now() + retryInMs;
       return;
     }
     if (failures > 0 || reauthorizeNoted) options.say('info', 'token renewal works again');

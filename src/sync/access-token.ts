@@ -10,7 +10,8 @@ import { reauthorizeCommand } from '../profile/name.js';
 import { resolveSettings } from '../config.js';
 import { openProfileSession, readSecrets, requireGrant, type Grant, type OpenProfileSessionOptions, type ProfileSession } from './profile-session.js';
 import { renewHoldingLock } from './renew.js';
-import { accessTokenKeeper, decodeAccessToken, readKeptAccessToken, remainingMs } from './token-cache.js';
+import { due } from './renewal-policy.js';
+import { accessTokenKeeper, decodeAccessToken, readKeptAccessToken } from './token-cache.js';
 
 /** Runs `work`; a terminal OAuth failure gets the exact command that fixes it, naming the profile. */
 export async function reauthorizeHint<T>(profile: string, work: () => Promise<T>): Promise<T> {
@@ -77,13 +78,11 @@ export async function sessionAccessToken(
   const reusable = (kept: string | undefined, current: Grant, waitingSince?: number): SessionToken | undefined => {
     const cached = reuse === 'never' ? undefined : decodeAccessToken(kept, current);
     if (!cached) return undefined;
-    const at = now();
-    const left = remainingMs(cached, at);
-    const fresh =
-      reuse === 'margin'
-        ? left > session.values.renewMargin * 1000
-        : waitingSince !== undefined && cached.renewedAt >= waitingSince && left > 0 && at - cached.renewedAt < RECENT_RENEWAL_MS;
-    return fresh ? { accessToken: cached.accessToken, refreshToken: current.refreshToken, expiresAt: cached.expiresAt } : undefined;
+    const marginMs = session.values.renewMargin * 1000;
+    // Not waiting yet (before the lock): no renewal counts as recent.
+    const rule = reuse === 'margin' ? { marginMs } : { marginMs, recent: { since: waitingSince ?? Infinity, withinMs: RECENT_RENEWAL_MS } };
+    if (due(cached, rule, now())) return undefined;
+    return { accessToken: cached.accessToken, refreshToken: current.refreshToken, expiresAt: cached.expiresAt };
   };
   // Before the lock only `token` may reuse: `refresh` promises a renewal made now, not one made before it asked.
   // The token alone is read: the grant was read already, and a keychain would start a child for it again.
