@@ -20,17 +20,18 @@ import {
   type ReconcileTarget,
   type RunningDaemon,
 } from '../../daemon/index.js';
-import { ExitCode, SyncauthError, ValidationError, type FieldIssue } from '../../errors.js';
+import { absorbing, ExitCode, SyncauthError, ValidationError, type FieldIssue } from '../../errors.js';
 import { createLogger, type LogLevel, type Logger } from '../../log.js';
 import { SECRET_FILE_NAME, secretFilesOf } from '../../credentials/file.js';
 import { eachBounded } from '../../limiter.js';
 import { startSidecar } from '../../daemon/sidecar.js';
 import { exitSoon, holdSignals, reportReadiness, stopDuringStart, untilStopped, type HeldSignals } from '../../daemon/signals.js';
 import { onePass } from '../../daemon/once.js';
-import { PRIVATE_ACCESS, parseMode, parseSocketMode, resolveGroup, type FileAccess } from '../../publish/file.js';
-import { checkTokenFilePlaces, type ProfileSinks } from '../../publish/token-file.js';
+import type { FileAccess } from '../../publish/file.js';
+import { SocketSink, TemplateSink, TokenFileSink, type Sink } from '../../publish/sink.js';
+import { checkTokenFilePlaces, tokenFileAccessOf, type ProfileSinks } from '../../publish/token-file.js';
 import { checkTemplate, parseTemplateFlag, type TemplateSpec } from '../../publish/template.js';
-import { placeSinks, PLACE_RULE, type SinkRequest } from '../../publish/place.js';
+import { placeSinks, PLACE_RULE } from '../../publish/place.js';
 import { removeTemporaryLeftovers } from '../../profile/files.js';
 import { isProfileName, newSecretsVersion, openProfileStore, type ProfileStore } from '../../profile/index.js';
 import type { Schedule } from '../../service/models.js';
@@ -42,7 +43,7 @@ import type { CommandContext } from '../context.js';
 import { openSession, readSecrets, requireGrant, type ProfileSession, type ResolvedSecrets } from '../session.js';
 import { configFileLabel, notifyUrlFileLabel, prepareProfileSinks, withDaemonConfigFile, type DaemonCommandOptions } from '../daemon-config.js';
 import { checkPortsFree, lockDaemonSinks, refuseHeldSinks } from '../daemon-sinks.js';
-import { checkSocketPath } from '../../publish/socket.js';
+import { checkSocketPath, socketSpecOf } from '../../publish/socket.js';
 import { notifySettingsOf, outboxKeyIssue, startNotifier } from './notify.js';
 import { grantHook, grantKeyOf, openReauthStores, reauthLinkFor, reauthSettingIssues, startReauthPage, type ReauthStores } from '../reauth.js';
 
@@ -63,39 +64,23 @@ function absorbIssues(issues: FieldIssue[], error: unknown): undefined {
   return undefined;
 }
 
+/** Each sink kind checks its own settings (see src/publish/); every bad one is named at once. */
 async function checkHandover(context: CommandContext, options: DaemonCommandOptions, names: string[]): Promise<Handover> {
   const v = context.settings.values;
   const issues: FieldIssue[] = [];
-  const attempt = async <T>(check: () => T | Promise<T>): Promise<T | undefined> => {
-    try {
-      return await check();
-    } catch (error) {
-      return absorbIssues(issues, error);
-    }
-  };
-  const fileMode = v.tokenFileMode === undefined ? undefined : await attempt(() => parseMode(v.tokenFileMode as string, label(context, 'tokenFileMode')));
-  const fileGroup = v.tokenFileGroup === undefined ? undefined : await attempt(() => resolveGroup(v.tokenFileGroup as string, label(context, 'tokenFileGroup')));
-  if ((v.tokenFileMode !== undefined || v.tokenFileGroup !== undefined) && !v.tokenFile) {
-    issues.push({ field: label(context, v.tokenFileMode !== undefined ? 'tokenFileMode' : 'tokenFileGroup'), message: 'needs a token file (--token-file or SYNCAUTH_TOKEN_FILE)' });
-  }
+  const tokenFileAccess = await absorbing(issues, () =>
+    tokenFileAccessOf({ path: v.tokenFile, mode: v.tokenFileMode, group: v.tokenFileGroup, fields: { path: '--token-file or SYNCAUTH_TOKEN_FILE', mode: label(context, 'tokenFileMode'), group: label(context, 'tokenFileGroup') } }),
+  );
   const templates: TemplateSpec[] = [];
   for (const raw of options.template ?? []) {
-    const spec = await attempt(() => parseTemplateFlag(raw, '--template'));
+    const spec = await absorbing(issues, () => parseTemplateFlag(raw, '--template'));
     if (!spec) continue;
-    await attempt(() => checkTemplate(spec, names, '--template'));
+    await absorbing(issues, () => checkTemplate(spec, names, '--template'));
     templates.push(spec);
   }
-  const socketMode = options.socketMode === undefined ? undefined : await attempt(() => parseSocketMode(options.socketMode as string, '--socket-mode'));
-  const socketGroup = options.socketGroup === undefined ? undefined : await attempt(() => resolveGroup(options.socketGroup as string, '--socket-group'));
-  if ((options.socketMode !== undefined || options.socketGroup !== undefined) && !v.socket) {
-    issues.push({ field: options.socketMode !== undefined ? '--socket-mode' : '--socket-group', message: 'needs a socket (--socket or SYNCAUTH_SOCKET)' });
-  }
+  const socket = await absorbing(issues, () => socketSpecOf({ path: v.socket, mode: options.socketMode, group: options.socketGroup, pathField: '--socket or SYNCAUTH_SOCKET' }));
   if (issues.length > 0) throw new ValidationError(issues);
-  return {
-    ...(fileMode !== undefined || fileGroup !== undefined ? { tokenFileAccess: { mode: fileMode ?? PRIVATE_ACCESS.mode, ...(fileGroup !== undefined ? { gid: fileGroup } : {}) } } : {}),
-    templates,
-    ...(v.socket ? { socket: { path: v.socket, ...(socketMode !== undefined ? { mode: socketMode } : {}), ...(socketGroup !== undefined ? { gid: socketGroup } : {}) } } : {}),
-  };
+  return { ...(tokenFileAccess ? { tokenFileAccess } : {}), templates, ...(socket ? { socket } : {}) };
 }
 
 /**
@@ -104,28 +89,27 @@ async function checkHandover(context: CommandContext, options: DaemonCommandOpti
  * Returns the token file's path as it will be written, and updates the handover's paths.
  */
 async function placeHandover(context: CommandContext, log: Logger, tokenFile: string | undefined, handover: Handover, names: string[], once: boolean): Promise<string | undefined> {
-  const requests: SinkRequest[] = [];
-  const gid = handover.tokenFileAccess?.gid;
-  if (tokenFile) requests.push({ path: tokenFile, field: label(context, 'tokenFile'), ...(gid !== undefined ? { gid } : {}) });
-  for (const spec of handover.templates) requests.push({ path: spec.dest, field: '--template' });
   // One pass serves no socket, so makes no place for it.
   const socket = once ? undefined : handover.socket;
-  if (socket) requests.push({ path: socket.path, field: label(context, 'socket'), ...(socket.gid !== undefined ? { gid: socket.gid } : {}) });
-  const placed = await placeSinks(requests, (template) => [...new Set(names.map((name) => tokenFileFor(template, name)))]);
-  placed.forEach((sink, i) => {
-    const request = requests[i] as SinkRequest;
-    if (sink.movedBecause === undefined) return;
-    log.info(
-      { event: 'sink.moved', op: 'start', field: request.field, configured: request.path, path: sink.path, reason: sink.movedBecause },
-      `${request.field}: ${sink.movedBecause}, so ${request.path} is published as ${sink.path} (${PLACE_RULE})`,
-    );
+  const sinks: Sink[] = [
+    ...(tokenFile ? [new TokenFileSink(tokenFile, label(context, 'tokenFile'), handover.tokenFileAccess)] : []),
+    ...handover.templates.map((spec) => new TemplateSink(spec, '--template', log)),
+    ...(socket ? [new SocketSink(socket.path, label(context, 'socket'), socket)] : []),
+  ];
+  const placed = await placeSinks(sinks.map((sink) => sink.placement()), (template) => [...new Set(names.map((name) => tokenFileFor(template, name)))]);
+  const at = sinks.map((sink, i) => {
+    const { path: where, movedBecause } = placed[i] as { path: string; movedBecause?: string };
+    if (movedBecause !== undefined) {
+      log.info(
+        { event: 'sink.moved', op: 'start', field: sink.field, configured: sink.path, path: where, reason: movedBecause },
+        `${sink.field}: ${movedBecause}, so ${sink.path} is published as ${where} (${PLACE_RULE})`,
+      );
+    }
+    return sink.placedAt(where);
   });
-  let next = 0;
-  const take = (): string => (placed[next++] as { path: string }).path;
-  const file = tokenFile ? take() : undefined;
-  handover.templates = handover.templates.map((spec) => ({ ...spec, dest: take() }));
-  if (socket) socket.path = take();
-  return file;
+  handover.templates = at.flatMap((sink) => (sink instanceof TemplateSink ? [sink.spec] : []));
+  if (socket) socket.path = (at.find((sink) => sink.kind === 'socket') as Sink).path;
+  return at.find((sink) => sink.kind === 'token file')?.path;
 }
 
 interface DaemonSettings {
