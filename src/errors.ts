@@ -104,6 +104,20 @@ export class ValidationError extends SyncauthError {
   }
 }
 
+/**
+ * Runs a check; a ValidationError it throws joins `issues` (undefined is returned), so that every bad setting is
+ * named at once. Any other error is thrown.
+ */
+export async function absorbing<T>(issues: FieldIssue[], check: () => T | Promise<T>): Promise<T | undefined> {
+  try {
+    return await check();
+  } catch (error) {
+    if (!(error instanceof ValidationError)) throw error;
+    issues.push(...error.issues);
+    return undefined;
+  }
+}
+
 export function formatIssues(issues: FieldIssue[]): string {
   if (issues.length === 1) {
     const [only] = issues as [FieldIssue];

@@ -12,7 +12,8 @@ import { connect } from 'node:net';
 import { existsSync } from 'node:fs';
 import { chmod, chown, lstat, rm } from 'node:fs/promises';
 import { dirname } from 'node:path';
-import { SyncauthError, ValidationError } from '../errors.js';
+import { absorbing, SyncauthError, ValidationError, type FieldIssue } from '../errors.js';
+import { parseSocketMode, resolveGroup } from './file.js';
 import type { Logger } from '../log.js';
 import { listenUnix } from '../net/listen.js';
 
@@ -39,6 +40,30 @@ export interface TokenSocketOptions {
 
 const FIELD = '--socket';
 const PREFIX = '/v1/token';
+
+/** How the socket is given: its path, mode and group as set. */
+export interface SocketSetting {
+  path: string | undefined;
+  mode: string | undefined;
+  group: string | undefined;
+  /** The setting that named the path, for messages. */
+  pathField: string;
+}
+
+/**
+ * The socket from its settings, checked before anything starts: a bad mode or group, or either given without a
+ * socket, is refused (one ValidationError naming each). Undefined when no socket is given.
+ */
+export async function socketSpecOf(setting: SocketSetting): Promise<{ path: string; mode?: number; gid?: number } | undefined> {
+  const issues: FieldIssue[] = [];
+  const mode = setting.mode === undefined ? undefined : await absorbing(issues, () => parseSocketMode(setting.mode as string, '--socket-mode'));
+  const gid = setting.group === undefined ? undefined : await absorbing(issues, () => resolveGroup(setting.group as string, '--socket-group'));
+  if ((setting.mode !== undefined || setting.group !== undefined) && !setting.path) {
+    issues.push({ field: setting.mode !== undefined ? '--socket-mode' : '--socket-group', message: `needs a socket (${setting.pathField})` });
+  }
+  if (issues.length > 0) throw new ValidationError(issues);
+  return setting.path ? { path: setting.path, ...(mode !== undefined ? { mode } : {}), ...(gid !== undefined ? { gid } : {}) } : undefined;
+}
 
 /** 'live' when a process listens on the socket at `path` (connecting tells, within a second), 'stale' when none does, else the error code. */
 function probe(path: string): Promise<string> {

@@ -8,10 +8,10 @@
 import { constants } from 'node:fs';
 import { open, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
-import { ValidationError } from '../errors.js';
+import { absorbing, ValidationError, type FieldIssue } from '../errors.js';
 import type { Logger } from '../log.js';
 import { removeTemporaryLeftovers } from '../profile/files.js';
-import { identityIfThere, identityOf, PRIVATE_ACCESS, writeSharedFile, type FileAccess, type FileIdentity } from './file.js';
+import { identityIfThere, identityOf, parseMode, PRIVATE_ACCESS, resolveGroup, writeSharedFile, type FileAccess, type FileIdentity } from './file.js';
 import { ownUid, PROFILE_PLACEHOLDER, tokenFileFor } from './place.js';
 import type { SinkLocks } from './sink-lock.js';
 import type { TemplateRenderer, TemplateSpec } from './template.js';
@@ -45,6 +45,29 @@ export async function checkTokenFilePlaces(template: string, names: readonly str
       throw new ValidationError([{ field, message: `${file} is a directory, but the token file must be a file (e.g. ${path.join(file, 'token')})` }]);
     }
   }
+}
+
+/** How the token file is given: its path, mode and group as set, and the settings that named each. */
+export interface TokenFileSetting {
+  path: string | undefined;
+  mode: string | undefined;
+  group: string | undefined;
+  fields: { path: string; mode: string; group: string };
+}
+
+/**
+ * The token file's access from its settings, checked before anything starts: a bad mode or group, or either
+ * given without a token file, is refused (one ValidationError naming each). Undefined when neither is given.
+ */
+export async function tokenFileAccessOf(setting: TokenFileSetting): Promise<FileAccess | undefined> {
+  const issues: FieldIssue[] = [];
+  const mode = setting.mode === undefined ? undefined : await absorbing(issues, () => parseMode(setting.mode as string, setting.fields.mode));
+  const gid = setting.group === undefined ? undefined : await absorbing(issues, () => resolveGroup(setting.group as string, setting.fields.group));
+  if ((setting.mode !== undefined || setting.group !== undefined) && !setting.path) {
+    issues.push({ field: setting.mode !== undefined ? setting.fields.mode : setting.fields.group, message: `needs a token file (${setting.fields.path})` });
+  }
+  if (issues.length > 0) throw new ValidationError(issues);
+  return mode !== undefined || gid !== undefined ? { mode: mode ?? PRIVATE_ACCESS.mode, ...(gid !== undefined ? { gid } : {}) } : undefined;
 }
 
 /** The token alone, no newline: `$(cat file)` and a program reading the whole file both get it exactly. */

@@ -11,7 +11,6 @@ import {
   parseCheckInterval,
   parseChecksPerSecond,
   isLoadFailure,
-  reauthorizeCommand,
   redisTarget,
   startDaemon,
   tokenFileFor,
@@ -21,15 +20,18 @@ import {
   type ReconcileTarget,
   type RunningDaemon,
 } from '../../daemon/index.js';
-import { ExitCode, SyncauthError, ValidationError, type FieldIssue } from '../../errors.js';
+import { absorbing, ExitCode, SyncauthError, ValidationError, type FieldIssue } from '../../errors.js';
 import { createLogger, type LogLevel, type Logger } from '../../log.js';
 import { SECRET_FILE_NAME, secretFilesOf } from '../../credentials/file.js';
 import { eachBounded } from '../../limiter.js';
-import { notifySystemd } from '../../daemon/systemd.js';
-import { PRIVATE_ACCESS, parseMode, parseSocketMode, resolveGroup, type FileAccess } from '../../publish/file.js';
-import { checkTokenFilePlaces, type ProfileSinks } from '../../publish/token-file.js';
+import { startSidecar } from '../../daemon/sidecar.js';
+import { exitSoon, holdSignals, reportReadiness, stopDuringStart, untilStopped, type HeldSignals } from '../../daemon/signals.js';
+import { onePass } from '../../daemon/once.js';
+import type { FileAccess } from '../../publish/file.js';
+import { SocketSink, TemplateSink, TokenFileSink, type Sink } from '../../publish/sink.js';
+import { checkTokenFilePlaces, tokenFileAccessOf, type ProfileSinks } from '../../publish/token-file.js';
 import { checkTemplate, parseTemplateFlag, type TemplateSpec } from '../../publish/template.js';
-import { placeSinks, PLACE_RULE, type SinkRequest } from '../../publish/place.js';
+import { placeSinks, PLACE_RULE } from '../../publish/place.js';
 import { removeTemporaryLeftovers } from '../../profile/files.js';
 import { isProfileName, newSecretsVersion, openProfileStore, type ProfileStore } from '../../profile/index.js';
 import type { Schedule } from '../../service/models.js';
@@ -41,10 +43,9 @@ import type { CommandContext } from '../context.js';
 import { openSession, readSecrets, requireGrant, type ProfileSession, type ResolvedSecrets } from '../session.js';
 import { configFileLabel, notifyUrlFileLabel, prepareProfileSinks, withDaemonConfigFile, type DaemonCommandOptions } from '../daemon-config.js';
 import { checkPortsFree, lockDaemonSinks, refuseHeldSinks } from '../daemon-sinks.js';
-import { checkSocketPath } from '../../publish/socket.js';
-import type { SinkLocks } from '../../publish/sink-lock.js';
+import { checkSocketPath, socketSpecOf } from '../../publish/socket.js';
 import { notifySettingsOf, outboxKeyIssue, startNotifier } from './notify.js';
-import { grantHook, grantKeyOf, openReauthStores, reauthLinkFor, reauthSettingIssues, startReauthPage } from '../reauth.js';
+import { grantHook, grantKeyOf, openReauthStores, reauthLinkFor, reauthSettingIssues, startReauthPage, type ReauthStores } from '../reauth.js';
 
 /** A temporary file this old is no write in progress (those take milliseconds): its writer died. */
 const LEFTOVER_AGE_MS = 10_000;
@@ -63,39 +64,23 @@ function absorbIssues(issues: FieldIssue[], error: unknown): undefined {
   return undefined;
 }
 
+/** Each sink kind checks its own settings (see src/publish/); every bad one is named at once. */
 async function checkHandover(context: CommandContext, options: DaemonCommandOptions, names: string[]): Promise<Handover> {
   const v = context.settings.values;
   const issues: FieldIssue[] = [];
-  const attempt = async <T>(check: () => T | Promise<T>): Promise<T | undefined> => {
-    try {
-      return await check();
-    } catch (error) {
-      return absorbIssues(issues, error);
-    }
-  };
-  const fileMode = v.tokenFileMode === undefined ? undefined : await attempt(() => parseMode(v.tokenFileMode as string, label(context, 'tokenFileMode')));
-  const fileGroup = v.tokenFileGroup === undefined ? undefined : await attempt(() => resolveGroup(v.tokenFileGroup as string, label(context, 'tokenFileGroup')));
-  if ((v.tokenFileMode !== undefined || v.tokenFileGroup !== undefined) && !v.tokenFile) {
-    issues.push({ field: label(context, v.tokenFileMode !== undefined ? 'tokenFileMode' : 'tokenFileGroup'), message: 'needs a token file (--token-file or SYNCAUTH_TOKEN_FILE)' });
-  }
+  const tokenFileAccess = await absorbing(issues, () =>
+    tokenFileAccessOf({ path: v.tokenFile, mode: v.tokenFileMode, group: v.tokenFileGroup, fields: { path: '--token-file or SYNCAUTH_TOKEN_FILE', mode: label(context, 'tokenFileMode'), group: label(context, 'tokenFileGroup') } }),
+  );
   const templates: TemplateSpec[] = [];
   for (const raw of options.template ?? []) {
-    const spec = await attempt(() => parseTemplateFlag(raw, '--template'));
+    const spec = await absorbing(issues, () => parseTemplateFlag(raw, '--template'));
     if (!spec) continue;
-    await attempt(() => checkTemplate(spec, names, '--template'));
+    await absorbing(issues, () => checkTemplate(spec, names, '--template'));
     templates.push(spec);
   }
-  const socketMode = options.socketMode === undefined ? undefined : await attempt(() => parseSocketMode(options.socketMode as string, '--socket-mode'));
-  const socketGroup = options.socketGroup === undefined ? undefined : await attempt(() => resolveGroup(options.socketGroup as string, '--socket-group'));
-  if ((options.socketMode !== undefined || options.socketGroup !== undefined) && !v.socket) {
-    issues.push({ field: options.socketMode !== undefined ? '--socket-mode' : '--socket-group', message: 'needs a socket (--socket or SYNCAUTH_SOCKET)' });
-  }
+  const socket = await absorbing(issues, () => socketSpecOf({ path: v.socket, mode: options.socketMode, group: options.socketGroup, pathField: '--socket or SYNCAUTH_SOCKET' }));
   if (issues.length > 0) throw new ValidationError(issues);
-  return {
-    ...(fileMode !== undefined || fileGroup !== undefined ? { tokenFileAccess: { mode: fileMode ?? PRIVATE_ACCESS.mode, ...(fileGroup !== undefined ? { gid: fileGroup } : {}) } } : {}),
-    templates,
-    ...(v.socket ? { socket: { path: v.socket, ...(socketMode !== undefined ? { mode: socketMode } : {}), ...(socketGroup !== undefined ? { gid: socketGroup } : {}) } } : {}),
-  };
+  return { ...(tokenFileAccess ? { tokenFileAccess } : {}), templates, ...(socket ? { socket } : {}) };
 }
 
 /**
@@ -104,28 +89,27 @@ async function checkHandover(context: CommandContext, options: DaemonCommandOpti
  * Returns the token file's path as it will be written, and updates the handover's paths.
  */
 async function placeHandover(context: CommandContext, log: Logger, tokenFile: string | undefined, handover: Handover, names: string[], once: boolean): Promise<string | undefined> {
-  const requests: SinkRequest[] = [];
-  const gid = handover.tokenFileAccess?.gid;
-  if (tokenFile) requests.push({ path: tokenFile, field: label(context, 'tokenFile'), ...(gid !== undefined ? { gid } : {}) });
-  for (const spec of handover.templates) requests.push({ path: spec.dest, field: '--template' });
   // One pass serves no socket, so makes no place for it.
   const socket = once ? undefined : handover.socket;
-  if (socket) requests.push({ path: socket.path, field: label(context, 'socket'), ...(socket.gid !== undefined ? { gid: socket.gid } : {}) });
-  const placed = await placeSinks(requests, (template) => [...new Set(names.map((name) => tokenFileFor(template, name)))]);
-  placed.forEach((sink, i) => {
-    const request = requests[i] as SinkRequest;
-    if (sink.movedBecause === undefined) return;
-    log.info(
-      { event: 'sink.moved', op: 'start', field: request.field, configured: request.path, path: sink.path, reason: sink.movedBecause },
-      `${request.field}: ${sink.movedBecause}, so ${request.path} is published as ${sink.path} (${PLACE_RULE})`,
-    );
+  const sinks: Sink[] = [
+    ...(tokenFile ? [new TokenFileSink(tokenFile, label(context, 'tokenFile'), handover.tokenFileAccess)] : []),
+    ...handover.templates.map((spec) => new TemplateSink(spec, '--template', log)),
+    ...(socket ? [new SocketSink(socket.path, label(context, 'socket'), socket)] : []),
+  ];
+  const placed = await placeSinks(sinks.map((sink) => sink.placement()), (template) => [...new Set(names.map((name) => tokenFileFor(template, name)))]);
+  const at = sinks.map((sink, i) => {
+    const { path: where, movedBecause } = placed[i] as { path: string; movedBecause?: string };
+    if (movedBecause !== undefined) {
+      log.info(
+        { event: 'sink.moved', op: 'start', field: sink.field, configured: sink.path, path: where, reason: movedBecause },
+        `${sink.field}: ${movedBecause}, so ${sink.path} is published as ${where} (${PLACE_RULE})`,
+      );
+    }
+    return sink.placedAt(where);
   });
-  let next = 0;
-  const take = (): string => (placed[next++] as { path: string }).path;
-  const file = tokenFile ? take() : undefined;
-  handover.templates = handover.templates.map((spec) => ({ ...spec, dest: take() }));
-  if (socket) socket.path = take();
-  return file;
+  handover.templates = at.flatMap((sink) => (sink instanceof TemplateSink ? [sink.spec] : []));
+  if (socket) socket.path = (at.find((sink) => sink.kind === 'socket') as Sink).path;
+  return at.find((sink) => sink.kind === 'token file')?.path;
 }
 
 interface DaemonSettings {
@@ -374,58 +358,12 @@ async function checkTokenFiles(context: CommandContext, template: string, names:
   await checkTokenFilePlaces(template, names, label(context, 'tokenFile'));
 }
 
-/**
- * SIGTERM, SIGINT and SIGHUP while the daemon starts (reading the configuration, loading profiles, starting the
- * listeners), before its running handlers are in place: without this, Node's default action ends the process
- * mid-write, leaving a lock directory or a temporary file behind. A stop is remembered and honoured at the next
- * step of the start (what was started is closed cleanly); a reload is done once started. A second stop signal
- * exits at once, as it does later.
- */
-interface HeldSignals {
-  stop?: NodeJS.Signals;
-  /** Settles when a stop signal arrives: a wait of the start (Redis answering) races it. */
-  stopped: Promise<void>;
-  reload: boolean;
-  release(): void;
-  /** The sinks' locks, once taken; given back when the run ends, however it ends. */
-  sinkLocks?: SinkLocks;
-}
-
-function holdSignals(): HeldSignals {
-  let stopped = (): void => undefined;
-  const held: HeldSignals = {
-    stopped: new Promise<void>((resolve) => (stopped = resolve)),
-    reload: false,
-    release: () => {
-      process.off('SIGTERM', onStop);
-      process.off('SIGINT', onStop);
-      process.off('SIGHUP', onReload);
-    },
-  };
-  const onStop = (signal: NodeJS.Signals): void => {
-    if (held.stop) process.exit(ExitCode.error);
-    held.stop = signal;
-    stopped();
-  };
-  const onReload = (): void => {
-    held.reload = true;
-  };
-  process.on('SIGTERM', onStop);
-  process.on('SIGINT', onStop);
-  process.on('SIGHUP', onReload);
-  return held;
-}
-
-/** The exit code of a one-shot run that a signal stopped, as the shell reports it (the daemon proper exits 0). */
-const ONCE_STOPPED: Partial<Record<NodeJS.Signals, number>> = { SIGINT: 130, SIGTERM: 143 };
-
 export async function daemon(given: CommandContext, givenOptions: DaemonCommandOptions = {}): Promise<void> {
   const held = holdSignals();
   try {
     await runDaemon(given, givenOptions, held);
   } finally {
     held.release();
-    await held.sinkLocks?.release();
   }
 }
 
@@ -447,24 +385,9 @@ async function runDaemon(given: CommandContext, givenOptions: DaemonCommandOptio
   const load = () => loadProfiles(context, store, settings.requested);
 
   const once = options.once === true;
-  /** A stop asked for during the start: log it, close what was started, and end the run (true) as a stop would. */
-  const stoppedDuringStart = async (close: () => Promise<void> = async () => undefined): Promise<boolean> => {
-    const signal = held.stop;
-    if (!signal) return false;
-    log.info({ event: 'daemon.stopping', op: 'stop', signal, during: 'start' }, `${signal} while starting: stopping before serving`);
-    await close().catch((error: unknown) => log.error({ event: 'daemon.stop_failed', op: 'stop', err: error }, 'shutdown was not clean'));
-    log.info({ event: 'daemon.stopped', op: 'stop' }, 'stopped');
-    if (once) {
-      await held.sinkLocks?.release().catch(() => undefined);
-      process.exit(ONCE_STOPPED[signal] ?? ExitCode.error);
-    }
-    // As after a later stop: a wait the start left pending (Redis's connection) must not hold the exit up.
-    setTimeout(() => process.exit(process.exitCode ?? ExitCode.ok), 2_000).unref();
-    return true;
-  };
   log.debug({ event: 'daemon.starting', op: 'start' }, 'loading the profiles');
   const initial: ProfileEntry[] = await load();
-  if (await stoppedDuringStart()) return;
+  if (await stopDuringStart(held, log, once)) return;
   if (initial.length === 0) {
     throw new SyncauthError('SYNCAUTH_NO_PROFILES', 'there is no profile to serve: no profile is stored and the environment holds no Dropbox grant', {
       exitCode: ExitCode.authRequired,
@@ -500,257 +423,146 @@ async function runDaemon(given: CommandContext, givenOptions: DaemonCommandOptio
   const profileSinks = await prepareProfileSinks(configured.config, names, log, sharedTokenFile);
   // The socket's path, then the sinks' locks: a refusal before any of them has made nothing.
   if (handover.socket && !once) await checkSocketPath(handover.socket.path);
-  // Every sink is this run's alone before anything is published, adopted or rendered: one another running
-  // process holds refuses the start (exit 2), naming it (see src/publish/sink-lock.ts).
-  const sinkLocks = (held.sinkLocks = await lockDaemonSinks({
-    names,
-    sharedTokenFile: (name) => (ownTokenFile(name) ? undefined : sharedTokenFile(name)),
-    tokenFileField: label(context, 'tokenFile'),
-    templates: handover.templates,
-    profileSinks,
-    ...(handover.socket && !once ? { socket: { path: handover.socket.path, field: label(context, 'socket') } } : {}),
-  }));
-  // A daemon restarted after kill -9 clears what interrupted writes of state and secrets left behind.
-  await removeTemporaryLeftovers([...names.flatMap((name) => [store.fileOf(name), ...secretFilesOf(v.configDir, name)]), path.join(v.configDir, SECRET_FILE_NAME)], LEFTOVER_AGE_MS);
-  if (names.length > 1 && environmentGrant(v)) {
-    log.warn({ event: 'daemon.environment_grant', op: 'start' }, 'SYNCAUTH_APP_KEY, SYNCAUTH_APP_SECRET and SYNCAUTH_REFRESH_TOKEN are set in the environment: they take precedence over the stored grant of every profile served');
-  }
-
-  const grantKey = grantKeyOf(context);
   // The token checks' records in Redis are authenticated under the grant key; without it each replica checks for itself.
-  const coordinator = v.redisUrl ? await createRedisCoordinator({ url: v.redisUrl, logger: log, ...(grantKey ? { grantKey } : {}) }) : undefined;
-  // A replica that starts while Redis is away still starts: it renews nothing, says so, and reports not ready.
-  // A stop during that wait need not sit it out.
-  await Promise.race([coordinator?.ready().catch(() => undefined), held.stopped]);
-  // A reminder of a profile this daemon renews again (set up anew while no daemon ran) ends instead of asking.
-  const served: { daemon?: RunningDaemon } = {};
-  const isResolved = (profile: string): boolean => served.daemon?.status().profiles.find((p) => p.name === profile)?.ready === true;
-  // With the re-authorization page on, each ask carries a fresh link to it (a one-shot run serves no page).
-  const reauthStores = once ? undefined : await openReauthStores(context, log);
-  const linkFor = notify ? await reauthLinkFor(context, reauthStores) : undefined;
-  const notifier = notify
-    ? await startNotifier(notify, { configDir: v.configDir, redisUrl: v.redisUrl, ...(v.redisUrl ? { redisWhere: redisTarget(v.redisUrl) } : {}), ...(grantKey ? { grantKey } : {}), log, isResolved, ...(linkFor ? { linkFor } : {}) })
-    : undefined;
+  const grantKey = grantKeyOf(context);
 
-  if (once && (v.listen || v.socket)) log.info({ event: 'daemon.once', op: 'start' }, '--once serves nothing: the health listener and the socket are not started');
-  if (await stoppedDuringStart(async () => {
-    await notifier?.close();
-    await coordinator?.close();
-  })) return;
-  // The page's listener too is opened before anything is published: a port in use refuses a start that has
-  // touched nothing. Until the daemon runs, it knows no profile.
-  let closeReauth: (() => Promise<void>) | undefined;
-  try {
-    const starting = {
-      status: () => served.daemon?.status() ?? { ready: false, profiles: [] },
-      reauthorized: (name: string, grant: Parameters<RunningDaemon['reauthorized']>[1]) =>
-        served.daemon ? served.daemon.reauthorized(name, grant) : Promise.resolve({ stored: false, error: 'the daemon is starting' }),
-    } as RunningDaemon;
-    closeReauth = await startReauthPage(context, starting, log, reauthStores);
-  } catch (error) {
-    await notifier?.close();
-    await reauthStores?.close();
-    await coordinator?.close();
-    throw relabel(context, error);
-  }
-  let running: RunningDaemon;
-  try {
-    running = await startDaemon({
-      // The profiles loaded above start the daemon; a reload (SIGHUP) loads them anew. Loading them a second
-      // time here read every profile twice at start and held both sets for the daemon's life.
-      profiles: handOver(initial, load),
-      loadProfile: async (name) => (await loadProfiles(context, store, [name]))[0] ?? { name, error: new Error(`profile "${name}" is gone`) },
-      profileStore: store,
-      renewMarginMs: settings.marginMs,
-      // One pass runs no schedule: the sweep below is the whole of it.
-      schedule: once ? false : settings.sweep,
-      sweepOnStart: !once,
-      concurrency: settings.concurrency,
-      ...(settings.maxRenewalsPerSecond !== undefined ? { maxRenewalsPerSecond: settings.maxRenewalsPerSecond } : {}),
-      ...(settings.checkIntervalMs !== undefined ? { checkIntervalMs: settings.checkIntervalMs } : {}),
-      ...(settings.maxChecksPerSecond !== undefined ? { maxChecksPerSecond: settings.maxChecksPerSecond } : {}),
-      ...(tokenFile ? { tokenFile } : {}),
-      ...(handover.tokenFileAccess ? { tokenFileAccess: handover.tokenFileAccess } : {}),
-      ...(handover.templates.length > 0 ? { templates: handover.templates } : {}),
-      ...(profileSinks.size > 0 ? { profileSinks } : {}),
-      ...(handover.socket && !once ? { socket: handover.socket } : {}),
-      ...(v.listen && !once ? { listen: v.listen } : {}),
-      sinkLocks,
-      ...(coordinator ? { coordinator } : {}),
-      ...(notifier ? { notices: notifier } : {}),
-      ...(grantKey ? { grantKey } : {}),
-      ...(v.onReauthorized && !once ? { onReauthorized: grantHook(context, v.onReauthorized, log) } : {}),
-      connectorFailingAfterMs: v.notifyConnectorFailingAfter * 1000,
-      shutdownTimeoutMs: settings.shutdownTimeoutMs,
-      logger: log,
-    });
-  } catch (error) {
-    await closeReauth?.().catch(() => undefined);
-    await notifier?.close();
-    await reauthStores?.close();
-    await coordinator?.close();
-    throw relabel(context, error);
-  }
-  served.daemon = running;
-  if (once) {
-    if (await stoppedDuringStart(async () => {
-      await running.close();
-      await notifier?.close();
-    })) return;
-    held.release();
-    try {
-      await onePass(context, running, log, () => held.sinkLocks?.release());
-    } finally {
-      // What the pass noticed is tried once now; what is not delivered waits in the outbox for the next run.
-      await notifier?.tick();
-      await notifier?.close();
-    }
-    return;
-  }
-  log.info(
-    {
-      event: 'daemon.started',
-      op: 'start',
-      profiles: names,
-      sweep: settings.sweep,
-      renewMarginSeconds: v.renewMargin,
-      concurrency: settings.concurrency,
-      ...(settings.maxRenewalsPerSecond !== undefined ? { maxRenewalsPerSecond: settings.maxRenewalsPerSecond } : {}),
-      ...checksLogged(running),
-      ...(tokenFile ? { tokenFile } : {}),
-      ...(handover.templates.length > 0 ? { templates: handover.templates.map((t) => t.dest) } : {}),
-      ...(profileSinks.size > 0 ? { profileSinks: Object.fromEntries([...profileSinks].map(([name, own]) => [name, { tokenFile: own.tokenFile, templates: own.templates?.map((t) => t.dest) }])) } : {}),
-      ...(handover.socket ? { socket: handover.socket.path } : {}),
-      ...(running.url ? { listen: running.url } : {}),
-      ...(v.redisUrl ? { redis: redisTarget(v.redisUrl) } : {}),
-      ...(notify ? { notify: notify.targets.map((target) => target.url.origin), notifyFormat: notify.format } : {}),
-    },
-    `syncauth daemon started for ${names.length === 1 ? `profile ${names[0]}` : `${names.length} profiles`}`,
-  );
-  const readiness = reportReadiness(running, log);
-  // SIGHUP reads the configuration file again first: rejected, nothing changes; accepted, its profiles are served
-  // with their own sinks.
-  const reconfigure = async (): Promise<{ profileSinks?: Map<string, ProfileSinks> } | false> => {
-    // The profiles the reload will serve, as loadProfiles finds them (none stored: the environment's one).
-    const served = async (requested: string[] | undefined): Promise<string[]> => {
-      const found = requested ?? (await store.names());
-      return found.length > 0 ? found : [v.profile];
-    };
-    const next = await configured.reread(log, served, sharedTokenFile);
-    if (next === false) return false;
-    if (next) settings.requested = next.requested;
-    return next ? { profileSinks: next.profileSinks } : {};
-  };
-  // From here the running handlers take the signals; one that came during the start is acted on at once.
-  held.release();
-  await untilStopped(running, log, readiness, reconfigure, held);
-  await notifier?.close();
-  await closeReauth?.().catch(() => undefined);
-  await reauthStores?.close().catch(() => undefined);
-  // Everything was closed; should a stray handle keep the event loop alive, do not hang the container's stop.
-  setTimeout(() => process.exit(process.exitCode ?? ExitCode.ok), 2_000).unref();
-}
-
-/**
- * `--once`: one sweep (renew what is due, reconcile, publish), then a clean close that leaves published tokens
- * in place for the consumers. Exit 0 only when every profile holds a fresh token and its reconcile did not
- * fail; otherwise one line per failed profile on stderr, and 4 when one needs re-authorization, else 1.
- */
-async function onePass(context: CommandContext, running: RunningDaemon, log: Logger, releaseSinks: () => Promise<void> | undefined): Promise<void> {
-  const stop = (signal: NodeJS.Signals): void => {
-    log.warn({ event: 'daemon.stopping', op: 'stop', signal }, 'stopping the one pass');
-    void running
-      .close()
-      .then(() => releaseSinks())
-      .catch(() => undefined)
-      .finally(() => process.exit(signal === 'SIGINT' ? 130 : 143));
-  };
-  process.once('SIGTERM', stop);
-  process.once('SIGINT', stop);
-  const report = await running.sweep();
-  // Templates render beside the renewals; the pass is judged once they have ended.
-  await running.rendersSettled();
-  const status = running.status();
-  await running.close();
-  process.off('SIGTERM', stop);
-  process.off('SIGINT', stop);
-  const entries = new Map(report.profiles.map((entry) => [entry.profile, entry]));
-  const failed: { name: string; why: string; reauthorize: boolean }[] = [];
-  for (const profile of status.profiles) {
-    const entry = entries.get(profile.name);
-    const reauthorize = profile.terminal?.reason === 'reauthorization_needed';
-    if (!profile.ready) failed.push({ name: profile.name, why: profile.reason ?? 'not fresh', reauthorize });
-    else if (entry?.reconcile === 'failed') failed.push({ name: profile.name, why: 'the token is fresh, but updating the connector with it failed (see the log)', reauthorize });
-    else if (entry?.reconcile === 'deferred' && status.coordinator?.available === false) {
-      failed.push({ name: profile.name, why: 'the token is fresh, but the connector was not updated: Redis (--redis-url) is unreachable', reauthorize });
-    }
-  }
-  const { stderr } = context.io;
-  for (const { name, why } of failed) stderr.write(`syncauth daemon --once: profile "${name}": ${why}\n`);
-  const fresh = status.profiles.length - failed.length;
-  log.info({ event: 'daemon.once', op: 'stop', fresh, failed: failed.map((f) => f.name) }, `one pass done: ${fresh} of ${status.profiles.length} profiles fresh`);
-  if (failed.length === 0) return;
-  const reauthorize = failed.filter((f) => f.reauthorize).map((f) => f.name);
-  throw new SyncauthError('SYNCAUTH_NOT_FRESH', `${failed.length} of ${status.profiles.length} profiles are not fresh: ${failed.map((f) => f.name).join(', ')}`, {
-    exitCode: reauthorize.length > 0 ? ExitCode.authRequired : ExitCode.error,
-    ...(reauthorize.length > 0 ? { hint: `run ${reauthorize.map((name) => `\`${reauthorizeCommand(name)}\``).join(', ')} to authorize again` } : {}),
-  });
-}
-
-/**
- * Under systemd (Type=notify, NOTIFY_SOCKET set): READY=1 once every profile is first ready, which means its
- * token is already in its files. Returns what stops the watch.
- */
-function reportReadiness(running: RunningDaemon, log: Logger): () => void {
-  if (!process.env.NOTIFY_SOCKET) return () => undefined;
-  const timer = setInterval(() => {
-    if (!running.status().ready) return;
-    clearInterval(timer);
-    void notifySystemd('READY=1').then((sent) => {
-      if (sent) log.info({ event: 'daemon.ready', op: 'start' }, 'told systemd the daemon is ready');
-      else log.warn({ event: 'daemon.notify_failed', op: 'start' }, 'could not tell systemd the daemon is ready (systemd-notify failed)');
-    });
-  }, 100);
-  timer.unref();
-  return () => clearInterval(timer);
-}
-
-function untilStopped(
-  running: RunningDaemon,
-  log: Logger,
-  stopReadiness: () => void,
-  reconfigure: () => Promise<{ profileSinks?: Map<string, ProfileSinks> } | false>,
-  held: Pick<HeldSignals, 'stop' | 'reload'>,
-): Promise<void> {
-  return new Promise<void>((resolve) => {
-    let stopping = false;
-    const reload = (): void => {
-      log.info({ event: 'daemon.reloading', op: 'load', signal: 'SIGHUP' }, 'SIGHUP: reloading the profiles');
-      void reconfigure().then((accepted) => (accepted ? running.reload(accepted) : undefined));
-    };
-    const stop = (signal: NodeJS.Signals): void => {
-      if (stopping) {
-        log.warn({ event: 'daemon.stopping', op: 'stop', signal, wait: false }, 'second signal: exiting without waiting');
-        process.exit(ExitCode.error);
+  // The parts, started in order as one group (see src/daemon/sidecar.ts): a part that fails to start, or a stop
+  // during the start, closes those started before it.
+  const sidecar = await startSidecar({
+    log,
+    once,
+    signals: held,
+    // Every sink is this run's alone before anything is published, adopted or rendered: one another running
+    // process holds refuses the start (exit 2), naming it (see src/publish/sink-lock.ts).
+    sinks: () =>
+      lockDaemonSinks({
+        names,
+        sharedTokenFile: (name) => (ownTokenFile(name) ? undefined : sharedTokenFile(name)),
+        tokenFileField: label(context, 'tokenFile'),
+        templates: handover.templates,
+        profileSinks,
+        ...(handover.socket && !once ? { socket: { path: handover.socket.path, field: label(context, 'socket') } } : {}),
+      }),
+    prepare: async () => {
+      // A daemon restarted after kill -9 clears what interrupted writes of state and secrets left behind.
+      await removeTemporaryLeftovers([...names.flatMap((name) => [store.fileOf(name), ...secretFilesOf(v.configDir, name)]), path.join(v.configDir, SECRET_FILE_NAME)], LEFTOVER_AGE_MS);
+      if (names.length > 1 && environmentGrant(v)) {
+        log.warn({ event: 'daemon.environment_grant', op: 'start' }, 'SYNCAUTH_APP_KEY, SYNCAUTH_APP_SECRET and SYNCAUTH_REFRESH_TOKEN are set in the environment: they take precedence over the stored grant of every profile served');
       }
-      stopping = true;
-      log.info({ event: 'daemon.stopping', op: 'stop', signal }, 'stopping: letting in-flight work finish');
-      stopReadiness();
-      void notifySystemd('STOPPING=1')
-        .then(() => running.close())
-        .catch((error: unknown) => log.error({ event: 'daemon.stop_failed', op: 'stop', err: error }, 'shutdown was not clean'))
-        .finally(() => {
-          process.off('SIGTERM', stop);
-          process.off('SIGINT', stop);
-          process.off('SIGHUP', reload);
-          log.info({ event: 'daemon.stopped', op: 'stop' }, 'stopped');
-          resolve();
-        });
-    };
-    process.on('SIGTERM', stop);
-    process.on('SIGINT', stop);
-    process.on('SIGHUP', reload);
-    if (held.stop) stop(held.stop);
-    else if (held.reload) reload();
+    },
+    ...(v.redisUrl ? { coordinator: () => createRedisCoordinator({ url: v.redisUrl as string, logger: log, ...(grantKey ? { grantKey } : {}) }) } : {}),
+    // A one-shot run serves no page.
+    ...(once ? {} : { stores: () => openReauthStores(context, log) }),
+    ...(notify
+      ? {
+          notifier: async (stores: ReauthStores | undefined, isResolved: (profile: string) => boolean) => {
+            // With the re-authorization page on, each ask carries a fresh link to it.
+            const linkFor = await reauthLinkFor(context, stores);
+            return startNotifier(notify, { configDir: v.configDir, redisUrl: v.redisUrl, ...(v.redisUrl ? { redisWhere: redisTarget(v.redisUrl) } : {}), ...(grantKey ? { grantKey } : {}), log, isResolved, ...(linkFor ? { linkFor } : {}) });
+          },
+        }
+      : {}),
+    beforeServing: () => {
+      if (once && (v.listen || v.socket)) log.info({ event: 'daemon.once', op: 'start' }, '--once serves nothing: the health listener and the socket are not started');
+    },
+    // The page's listener too is opened before anything is published: a port in use refuses a start that has
+    // touched nothing.
+    page: (starting, stores) => relabeled(context, () => startReauthPage(context, starting, log, stores)),
+    daemon: ({ sinks, coordinator, notifier }) =>
+      relabeled(context, () =>
+        startDaemon({
+          // The profiles loaded above start the daemon; a reload (SIGHUP) loads them anew. Loading them a second
+          // time here read every profile twice at start and held both sets for the daemon's life.
+          profiles: handOver(initial, load),
+          loadProfile: async (name) => (await loadProfiles(context, store, [name]))[0] ?? { name, error: new Error(`profile "${name}" is gone`) },
+          profileStore: store,
+          renewMarginMs: settings.marginMs,
+          // One pass runs no schedule: the sweep below is the whole of it.
+          schedule: once ? false : settings.sweep,
+          sweepOnStart: !once,
+          concurrency: settings.concurrency,
+          ...(settings.maxRenewalsPerSecond !== undefined ? { maxRenewalsPerSecond: settings.maxRenewalsPerSecond } : {}),
+          ...(settings.checkIntervalMs !== undefined ? { checkIntervalMs: settings.checkIntervalMs } : {}),
+          ...(settings.maxChecksPerSecond !== undefined ? { maxChecksPerSecond: settings.maxChecksPerSecond } : {}),
+          ...(tokenFile ? { tokenFile } : {}),
+          ...(handover.tokenFileAccess ? { tokenFileAccess: handover.tokenFileAccess } : {}),
+          ...(handover.templates.length > 0 ? { templates: handover.templates } : {}),
+          ...(profileSinks.size > 0 ? { profileSinks } : {}),
+          ...(handover.socket && !once ? { socket: handover.socket } : {}),
+          ...(v.listen && !once ? { listen: v.listen } : {}),
+          sinkLocks: sinks,
+          ...(coordinator ? { coordinator } : {}),
+          ...(notifier ? { notices: notifier } : {}),
+          ...(grantKey ? { grantKey } : {}),
+          ...(v.onReauthorized && !once ? { onReauthorized: grantHook(context, v.onReauthorized, log) } : {}),
+          connectorFailingAfterMs: v.notifyConnectorFailingAfter * 1000,
+          shutdownTimeoutMs: settings.shutdownTimeoutMs,
+          logger: log,
+        }),
+      ),
   });
+  if (!sidecar) return;
+  const { daemon: running, notifier } = sidecar;
+  try {
+    if (once) {
+      held.release();
+      try {
+        await onePass(running, log, context.io.stderr, () => sidecar.sinks.release());
+      } finally {
+        // What the pass noticed is tried once now; what is not delivered waits in the outbox for the next run.
+        await notifier?.tick();
+      }
+      return;
+    }
+    log.info(
+      {
+        event: 'daemon.started',
+        op: 'start',
+        profiles: names,
+        sweep: settings.sweep,
+        renewMarginSeconds: v.renewMargin,
+        concurrency: settings.concurrency,
+        ...(settings.maxRenewalsPerSecond !== undefined ? { maxRenewalsPerSecond: settings.maxRenewalsPerSecond } : {}),
+        ...checksLogged(running),
+        ...(tokenFile ? { tokenFile } : {}),
+        ...(handover.templates.length > 0 ? { templates: handover.templates.map((t) => t.dest) } : {}),
+        ...(profileSinks.size > 0 ? { profileSinks: Object.fromEntries([...profileSinks].map(([name, own]) => [name, { tokenFile: own.tokenFile, templates: own.templates?.map((t) => t.dest) }])) } : {}),
+        ...(handover.socket ? { socket: handover.socket.path } : {}),
+        ...(running.url ? { listen: running.url } : {}),
+        ...(v.redisUrl ? { redis: redisTarget(v.redisUrl) } : {}),
+        ...(notify ? { notify: notify.targets.map((target) => target.url.origin), notifyFormat: notify.format } : {}),
+      },
+      `syncauth daemon started for ${names.length === 1 ? `profile ${names[0]}` : `${names.length} profiles`}`,
+    );
+    const readiness = reportReadiness(running, log);
+    // SIGHUP reads the configuration file again first: rejected, nothing changes; accepted, its profiles are served
+    // with their own sinks.
+    const reconfigure = async (): Promise<{ profileSinks?: Map<string, ProfileSinks> } | false> => {
+      // The profiles the reload will serve, as loadProfiles finds them (none stored: the environment's one).
+      const served = async (requested: string[] | undefined): Promise<string[]> => {
+        const found = requested ?? (await store.names());
+        return found.length > 0 ? found : [v.profile];
+      };
+      const next = await configured.reread(log, served, sharedTokenFile);
+      if (next === false) return false;
+      if (next) settings.requested = next.requested;
+      return next ? { profileSinks: next.profileSinks } : {};
+    };
+    // From here the running handlers take the signals; one that came during the start is acted on at once.
+    held.release();
+    await untilStopped(running, log, readiness, reconfigure, held);
+  } finally {
+    await sidecar.close();
+  }
+  // Everything was closed; should a stray handle keep the event loop alive, do not hang the container's stop.
+  exitSoon();
+}
+
+/** Runs `start`; a ValidationError it throws names the flags and variables the user set (see `relabel`). */
+async function relabeled<T>(context: CommandContext, start: () => Promise<T>): Promise<T> {
+  try {
+    return await start();
+  } catch (error) {
+    throw relabel(context, error);
+  }
 }

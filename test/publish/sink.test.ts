@@ -1,0 +1,125 @@
+// The sinks (src/publish/sink.ts) through their one interface: the token file, a template and the socket each
+// check where they are, name the paths they lock, publish a profile's token and withdraw it, as a list.
+import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { request } from 'node:http';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ValidationError } from '../../src/errors.js';
+import { createLogger } from '../../src/log.js';
+import { checkSinks, publishAll, sinkLockRequests, SocketSink, TemplateSink, TokenFileSink, withdrawAll, type PublishedToken, type Sink } from '../../src/publish/sink.js';
+import { tempDir } from '../helpers/cli.js';
+
+const TOKEN = `sl.u.${'C'.repeat(60)}sink-test-token`;
+const log = createLogger({ level: 'silent' as never, destination: { write: () => undefined } });
+
+const closing: Sink[] = [];
+afterEach(async () => {
+  for (const sink of closing.splice(0)) await sink.close();
+});
+
+function tokenFor(profile: string, now = Date.now()): PublishedToken {
+  return { profile, accessToken: TOKEN, expiresAt: now + 3_600_000, now };
+}
+
+/** GET /v1/token/<profile> over the socket: the status and the body. */
+function ask(socket: string, profile: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request({ socketPath: socket, path: `/v1/token/${profile}`, method: 'GET' }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => (body += chunk));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+describe('the sinks as one list', () => {
+  it('each kind publishes a profile\'s token and withdraws it through the interface', async () => {
+    const dir = tempDir();
+    const source = path.join(dir, 'env.tmpl');
+    writeFileSync(source, 'TOKEN={{access_token}}\nPROFILE={{profile}}\n');
+    const socketPath = path.join(dir, 's.sock');
+    const socket = new SocketSink(socketPath, '--socket');
+    const sinks: Sink[] = [
+      new TokenFileSink(path.join(dir, '{profile}.token'), '--token-file'),
+      new TemplateSink({ source, dest: path.join(dir, '{profile}.env'), mode: 0o600 }, '--template', log),
+      socket,
+    ];
+    closing.push(...sinks);
+    expect(sinks.map((sink) => sink.kind)).toEqual(['token file', 'template', 'socket']);
+    await checkSinks(sinks, ['a', 'b']);
+    await socket.open({ log });
+
+    await publishAll(sinks, tokenFor('a'));
+    expect(readFileSync(path.join(dir, 'a.token'), 'utf8')).toBe(TOKEN);
+    expect(statSync(path.join(dir, 'a.token')).mode & 0o777).toBe(0o600);
+    expect(existsSync(path.join(dir, 'a.token.expires_at'))).toBe(true);
+    expect(readFileSync(path.join(dir, 'a.env'), 'utf8')).toBe(`TOKEN=${TOKEN}\nPROFILE=a\n`);
+    const served = await ask(socketPath, 'a');
+    expect(served.status).toBe(200);
+    expect(served.body).toContain(TOKEN);
+    expect((await ask(socketPath, 'b')).status).not.toBe(200);
+
+    await withdrawAll(sinks, 'a');
+    expect(existsSync(path.join(dir, 'a.token'))).toBe(false);
+    expect(existsSync(path.join(dir, 'a.token.expires_at'))).toBe(false);
+    // A template stays: it carries the expiry.
+    expect(existsSync(path.join(dir, 'a.env'))).toBe(true);
+    expect((await ask(socketPath, 'a')).status).not.toBe(200);
+  });
+
+  it('each kind refuses where it cannot serve, naming its setting', async () => {
+    const dir = tempDir();
+    const source = path.join(dir, 'env.tmpl');
+    writeFileSync(source, '{{access_token}}');
+    const refusal = async (sink: Sink, profiles: string[]): Promise<ValidationError> => {
+      const error = await sink.check(profiles).then(() => undefined, (e: unknown) => e);
+      expect(error).toBeInstanceOf(ValidationError);
+      return error as ValidationError;
+    };
+    // Several profiles cannot share one path.
+    expect((await refusal(new TokenFileSink(path.join(dir, 'one.token'), 'SYNCAUTH_TOKEN_FILE'), ['a', 'b'])).issues[0]?.field).toBe('SYNCAUTH_TOKEN_FILE');
+    expect((await refusal(new TokenFileSink(path.join(dir, 'missing', 'x.token'), '--token-file'), ['a'])).message).toContain('does not exist');
+    expect((await refusal(new TemplateSink({ source, dest: path.join(dir, 'one.env'), mode: 0o600 }, '--template', log), ['a', 'b'])).issues[0]?.field).toBe('--template');
+    // Something that is not a socket sits at the socket's path.
+    mkdirSync(path.join(dir, 'taken'));
+    expect((await refusal(new SocketSink(path.join(dir, 'taken'), '--socket'), ['a'])).message).toContain('is not a socket');
+  });
+
+  it('the paths to lock are each profile\'s, each once, named by the setting that gave them; placement keeps the kind and its access', () => {
+    const sinks: Sink[] = [
+      new TokenFileSink('/run/x/{profile}.token', '--token-file', { mode: 0o640, gid: 1234 }),
+      new TemplateSink({ source: '/etc/t', dest: '/run/x/{profile}.env', mode: 0o600 }, '--template', log),
+      new SocketSink('/run/x/s.sock', '--socket', { gid: 1234 }),
+    ];
+    expect(sinkLockRequests(sinks, ['a', 'b'])).toEqual([
+      { path: '/run/x/a.token', field: '--token-file' },
+      { path: '/run/x/b.token', field: '--token-file' },
+      { path: '/run/x/a.env', field: '--template' },
+      { path: '/run/x/b.env', field: '--template' },
+      { path: '/run/x/s.sock', field: '--socket' },
+    ]);
+    expect(sinks.map((sink) => sink.placement())).toEqual([
+      { path: '/run/x/{profile}.token', field: '--token-file', gid: 1234 },
+      { path: '/run/x/{profile}.env', field: '--template' },
+      { path: '/run/x/s.sock', field: '--socket', gid: 1234 },
+    ]);
+    const moved = sinks.map((sink) => sink.placedAt(sink.path.replace('/run/x/', '/run/x/syncauth-1000/')));
+    expect(moved.map((sink) => [sink.kind, sink.path, sink.field])).toEqual([
+      ['token file', '/run/x/syncauth-1000/{profile}.token', '--token-file'],
+      ['template', '/run/x/syncauth-1000/{profile}.env', '--template'],
+      ['socket', '/run/x/syncauth-1000/s.sock', '--socket'],
+    ]);
+    expect(moved[0]?.placement().gid).toBe(1234);
+  });
+
+  it('a sink that fails does not keep the others from publishing', async () => {
+    const dir = tempDir();
+    const good = new TokenFileSink(path.join(dir, '{profile}.token'), '--token-file');
+    const bad = new TokenFileSink(path.join(dir, 'gone', '{profile}.token'), 'SYNCAUTH_TOKEN_FILE');
+    await expect(publishAll([bad, good], tokenFor('a'))).rejects.toThrow();
+    expect(readFileSync(path.join(dir, 'a.token'), 'utf8')).toBe(TOKEN);
+  });
+});
