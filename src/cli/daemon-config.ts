@@ -6,8 +6,9 @@
 // the daemon keeps its configuration; a good one changes the profiles served and their own sinks at once. Every
 // other key (the daemon-wide sinks and settings) is placed and opened at start, so a change to one is logged as
 // needing a restart.
-import { SETTINGS, type SettingName, type Settings } from '../config.js';
+import type { SettingName, Settings } from '../config.js';
 import { readDaemonConfig, type DaemonFileConfig } from '../daemon/config-file.js';
+import { mergeDaemonInputs, RESTART_KEYS, START_ONLY_KEYS, valueAt, type DaemonCommandOptions } from '../daemon/spec.js';
 import { classifyFailure } from '../daemon/classify.js';
 import { ValidationError, type FieldIssue } from '../errors.js';
 import type { Logger } from '../log.js';
@@ -17,85 +18,8 @@ import { checkTemplate, type TemplateSpec } from '../publish/template.js';
 import { checkTokenFilePlaces, type ProfileSinks } from '../publish/token-file.js';
 import type { CommandContext } from './context.js';
 
-/** The options of `syncauth daemon` (its flags), which the file's keys join; commands/daemon.ts reads them. */
-export interface DaemonCommandOptions {
-  /** Repeated --profile; empty or absent: every stored profile. */
-  profile?: string[];
-  concurrency?: string;
-  maxRenewalsPerSecond?: string;
-  /** How often each published token is checked with Dropbox (`15m`, seconds, `0`/`off`). */
-  checkInterval?: string;
-  maxChecksPerSecond?: string;
-  shutdownTimeout?: string;
-  /** One pass: renew what is due, reconcile, publish, exit (init containers, Jobs, cron). */
-  once?: boolean;
-  /** Repeated --template SRC:DEST[:MODE]. */
-  template?: string[];
-  socketMode?: string;
-  socketGroup?: string;
-  /** Repeated --notify-url: where notices go when a person is needed. */
-  notifyUrl?: string[];
-}
-
-/** A setting the file may give, and its key there. */
-const SETTING_KEYS: readonly [SettingName, string][] = [
-  ['tokenFile', 'sinks.token_file.path'],
-  ['tokenFileMode', 'sinks.token_file.mode'],
-  ['tokenFileGroup', 'sinks.token_file.group'],
-  ['socket', 'sinks.socket.path'],
-  ['listen', 'daemon.listen'],
-  ['renewMargin', 'daemon.renew_margin'],
-  ['sweep', 'daemon.sweep'],
-  ['redisUrl', 'daemon.redis_url'],
-  ['logLevel', 'daemon.log_level'],
-  ['notifyFormat', 'daemon.notify_format'],
-  ['notifyConnectorFailingAfter', 'daemon.notify_connector_failing_after'],
-  ['reauthListen', 'daemon.reauth_listen'],
-  ['publicUrl', 'daemon.public_url'],
-  ['reauthLinkTtl', 'daemon.reauth_link_ttl'],
-];
-
-/**
- * Keys the running daemon cannot take on SIGHUP (who is told, and the page's listener, origin and link life are
- * set up once at start): a reload that changes one is rejected whole, with the reason logged, and nothing of
- * the file is applied, so that the daemon never runs half on the old file and half on the new.
- */
-const START_ONLY_KEYS: readonly string[] = [
-  'daemon.notify_urls',
-  'daemon.notify_format',
-  'daemon.notify_connector_failing_after',
-  'daemon.reauth_listen',
-  'daemon.public_url',
-  'daemon.reauth_link_ttl',
-];
-
-/** A daemon option (flags only) the file may give, its flag and its key there. */
-const OPTION_KEYS: readonly [keyof DaemonCommandOptions, string, string][] = [
-  ['profile', '--profile', 'profiles'],
-  ['concurrency', '--concurrency', 'daemon.concurrency'],
-  ['maxRenewalsPerSecond', '--max-renewals-per-second', 'daemon.max_renewals_per_second'],
-  ['checkInterval', '--check-interval', 'daemon.check_interval'],
-  ['maxChecksPerSecond', '--max-checks-per-second', 'daemon.max_checks_per_second'],
-  ['shutdownTimeout', '--shutdown-timeout', 'daemon.shutdown_timeout'],
-  ['template', '--template', 'sinks.templates'],
-  ['socketMode', '--socket-mode', 'sinks.socket.mode'],
-  ['socketGroup', '--socket-group', 'sinks.socket.group'],
-  // SYNCAUTH_NOTIFY_URL wins too (see below).
-  ['notifyUrl', '--notify-url', 'daemon.notify_urls'],
-];
-
-function valueAt(config: DaemonFileConfig, key: string): unknown {
-  let at: unknown = config;
-  for (const part of key.split('.')) at = at && typeof at === 'object' ? (at as Record<string, unknown>)[part] : undefined;
-  return at;
-}
-
-/** The key's value as the flag would take it. */
-function asFlag(key: string, value: unknown): string | string[] {
-  if (key === 'profiles' || key === 'daemon.notify_urls') return value as string[];
-  if (key === 'sinks.templates') return (value as { source: string; dest: string; mode?: string }[]).map((t) => `${t.source}:${t.dest}${t.mode !== undefined ? `:${t.mode}` : ''}`);
-  return String(value);
-}
+/** The options of `syncauth daemon` (its flags), which the file's keys join; declared in src/daemon/spec.ts. */
+export type { DaemonCommandOptions };
 
 /** The file's label for each setting it gave, by settings object: how the daemon's messages name them. */
 const fileLabels = new WeakMap<object, Partial<Record<SettingName, string>>>();
@@ -217,42 +141,7 @@ export async function withDaemonConfigFile(context: CommandContext, options: Dae
   const file = context.settings.values.config;
   if (file === undefined) return { context, options, config: undefined, report: () => undefined, reread: async () => undefined };
   const config = await readDaemonConfig(file);
-  const { values, sources } = context.settings;
-  const merged: Record<string, unknown> = { ...values };
-  const labels: Partial<Record<SettingName, string>> = {};
-  const clashes: { key: string; winner: string }[] = [];
-  let notifyUrlLabel: string | undefined;
-  for (const [name, key] of SETTING_KEYS) {
-    const value = valueAt(config, key);
-    if (value === undefined) continue;
-    const source = sources[name];
-    if (source === 'flag' || source === 'env') {
-      const spec = SETTINGS[name] as { flag?: string; env: string };
-      clashes.push({ key, winner: source === 'flag' && spec.flag ? `--${spec.flag}` : spec.env });
-      continue;
-    }
-    const raw = String(value);
-    // Parsed as the flag's value is (the file's checks have already passed).
-    merged[name] = (SETTINGS[name].parse as (raw: string) => unknown)(raw);
-    labels[name] = config.where(key);
-  }
-  const nextOptions: Record<string, unknown> = { ...options };
-  for (const [option, flag, key] of OPTION_KEYS) {
-    const value = valueAt(config, key);
-    if (value === undefined) continue;
-    const given = options[option];
-    if (given !== undefined && !(Array.isArray(given) && given.length === 0)) {
-      clashes.push({ key, winner: flag });
-      continue;
-    }
-    // The notify URLs have a variable as well as a flag; it wins over the file as the flag does.
-    if (option === 'notifyUrl' && sources.notifyUrl === 'env') {
-      clashes.push({ key, winner: SETTINGS.notifyUrl.env });
-      continue;
-    }
-    if (option === 'notifyUrl') notifyUrlLabel = config.where(key);
-    nextOptions[option] = asFlag(key, value);
-  }
+  const { values: merged, options: nextOptions, labels, notifyUrlLabel, clashes } = mergeDaemonInputs(context.settings, options, config, (key) => config.where(key));
   const settings = { ...context.settings, values: merged as Settings };
   fileLabels.set(settings, labels);
   if (notifyUrlLabel) notifyUrlLabels.set(nextOptions, notifyUrlLabel);
@@ -260,7 +149,7 @@ export async function withDaemonConfigFile(context: CommandContext, options: Dae
   const started = config;
   return {
     context: { ...context, settings },
-    options: nextOptions as DaemonCommandOptions,
+    options: nextOptions,
     config,
     report(log) {
       for (const { key, winner } of clashes) {
@@ -289,7 +178,7 @@ export async function withDaemonConfigFile(context: CommandContext, options: Dae
         );
         return false;
       }
-      const changed = [...SETTING_KEYS.map(([, key]) => key), ...OPTION_KEYS.map(([, , key]) => key).filter((key) => key !== 'profiles')].filter(
+      const changed = RESTART_KEYS.filter(
         (key) => !overridden.has(key) && JSON.stringify(valueAt(started, key)) !== JSON.stringify(valueAt(next, key)),
       );
       if (changed.length > 0) {

@@ -7,15 +7,12 @@ import { stat } from 'node:fs/promises';
 import path from 'node:path';
 import { isMap, isNode, isScalar, isSeq, LineCounter, parseDocument, type Document } from 'yaml';
 import * as z from 'zod';
-import { nearestName, SETTINGS } from '../config.js';
+import { nearestName } from '../config.js';
 import { ValidationError, type FieldIssue } from '../errors.js';
-import { parseMode, parseSocketMode, resolveGroup } from '../publish/file.js';
+import { parseMode, resolveGroup } from '../publish/file.js';
 import { FileRefusedError, readRegularFile } from '../publish/safe-read.js';
 import { isProfileName } from '../profile/index.js';
-import { parseNotifyUrl } from '../notify/targets.js';
-import { checkSchedule } from './cron.js';
-import { checkRedisUrl } from './redis.js';
-import { parseCheckInterval } from './token-check.js';
+import { daemonSectionShape, fileValueIssues, type DaemonSection } from './spec.js';
 
 /** Far above any real configuration of even thousands of profiles. */
 const MAX_CONFIG_BYTES = 256 * 1024;
@@ -46,24 +43,7 @@ export interface DaemonFileConfig {
   sinks: { token_file?: FileSink; templates?: FileTemplate[]; socket?: FileSink };
   /** Profiles' own sinks (`profiles.NAME.sinks`), by name: only those that have any. */
   profileSinks: Record<string, ProfileFileSinks>;
-  daemon: {
-    listen?: string;
-    renew_margin?: number;
-    sweep?: string;
-    redis_url?: string;
-    concurrency?: number;
-    max_renewals_per_second?: number;
-    check_interval?: string | number;
-    max_checks_per_second?: number;
-    shutdown_timeout?: number;
-    log_level?: string;
-    notify_urls?: string[];
-    notify_format?: string;
-    notify_connector_failing_after?: number;
-    reauth_listen?: string;
-    public_url?: string;
-    reauth_link_ttl?: string | number;
-  };
+  daemon: DaemonSection;
   /** `FILE line N: key.path`, naming a key in messages; the key's line when it is in the file. */
   where(key: string | readonly (string | number)[]): string;
 }
@@ -121,41 +101,10 @@ const profileList = z
     return { names: Object.keys(value as object), own };
   });
 
-/** A number refused in the words its flag is refused in (config.ts's integer(), the daemon command's checks), not zod's. */
-function wholeNumber(min: number, max: number) {
-  const error = `must be a whole number from ${min} to ${max}`;
-  return z.number({ error }).int({ error }).min(min, { error }).max(max, { error });
-}
-
-/** A number above 0 (at most `max`, when given), refused in the words the flags use. */
-function numberAboveZero(example: string, max?: number) {
-  const error = `must be a number above 0${max === undefined ? '' : ` and at most ${max}`}, like ${example}`;
-  const above = z.number({ error }).positive({ error });
-  return max === undefined ? above : above.max(max, { error });
-}
-
 const sinks = { token_file: sink, templates: template, socket: sink } as const;
 const sinksSchema = z.strictObject({ token_file: sink.optional(), templates: z.array(template).optional(), socket: sink.optional() });
-const daemonSchema = z.strictObject({
-  listen: z.string().optional(),
-  renew_margin: wholeNumber(1, 14_399).optional(),
-  sweep: z.string().optional(),
-  redis_url: z.string().optional(),
-  concurrency: wholeNumber(1, 1000).optional(),
-  max_renewals_per_second: numberAboveZero('5 or 0.5').optional(),
-  // How often each published token is checked with Dropbox ("15m", seconds, or 0/"off"), and at most how many a second.
-  check_interval: z.union([z.string(), z.number().int().min(0)], { error: 'must be a duration like "15m" or "90s", a whole number of seconds, or 0 or "off"' }).optional(),
-  max_checks_per_second: numberAboveZero('1 or 0.5', 100).optional(),
-  shutdown_timeout: wholeNumber(1, 600).optional(),
-  log_level: z.string().optional(),
-  // Who is told when a person is needed, and the re-authorization page. Their secrets are never keys here.
-  notify_urls: z.array(z.string()).min(1, 'names no URL; leave the key out to send no notices').optional(),
-  notify_format: z.string().optional(),
-  notify_connector_failing_after: wholeNumber(1, 7 * 24 * 3600).optional(),
-  reauth_listen: z.string().optional(),
-  public_url: z.string().optional(),
-  reauth_link_ttl: z.union([z.string(), z.number().int()]).optional(),
-});
+/** The daemon-wide settings: one key for each option of src/daemon/spec.ts that has one under `daemon`. */
+const daemonSchema = z.strictObject(daemonSectionShape());
 
 /**
  * Secrets never come from this file (it is readable where a token file's path is, and is often kept in a
@@ -312,19 +261,9 @@ function checkValues(config: DaemonFileConfig): void {
       else issues.push(...error.issues);
     }
   };
-  const { daemon, sinks, profileSinks } = config;
-  if (daemon.listen !== undefined) check('daemon.listen', () => SETTINGS.listen.parse(daemon.listen as string));
-  if (daemon.sweep !== undefined) check('daemon.sweep', (field) => checkSchedule(daemon.sweep as string, field));
-  if (daemon.redis_url !== undefined) check('daemon.redis_url', (field) => checkRedisUrl(daemon.redis_url as string, field));
-  if (daemon.log_level !== undefined) check('daemon.log_level', () => SETTINGS.logLevel.parse(daemon.log_level as string));
-  daemon.notify_urls?.forEach((url, i) => check(['daemon', 'notify_urls', i], (field) => parseNotifyUrl(url, field)));
-  if (daemon.notify_format !== undefined) check('daemon.notify_format', () => SETTINGS.notifyFormat.parse(daemon.notify_format as string));
-  if (daemon.reauth_listen !== undefined) check('daemon.reauth_listen', () => SETTINGS.reauthListen.parse(daemon.reauth_listen as string));
-  if (daemon.public_url !== undefined) check('daemon.public_url', () => SETTINGS.publicUrl.parse(daemon.public_url as string));
-  if (daemon.check_interval !== undefined) check('daemon.check_interval', () => parseCheckInterval(String(daemon.check_interval)));
-  if (daemon.reauth_link_ttl !== undefined) check('daemon.reauth_link_ttl', () => SETTINGS.reauthLinkTtl.parse(String(daemon.reauth_link_ttl)));
-  if (sinks.token_file?.mode !== undefined) check('sinks.token_file.mode', (field) => parseMode(sinks.token_file?.mode as string, field));
-  if (sinks.socket?.mode !== undefined) check('sinks.socket.mode', (field) => parseSocketMode(sinks.socket?.mode as string, field));
+  const { sinks, profileSinks } = config;
+  // The options' own checks (spec.ts), then the parts of the sinks that have no flag of their own.
+  issues.push(...fileValueIssues(config, (keys) => config.where(keys)));
   sinks.templates?.forEach((t, i) => {
     if (t.mode !== undefined) check(`sinks.templates.${i}.mode`, (field) => parseMode(t.mode as string, field));
   });

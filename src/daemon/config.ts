@@ -4,6 +4,7 @@
 import { ValidationError } from '../errors.js';
 import type { BackoffPolicy } from '../backoff.js';
 import { checkSchedule } from './cron.js';
+import { checkNumber, RENEWALS_PER_SECOND } from './spec.js';
 import type { DaemonOptions } from './types.js';
 
 export const DEFAULT_SCHEDULE = '* * * * *';
@@ -75,9 +76,8 @@ export function resolveDaemonConfig(options: DaemonOptions): DaemonConfig {
     throw new ValidationError([{ field: 'connectorFailingAfterMs', message: 'must be a positive number' }]);
   }
   const rate = options.maxRenewalsPerSecond;
-  if (rate !== undefined && !(Number.isFinite(rate) && rate > 0)) {
-    throw new ValidationError([{ field: 'maxRenewalsPerSecond', message: 'must be a positive number' }]);
-  }
+  // The flag's and the file's rule (spec.ts), named by the library's name for it.
+  if (rate !== undefined) checkNumber(RENEWALS_PER_SECOND, rate, 'maxRenewalsPerSecond');
   const checkInterval = options.checkIntervalMs ?? DEFAULT_CHECK_INTERVAL_MS;
   if (!(Number.isFinite(checkInterval) && checkInterval >= 0)) throw new ValidationError([{ field: 'checkIntervalMs', message: 'must be 0 (off) or a positive number' }]);
   const checkRate = options.maxChecksPerSecond ?? DEFAULT_MAX_CHECKS_PER_SECOND;

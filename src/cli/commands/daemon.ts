@@ -5,11 +5,7 @@ import { syncauthCommand } from '../../profile/name.js';
 import path from 'node:path';
 import { SETTINGS, type SettingName, type Settings } from '../../config.js';
 import {
-  checkRedisUrl,
-  checkSchedule,
   createRedisCoordinator,
-  parseCheckInterval,
-  parseChecksPerSecond,
   isLoadFailure,
   redisTarget,
   startDaemon,
@@ -33,7 +29,7 @@ import { checkTokenFilePlaces, tokenFileAccessOf, type ProfileSinks } from '../.
 import { checkTemplate, parseTemplateFlag, type TemplateSpec } from '../../publish/template.js';
 import { placeSinks, PLACE_RULE } from '../../publish/place.js';
 import { removeTemporaryLeftovers } from '../../profile/files.js';
-import { isProfileName, newSecretsVersion, openProfileStore, type ProfileStore } from '../../profile/index.js';
+import { newSecretsVersion, openProfileStore, type ProfileStore } from '../../profile/index.js';
 import type { Schedule } from '../../service/models.js';
 import type { TokenSet } from '../../oauth/index.js';
 import { defaultConnectorName } from '../../sync/reconcile.js';
@@ -42,6 +38,7 @@ import { baseState, stateWithNewGrant } from '../../sync/renew.js';
 import type { CommandContext } from '../context.js';
 import { openSession, readSecrets, requireGrant, type ProfileSession, type ResolvedSecrets } from '../session.js';
 import { configFileLabel, notifyUrlFileLabel, prepareProfileSinks, withDaemonConfigFile, type DaemonCommandOptions } from '../daemon-config.js';
+import { checkDaemonOptions } from '../../daemon/spec.js';
 import { checkPortsFree, lockDaemonSinks, refuseHeldSinks } from '../daemon-sinks.js';
 import { checkSocketPath, socketSpecOf } from '../../publish/socket.js';
 import { notifySettingsOf, outboxKeyIssue, startNotifier } from './notify.js';
@@ -138,59 +135,26 @@ function label(context: CommandContext, name: SettingName): string {
   return context.settings.sources[name] === 'flag' && spec.flag ? `--${spec.flag}` : spec.env;
 }
 
+/** The daemon's options and settings checked by their entries in src/daemon/spec.ts, named as they were given. */
 function checkSettings(context: CommandContext, options: DaemonCommandOptions): DaemonSettings {
   const v = context.settings.values;
   const issues: FieldIssue[] = [];
-  const attempt = (check: () => void): void => {
-    try {
-      check();
-    } catch (error) {
-      absorbIssues(issues, error);
-    }
-  };
-  attempt(() => checkSchedule(v.sweep, label(context, 'sweep')));
-  if (v.redisUrl !== undefined) attempt(() => checkRedisUrl(v.redisUrl as string, label(context, 'redisUrl')));
-
-  const whole = (raw: string | undefined, fallback: number, min: number, max: number, field: string): number => {
-    if (raw === undefined) return fallback;
-    if (!/^\d+$/.test(raw.trim()) || Number(raw) < min || Number(raw) > max) {
-      issues.push({ field, message: `must be a whole number from ${min} to ${max}` });
-      return fallback;
-    }
-    return Number(raw);
-  };
-  const concurrency = whole(options.concurrency, 4, 1, 1000, '--concurrency');
-  const shutdownSeconds = whole(options.shutdownTimeout, 10, 1, 600, '--shutdown-timeout');
-  let maxRenewalsPerSecond: number | undefined;
-  if (options.maxRenewalsPerSecond !== undefined) {
-    const value = Number(options.maxRenewalsPerSecond);
-    if (options.maxRenewalsPerSecond.trim() === '' || !Number.isFinite(value) || value <= 0) {
-      issues.push({ field: '--max-renewals-per-second', message: 'must be a number above 0, like 5 or 0.5' });
-    } else {
-      maxRenewalsPerSecond = value;
-    }
-  }
-  const parsed = <T>(raw: string | undefined, field: string, parse: (raw: string) => T): T | undefined => {
-    if (raw === undefined) return undefined;
-    try {
-      return parse(raw);
-    } catch (error) {
-      issues.push({ field, message: (error as Error).message });
-      return undefined;
-    }
-  };
-  const checkIntervalMs = parsed(options.checkInterval, '--check-interval', parseCheckInterval);
-  const maxChecksPerSecond = parsed(options.maxChecksPerSecond, '--max-checks-per-second', parseChecksPerSecond);
-  issues.push(...reauthSettingIssues(context, (name) => label(context, name), (options.notifyUrl?.length ?? 0) > 0 || Boolean(v.notifyUrl)));
-  const requested = options.profile && options.profile.length > 0 ? [...new Set(options.profile)] : undefined;
-  for (const name of requested ?? []) {
-    if (!isProfileName(name)) {
-      issues.push({ field: '--profile', message: 'must be 1-64 letters, digits, dot, dash or underscore, starting with a letter or digit' });
-      break;
-    }
-  }
+  const at = (name: SettingName) => label(context, name);
+  const checked = checkDaemonOptions(v, options, at, issues, (name) => name !== 'profile');
+  issues.push(...reauthSettingIssues(context, at, (options.notifyUrl?.length ?? 0) > 0 || Boolean(v.notifyUrl)));
+  checkDaemonOptions(v, options, at, issues, (name) => name === 'profile');
   if (issues.length > 0) throw new ValidationError(issues);
-  return { marginMs: v.renewMargin * 1000, sweep: v.sweep, concurrency, maxRenewalsPerSecond, checkIntervalMs, maxChecksPerSecond, shutdownTimeoutMs: shutdownSeconds * 1000, requested };
+  const requested = options.profile && options.profile.length > 0 ? [...new Set(options.profile)] : undefined;
+  return {
+    marginMs: v.renewMargin * 1000,
+    sweep: v.sweep,
+    concurrency: checked.concurrency as number,
+    maxRenewalsPerSecond: checked.maxRenewalsPerSecond as number | undefined,
+    checkIntervalMs: checked.checkInterval as number | undefined,
+    maxChecksPerSecond: checked.maxChecksPerSecond as number | undefined,
+    shutdownTimeoutMs: (checked.shutdownTimeout as number) * 1000,
+    requested,
+  };
 }
 
 /**
