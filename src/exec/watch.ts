@@ -3,6 +3,7 @@
 // catches up on its first check after waking, where a timer set hours earlier would fire late.
 import { backoffDelay } from '../backoff.js';
 import { ExitCode, SyncauthError } from '../errors.js';
+import { syncauthCommand } from '../profile/name.js';
 import { rfc3339, type ChildToken } from './env.js';
 
 /** Between checks of the clock at most: min(30 s, margin / 4), and at least 1 s. */
@@ -68,7 +69,7 @@ export function watchToken(options: WatchOptions): TokenWatch {
         if (!reauthorizeNoted) {
           options.say(
             'error',
-            `the grant needs re-authorization: ${message}${error.hint ? ` (${error.hint})` : ''}. The child keeps its current token ` +
+            `the grant needs re-authorization: ${message}${error.hint ? ` (${error.hintFor(syncauthCommand)})` : ''}. The child keeps its current token ` +
               `until it expires at ${rfc3339(current.expiresAt)}; trying again every ${REAUTHORIZE_RETRY_MS / 60_000} minutes`,
           );
         } else {
