@@ -5,6 +5,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { reportError } from '../src/cli/output.js';
 import { classifyFailure } from '../src/daemon/classify.js';
 import { recordInvocation } from '../src/profile/name.js';
+import { reauthorizeHint as reauthorizeProfile } from '../src/sync/access-token.js';
 import { SyncauthError, ValidationError } from '../src/errors.js';
 import { registerSecrets } from '../src/redact.js';
 import * as root from '../src/index.js';
@@ -108,6 +109,16 @@ describe("Dropbox's errors name the command without knowing how syncauth was run
   it('missing permissions name setup as the caller writes it', () => {
     expect(checkGrantedScopes([], 'read').message).toContain('authorize again with `syncauth setup`');
     expect(checkGrantedScopes([], 'read', npx).message).toContain('authorize again with `npx --yes ./syncauth-0.1.0.tgz setup`');
+  });
+});
+
+describe('the profile a failure is about, named by the code that knows it', () => {
+  it('a revoked grant met while getting a profile\'s token: setup --profile NAME', async () => {
+    const failed = reauthorizeProfile('docs', () => Promise.reject(new OAuthError('OAUTH_INVALID_GRANT', 'gone', { hint: reauthorizeHint() })));
+    const error = (await failed.catch((caught: unknown) => caught)) as SyncauthError;
+    expect(error.remedy).toEqual({ action: 'reauthorize', profile: 'docs' });
+    expect(error.hint).toBe('run `syncauth setup --profile docs` to authorize again');
+    expect(error.hintFor(npx)).toBe('run `npx --yes ./syncauth-0.1.0.tgz setup --profile docs` to authorize again');
   });
 });
 
