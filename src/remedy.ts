@@ -34,7 +34,7 @@ export interface RemedyHint {
   readonly words: (command: string) => string;
 }
 
-/** A hint around `remedy`'s command, e.g. `remedyHint({ action: 'reauthorize' }, (c) => \`run \\\`${c}\\\` again\`)`. */
+/** A hint around `remedy`'s command: `words` says what to do with it (`(command) => 'run ' + command + ' again'`). */
 export function remedyHint(remedy: Remedy, words: (command: string) => string): RemedyHint {
   return { remedy, words };
 }
