@@ -1,5 +1,6 @@
 // The exit codes follow gh: 0 ok, 1 error, 2 usage or validation, 4 authentication required.
 import { redact } from './redact.js';
+import { renderHint, type CommandLine, type Remedy, type RemedyHint } from './remedy.js';
 
 export const ExitCode = {
   ok: 0,
@@ -67,7 +68,11 @@ export interface SyncauthErrorOptions {
   exitCode?: ExitCode;
   /** How long the other side asked to wait before a retry (Retry-After), when it said. */
   retryAfterMs?: number;
-  hint?: string;
+  /**
+   * The next step, for people. A hint naming a syncauth command is a {@link RemedyHint}: the error then carries
+   * its {@link Remedy}, and the command is written where the hint is shown (see {@link SyncauthError.hintFor}).
+   */
+  hint?: string | RemedyHint | undefined;
   cause?: unknown;
 }
 
@@ -81,7 +86,11 @@ export class SyncauthError extends Error {
   readonly kind: ErrorKind;
   readonly exitCode: ExitCode;
   readonly retryAfterMs: number | undefined;
+  /** The next step, its command written `syncauth …` (see {@link hintFor} for the command as the person ran it). */
   readonly hint: string | undefined;
+  /** What fixes it, when that is a syncauth command: the command the hint names. */
+  readonly remedy: Remedy | undefined;
+  readonly #hint: string | RemedyHint | undefined;
 
   constructor(code: string, message: string, options: SyncauthErrorOptions = {}) {
     super(redact(message), options.cause === undefined ? undefined : { cause: options.cause });
@@ -90,7 +99,19 @@ export class SyncauthError extends Error {
     this.kind = options.kind ?? 'unclassified';
     this.exitCode = options.exitCode ?? ERROR_KIND_OUTCOMES[this.kind].exitCode;
     this.retryAfterMs = options.retryAfterMs;
-    this.hint = options.hint === undefined ? undefined : redact(options.hint);
+    this.#hint = options.hint;
+    this.hint = options.hint === undefined ? undefined : redact(renderHint(options.hint));
+    this.remedy = typeof options.hint === 'object' ? options.hint.remedy : undefined;
+  }
+
+  /** The hint with its command written by `line`, as it is shown to the person (`npx … setup` through npx). */
+  hintFor(line: CommandLine): string | undefined {
+    return this.#hint === undefined ? undefined : redact(renderHint(this.#hint, line));
+  }
+
+  /** The hint as it was given, for an error made from this one to carry on (its command still unwritten). */
+  get hintSource(): string | RemedyHint | undefined {
+    return this.#hint;
   }
 }
 
@@ -98,7 +119,7 @@ export class SyncauthError extends Error {
 export class ValidationError extends SyncauthError {
   readonly issues: FieldIssue[];
 
-  constructor(issues: FieldIssue[], options: { hint?: string } = {}) {
+  constructor(issues: FieldIssue[], options: { hint?: string | RemedyHint } = {}) {
     super('SYNCAUTH_INVALID_INPUT', formatIssues(issues), { kind: 'bad_input', hint: options.hint });
     this.issues = issues;
   }

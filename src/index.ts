@@ -11,6 +11,7 @@ import type { DaemonOptions, RunningDaemon } from './daemon/types.js';
 export * from './service/index.js';
 export { ERROR_KIND_OUTCOMES, ExitCode, SyncauthError, ValidationError } from './errors.js';
 export type { ErrorKind, FailureKind, FieldIssue, SyncauthErrorOptions } from './errors.js';
+export type { CommandLine, Remedy, RemedyHint } from './remedy.js';
 
 export {
   OAuthError,

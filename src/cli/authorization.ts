@@ -6,6 +6,7 @@ import { howToSet, type Settings } from '../config.js';
 import {
   createAuthorizationRequest, exchangeCode, isOAuthError, looksLikeAccessToken, probeAuthorizePage, startLoopbackServer, type TokenSet,
 } from '../oauth/index.js';
+import { syncauthCommand } from '../profile/name.js';
 import { registerAppCredentials } from '../redact.js';
 import type { Io } from './output.js';
 import type { Prompter } from './factory.js';
@@ -162,7 +163,7 @@ function pastedLines(stdin: NodeJS.ReadableStream, signal: AbortSignal): { next(
 
 /** A SyncauthError that also says how many tries were spent. */
 function afterTries(error: SyncauthError, tries: number): SyncauthError {
-  return new SyncauthError(error.code, `${error.message}, after ${tries} tries`, { exitCode: error.exitCode, ...(error.hint ? { hint: error.hint } : {}), cause: error });
+  return new SyncauthError(error.code, `${error.message}, after ${tries} tries`, { exitCode: error.exitCode, ...(error.hint ? { hint: error.hintSource } : {}), cause: error });
 }
 
 /**
@@ -236,7 +237,7 @@ export async function authorizeInteractively(options: AuthorizationOptions): Pro
   }
 
   const request = createAuthorizationRequest({ authorizeUrl: settings.authorizeUrl, appKey: options.appKey, redirectUri: settings.redirectUri });
-  const server = await startLoopbackServer({ redirectUri: settings.redirectUri, state: request.state, timeoutMs: options.timeoutMs, signal, holdPage: true });
+  const server = await startLoopbackServer({ redirectUri: settings.redirectUri, state: request.state, timeoutMs: options.timeoutMs, signal, holdPage: true, commandLine: syncauthCommand });
   let hint: NodeJS.Timeout | undefined;
   try {
     io.stderr.write(`\nOpen this URL in a browser, sign in to Dropbox and click Allow:\n\n  ${request.url}\n\n`);
@@ -258,7 +259,7 @@ export async function authorizeInteractively(options: AuthorizationOptions): Pro
     // The browser waits for the outcome: its success page appears only with the grant in hand.
     const failed = (error: unknown) => {
       const known = error instanceof SyncauthError ? error : undefined;
-      server.finish({ ok: false, message: known?.message ?? 'the code exchange failed', hint: known?.hint ?? 'see the terminal' });
+      server.finish({ ok: false, message: known?.message ?? 'the code exchange failed', hint: known?.hintFor(syncauthCommand) ?? 'see the terminal' });
     };
     try {
       const tokens = await exchangeWithSecretRetry(

@@ -1,5 +1,6 @@
 // Printing and failing, in one place, so every command speaks the same way.
 import { ExitCode, SyncauthError, ValidationError } from '../errors.js';
+import { syncauthCommand } from '../profile/name.js';
 import { redact } from '../redact.js';
 import { describeSystemError } from './errno.js';
 
@@ -106,7 +107,9 @@ export function reportError(io: Io, error: unknown): ExitCode {
   const known = error instanceof SyncauthError ? error : describeSystemError(error);
   if (known) {
     say(`${paint.bad('error:')} ${known.message}`);
-    if (known.hint) say(`${paint.quiet('hint:')} ${known.hint}`);
+    // A remedy's command as the person ran syncauth (`npx … setup` through npx).
+    const hint = known.hintFor(syncauthCommand);
+    if (hint) say(`${paint.quiet('hint:')} ${hint}`);
     // Input refused before anything was sent or written, by definition of the kind (src/errors.ts).
     if (known instanceof ValidationError || known.kind === 'bad_input') say('nothing was sent or written.');
     if (process.env.SYNCAUTH_DEBUG && known !== error && error instanceof Error && error.stack) say(error.stack);

@@ -38,6 +38,7 @@ import { SyncauthError, ValidationError } from '../errors.js';
 import { ensurePrivateDir, readdirIfExists, writePrivateFile } from '../profile/files.js';
 import { withFileLock } from '../profile/lock.js';
 import { PROFILE_NAME_PATTERN, assertProfileName, isProfileName, syncauthCommand } from '../profile/name.js';
+import { remedyHint } from '../remedy.js';
 import { SecretStoreError } from './errors.js';
 import { keychainTokenFileOf } from './keychain.js';
 import {
@@ -479,7 +480,7 @@ function makeCore(configDir: string) {
 
   function noStore(): SyncauthError {
     return new SyncauthError('SYNCAUTH_NO_STORE', `there is no encrypted store at ${file}: nothing to re-key`, {
-      hint: `a store is made by \`${syncauthCommand('setup')}\` with SYNCAUTH_STORE=file; check SYNCAUTH_CONFIG_DIR`,
+      hint: remedyHint({ action: 'run', command: 'setup' }, (command) => `a store is made by \`${command}\` with SYNCAUTH_STORE=file; check SYNCAUTH_CONFIG_DIR`),
     });
   }
 

@@ -2,6 +2,7 @@
 // a short period rather than one long timer being trusted: a laptop that slept through the renewal time
 // catches up on its first check after waking, where a timer set hours earlier would fire late.
 import { ExitCode, SyncauthError } from '../errors.js';
+import { syncauthCommand } from '../profile/name.js';
 import { afterFailure, renewAt } from '../sync/renewal-policy.js';
 import { rfc3339, type ChildToken } from './env.js';
 
@@ -75,7 +76,7 @@ export function watchToken(options: WatchOptions): TokenWatch {
         if (!reauthorizeNoted) {
           options.say(
             'error',
-            `the grant needs re-authorization: ${message}${error.hint ? ` (${error.hint})` : ''}. The child keeps its current token ` +
+            `the grant needs re-authorization: ${message}${error.hint ? ` (${error.hintFor(syncauthCommand)})` : ''}. The child keeps its current token ` +
               `until it expires at ${rfc3339(current.expiresAt)}; trying again every ${REAUTHORIZE_RETRY_MS / 60_000} minutes`,
           );
         } else {

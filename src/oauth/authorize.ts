@@ -6,9 +6,9 @@ import type * as Undici from 'undici';
 import type { Dispatcher } from 'undici';
 import { proxyDispatcher } from '../net/proxy.js';
 import { ValidationError } from '../errors.js';
+import { remedyHint } from '../remedy.js';
 import { OAuthError, reauthorizeHint, scrub } from './errors.js';
 import { checkCredential, endpointUrl } from './http.js';
-import { syncauthCommand } from '../profile/name.js';
 
 /** Everything needed to finish the flow started by opening `url`; keep it in memory only. */
 export interface AuthorizationRequest {
@@ -109,7 +109,7 @@ function authorizationError(rawError: string, rawDescription: string | undefined
     case 'access_denied':
       return new OAuthError('OAUTH_ACCESS_DENIED', `authorization was refused: you clicked Deny on the Dropbox page${said}`, {
         ...common,
-        hint: `run \`${syncauthCommand('setup')}\` again and click Allow`,
+        hint: remedyHint({ action: 'reauthorize' }, (command) => `run \`${command}\` again and click Allow`),
       });
     case 'invalid_scope':
       return new OAuthError('OAUTH_INVALID_SCOPE', `Dropbox refused the requested permissions${said}`, {

@@ -3,7 +3,7 @@
 // texts are scrubbed of the values sent with the request, and the raw body is kept non-enumerable.
 import { SyncauthError, type ErrorKind } from '../errors.js';
 import { redact } from '../redact.js';
-import { syncauthCommand } from '../profile/name.js';
+import { remedyHint, type RemedyHint } from '../remedy.js';
 
 /**
  * The {@link ErrorKind}s an OAuth failure can have:
@@ -56,7 +56,7 @@ export interface OAuthErrorOptions {
   retryAfterMs?: number;
   /** For `OAUTH_MISSING_SCOPE`: the permission Dropbox said the call needs. */
   requiredScope?: string;
-  hint?: string;
+  hint?: string | RemedyHint;
   cause?: unknown;
   /** The response body as received; stored non-enumerable so loggers and JSON.stringify never see it. */
   body?: unknown;
@@ -95,9 +95,12 @@ export function isOAuthError(err: unknown, code?: OAuthErrorCode): err is OAuthE
 /** The hint of every failure that only a new authorization can cure. */
 export const REAUTHORIZE_HINT = 'run `syncauth setup` to authorize again';
 
-/** {@link REAUTHORIZE_HINT} with the command as the person invoked syncauth (`npx --yes ./syncauth-….tgz setup`). */
-export function reauthorizeHint(): string {
-  return `run \`${syncauthCommand('setup')}\` to authorize again`;
+/**
+ * {@link REAUTHORIZE_HINT} as a remedy: `syncauth setup` in `error.hint`, and the command as the person invoked
+ * syncauth where it is shown (`npx --yes ./syncauth-….tgz setup`); `before` says first why.
+ */
+export function reauthorizeHint(before = ''): RemedyHint {
+  return remedyHint({ action: 'reauthorize' }, (command) => `${before}run \`${command}\` to authorize again`);
 }
 
 // Provider texts are short; anything longer is a page of HTML or a stack trace nobody should read in a message.

@@ -8,6 +8,7 @@ import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Request, Response } from 'express';
 import { ValidationError } from '../errors.js';
+import { plainCommandLine, type CommandLine } from '../remedy.js';
 import { parseAuthorizationResponse } from './authorize.js';
 import { OAuthError, isOAuthError } from './errors.js';
 import { formatMs } from './http.js';
@@ -37,6 +38,8 @@ export interface LoopbackOptions {
    * is sent as soon as the code arrives.
    */
   holdPage?: boolean;
+  /** How the page writes the command a hint names (`syncauth setup` unless told): as the person ran syncauth. */
+  commandLine?: CommandLine;
 }
 
 /** How the flow ended after the code arrived, for the page the waiting browser gets. */
@@ -234,7 +237,7 @@ export async function startLoopbackServer(opts: LoopbackOptions): Promise<Loopba
       settle(failure);
       send(failure.code === 'OAUTH_ACCESS_DENIED' ? 403 : 400, {
         title: 'syncauth was not authorized',
-        paragraphs: [`${capitalize(failure.message)}.`, ...(failure.hint ? [`Next: ${failure.hint}.`] : [])],
+        paragraphs: [`${capitalize(failure.message)}.`, ...(failure.hint ? [`Next: ${failure.hintFor(opts.commandLine ?? plainCommandLine)}.`] : [])],
         ok: false,
       });
       return;

@@ -1,6 +1,6 @@
 // Checks on what Dropbox handed out: the granted permissions against the access mode, and whether a string
 // is shaped like a short-lived access token. Pure functions; none of them echoes a token.
-import { syncauthCommand } from '../profile/name.js';
+import { remedyHint, renderHint, type CommandLine, type RemedyHint } from '../remedy.js';
 
 
 /** How the ingestion service will use the app folder. */
@@ -20,22 +20,24 @@ const APP_CONSOLE_URL = 'https://www.dropbox.com/developers/apps';
  * What to tell a user whose token lacks permissions: where to tick them, and that only a new authorization
  * picks the change up (a token keeps the permissions the app had when it was issued).
  */
-export function permissionsHint(scopes: readonly string[]): string {
+export function permissionsHint(scopes: readonly string[]): RemedyHint {
   const list = scopes.join(', ');
-  return (
+  return remedyHint({ action: 'reauthorize' }, (command) =>
     `in the Dropbox App Console (${APP_CONSOLE_URL}) open the app's Permissions tab, tick ${list} and click ` +
-    `Submit; then authorize again with \`${syncauthCommand('setup')}\`, because a token keeps the permissions the app had ` +
-    'when it was authorized'
+    `Submit; then authorize again with \`${command}\`, because a token keeps the permissions the app had ` +
+    'when it was authorized',
   );
 }
 
 /**
  * Compares the scopes a token was granted (the `scope` of the code exchange) with those the access mode
- * needs. A renewal response usually lists no scopes, so pass the exchange's list, not a renewal's.
+ * needs. A renewal response usually lists no scopes, so pass the exchange's list, not a renewal's. The message
+ * names the command that authorizes again as `line` writes it (`syncauth setup` unless told).
  */
 export function checkGrantedScopes(
   granted: readonly string[],
   access: FolderAccess,
+  line?: CommandLine,
 ): { missing: string[]; message?: string } {
   const have = new Set(granted);
   const missing = SCOPES_FOR_ACCESS[access].filter((scope) => !have.has(scope));
@@ -43,7 +45,7 @@ export function checkGrantedScopes(
   const what = missing.length === 1 ? 'permission' : 'permissions';
   return {
     missing,
-    message: `the Dropbox app was not granted the ${what} ${missing.join(', ')} needed for ${access} access: ${permissionsHint(missing)}`,
+    message: `the Dropbox app was not granted the ${what} ${missing.join(', ')} needed for ${access} access: ${renderHint(permissionsHint(missing), line)}`,
   };
 }
 

@@ -3,6 +3,7 @@
 // its quirks (code and text together in `error`, an empty 429, a sentence as `error` on a 500).
 import * as z from 'zod';
 import { ValidationError } from '../errors.js';
+import type { RemedyHint } from '../remedy.js';
 import { OAuthError, reauthorizeHint, scrub } from './errors.js';
 import type { OAuthErrorCode, OAuthErrorKind } from './errors.js';
 import { checkCredential, endpointUrl, parseJsonObject, parseRetryAfter, post } from './http.js';
@@ -260,7 +261,7 @@ function tokenEndpointError(answer: HttpAnswer, grant: Grant, secrets: (string |
   const make = (
     code: OAuthErrorCode,
     message: string,
-    hint: string,
+    hint: string | RemedyHint,
     extra: { retryAfterMs?: number; kind?: OAuthErrorKind } = {},
   ): OAuthError => new OAuthError(code, message, { ...base, ...extra, hint });
 
@@ -287,8 +288,8 @@ function tokenEndpointError(answer: HttpAnswer, grant: Grant, secrets: (string |
         'OAUTH_INVALID_GRANT',
         `Dropbox refused the authorization code${detail}`,
         /redirect_uri/i.test(errorDescription ?? '')
-          ? 'the redirect URI sent with the code must equal the one on the authorize URL; ' + reauthorizeHint()
-          : 'a code works once and only for a few minutes; ' + reauthorizeHint(),
+          ? reauthorizeHint('the redirect URI sent with the code must equal the one on the authorize URL; ')
+          : reauthorizeHint('a code works once and only for a few minutes; '),
       );
     case 'invalid_client':
     case 'unauthorized_client':

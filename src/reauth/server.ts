@@ -29,6 +29,7 @@ import {
   type FolderAccess,
   type TokenSet,
 } from '../oauth/index.js';
+import { syncauthCommand } from '../profile/name.js';
 import { hashToken, TOKEN_PATTERN, type LinkClaim, type LinkRecord, type LinkStore } from './links.js';
 import type { PendingRound, RoundStore } from './redis-store.js';
 import { FORBIDDEN_PAGE, NOT_FOUND_PAGE, RATE_LIMITED_PAGE, resultPage, startPage } from './page.js';
@@ -463,7 +464,7 @@ export async function startReauthServer(options: ReauthServerOptions): Promise<R
       return;
     }
     if (tokens.scopes.length > 0) {
-      const scopes = checkGrantedScopes(tokens.scopes, profile.access);
+      const scopes = checkGrantedScopes(tokens.scopes, profile.access, syncauthCommand);
       if (scopes.missing.length > 0) {
         log.warn({ event: 'reauth.scopes_missing', op: 'reauth', profile: name, missing: scopes.missing }, `re-authorization of profile "${name}" refused: the grant lacks ${scopes.missing.join(', ')}`);
         const revoked = await revoke('scopes_missing');

@@ -1,12 +1,12 @@
 // The typed client of the ingestion service (SPEC §1). Every input is checked before anything is sent, every
 // answer is checked against the response models, and every failure is a ServiceError with a stable code.
-import { syncauthCommand } from '../profile/name.js';
 import { retryDelay } from '../backoff.js';
 import { setTimeout as delay } from 'node:timers/promises';
 import * as z from 'zod';
 import type { Dispatcher } from 'undici';
 import { ExitCode, SyncauthError, ValidationError, fieldName } from '../errors.js';
 import type { FieldIssue } from '../errors.js';
+import { remedyHint } from '../remedy.js';
 import {
   ServiceError,
   errorFromResponse,
@@ -386,7 +386,7 @@ export class ServiceClient {
       if (left <= 0) {
         throw new SyncauthError('SERVICE_CHECK_PENDING', `the connection check of source connector ${id} had not finished after ${Math.round(timeoutMs / 1000)} s`, {
           exitCode: ExitCode.error,
-          hint: `the service may be busy; see the result later with \`${syncauthCommand(`source check ${id}`)}\``,
+          hint: remedyHint({ action: 'run', command: `source check ${id}` }, (command) => `the service may be busy; see the result later with \`${command}\``),
         });
       }
       await this.#sleep(Math.min(pause, left));
@@ -501,7 +501,7 @@ export class ServiceClient {
       method: 'POST',
       path: op.context.path,
       detail: answer.detail as string,
-      hint: `a job of this workflow is probably still running; see \`${syncauthCommand(`jobs list --workflow ${id}`)}\``,
+      hint: remedyHint({ action: 'run', command: `jobs list --workflow ${id}` }, (command) => `a job of this workflow is probably still running; see \`${command}\``),
     });
   }
 

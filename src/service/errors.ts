@@ -4,6 +4,7 @@
 import { ExitCode, SyncauthError, fieldName } from '../errors.js';
 import type { ErrorKind, FieldIssue } from '../errors.js';
 import { redact as redactSecrets } from '../redact.js';
+import type { RemedyHint } from '../remedy.js';
 
 export const SERVICE_ERROR_CODES = [
   'SERVICE_BAD_REQUEST',
@@ -31,7 +32,7 @@ export interface ServiceErrorOptions {
   unsupported?: boolean;
   method?: string;
   path?: string;
-  hint?: string;
+  hint?: string | RemedyHint;
   cause?: unknown;
   /** The response body as received; kept off the enumerable properties so loggers never serialise it. */
   body?: unknown;

@@ -6,7 +6,7 @@
 import { SyncauthError } from '../errors.js';
 import type { StoredSecrets } from '../credentials/types.js';
 import { isOAuthError, type TokenSet } from '../oauth/index.js';
-import { reauthorizeCommand } from '../profile/name.js';
+import { reauthorizeRemedyHint } from '../remedy.js';
 import { resolveSettings } from '../config.js';
 import { openProfileSession, readSecrets, requireGrant, type Grant, type OpenProfileSessionOptions, type ProfileSession } from './profile-session.js';
 import { renewHoldingLock } from './renew.js';
@@ -21,7 +21,7 @@ export async function reauthorizeHint<T>(profile: string, work: () => Promise<T>
     if (isOAuthError(error) && error.kind === 'terminal') {
       throw new SyncauthError(error.code, `${error.message} (profile "${profile}")`, {
         exitCode: error.exitCode,
-        hint: `run \`${reauthorizeCommand(profile)}\` to authorize again`,
+        hint: reauthorizeRemedyHint(profile),
         cause: error,
       });
     }

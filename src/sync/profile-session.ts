@@ -14,7 +14,7 @@ import type { OpenSecretStoreOptions, ProfileSecrets, SecretStore } from '../cre
 import { ExitCode, SyncauthError } from '../errors.js';
 import { configFileOf, readConfigFile } from '../profile/config-file.js';
 import { openProfileStore, type ProfileState, type ProfileStore } from '../profile/index.js';
-import { reauthorizeCommand } from '../profile/name.js';
+import { remedyHint } from '../remedy.js';
 import { registerAppCredentials, registerSecrets } from '../redact.js';
 import { recoverInterruptedSetup } from './setup-journal.js';
 
@@ -127,7 +127,9 @@ async function requireKnownProfile(profiles: ProfileStore, configFile: { profile
     kind: 'configuration',
     // The one exception to the kind's exit code: the name given is what is wrong, as for any input refused (2).
     exitCode: ExitCode.usage,
-    hint: known.length > 0 ? `the profiles there are: ${known.join(', ')}` : `no profile is set up there yet: run \`${reauthorizeCommand(name)}\` to make one`,
+    hint: known.length > 0
+      ? `the profiles there are: ${known.join(', ')}`
+      : remedyHint({ action: 'reauthorize', profile: name }, (command) => `no profile is set up there yet: run \`${command}\` to make one`),
   });
 }
 
@@ -195,10 +197,10 @@ function checkRecordedEndpoints(
     {
       // Refused before anything is sent: exit 2.
       kind: 'bad_input',
-      hint:
+      hint: remedyHint({ action: 'reauthorize', profile: name }, (command) =>
         `${dotenvAsked ? 'if the .env is not yours, remove it or run elsewhere; ' : ''}to move the profile, run ` +
-        `\`${reauthorizeCommand(name)}\` with the new endpoint as a flag or in the environment; to use it for this run ` +
-        `only, add --endpoint-override or set ${ENDPOINT_OVERRIDE_ENV}=1 in the environment (never read from .env)`,
+        `\`${command}\` with the new endpoint as a flag or in the environment; to use it for this run ` +
+        `only, add --endpoint-override or set ${ENDPOINT_OVERRIDE_ENV}=1 in the environment (never read from .env)`),
     },
   );
 }
@@ -272,7 +274,7 @@ export function requireGrant(session: Pick<ProfileSession, 'name'>, secrets: Res
   if (missing.length > 0) {
     throw new SyncauthError('SYNCAUTH_NOT_AUTHORIZED', `profile "${session.name}" has no Dropbox grant (missing ${missing.join(', ')})`, {
       kind: 'terminal',
-      hint: `run \`${reauthorizeCommand(session.name)}\`, or set ${missing.join(', ')} in the environment`,
+      hint: remedyHint({ action: 'reauthorize', profile: session.name }, (command) => `run \`${command}\`, or set ${missing.join(', ')} in the environment`),
     });
   }
   return { appKey: secrets.appKey as string, appSecret: secrets.appSecret as string, refreshToken: secrets.refreshToken as string };

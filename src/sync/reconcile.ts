@@ -1,12 +1,12 @@
 // The step shared by `setup`, `refresh` and the daemon: make the service hold one `dropbox` connector for the
 // profile, carrying the current credentials and the freshest access token, and (when a workflow is named) make
 // that workflow read from it.
-import { syncauthCommand } from '../profile/name.js';
 import path from 'node:path';
 import { assertProfileName, type ProfileState, type ProfileStateDraft, type ProfileStore, type UpdateOptions } from '../profile/index.js';
 import { ProfileStoreError } from '../profile/errors.js';
 import { ensurePrivateDir } from '../profile/files.js';
 import { withFileLock } from '../profile/lock.js';
+import { remedyHint } from '../remedy.js';
 import { dropboxApiPath } from '../service/source-configs.js';
 import type { SourceConfig } from '../service/source-configs.js';
 import { baseState } from './renew.js';
@@ -328,8 +328,9 @@ async function createOrAdopt(
         ...(error.method ? { method: error.method } : {}),
         ...(error.path ? { path: error.path } : {}),
         hint: winner
-          ? `choose another name with --connector-name (or SYNCAUTH_CONNECTOR_NAME), or, if that connector is no longer used, ` +
-            `delete it with \`${syncauthCommand(`source delete ${winner.id}`)}\` and run the command again`
+          ? remedyHint({ action: 'run', command: `source delete ${winner.id}` }, (command) =>
+            `choose another name with --connector-name (or SYNCAUTH_CONNECTOR_NAME), or, if that connector is no longer used, ` +
+            `delete it with \`${command}\` and run the command again`)
           : 'run the command again',
         cause: error,
       },

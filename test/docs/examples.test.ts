@@ -45,8 +45,8 @@ const NOT_RUN: Record<string, string> = {
   'npm ci && npm run build && npm install -g .': 'installs globally from the npm registry; test/deploy/install.test.ts runs it offline in a private prefix',
   'npx --yes ./syncauth-0.1.0.tgz setup': 'needs the packed tarball and npm\'s cache; test/deploy/install.test.ts runs it',
   'npm install -g ./syncauth-0.1.0.tgz': 'installs globally; test/deploy/install.test.ts runs it in a private prefix',
-  'npm run soak': 'the year soak takes over half an hour; npm test runs slices of it (test/soak/)',
-  'npm run soak -- --virtual': 'the virtual year takes minutes of both cores; npm test runs a twelve-day slice (test/soak/virtual.test.ts)',
+  'npm run soak': 'the year soak takes over half an hour; npm test runs slices of it (test/soak-regressions/)',
+  'npm run soak -- --virtual': 'the virtual year takes minutes of both cores; npm test runs a twelve-day slice (test/soak-regressions/virtual.test.ts)',
   'npm run soak -- --seed 7 --json': 'as above, with another seed',
   'syncauth notify test --notify-url https://hooks.example.com/syncauth':
     'sends a signed test event to hooks.example.com, which tests cannot reach; test/notify/cli.test.ts runs `notify test` against a local receiver',

@@ -38,7 +38,8 @@ const SHORT_STORE_KEY = 16;
 
 function describe(error: unknown): { message: string; hint?: string } {
   const known = error instanceof SyncauthError ? error : describeSystemError(error);
-  if (known) return { message: known.message, ...(known.hint ? { hint: known.hint } : {}) };
+  const hint = known?.hintFor(syncauthCommand);
+  if (known) return { message: known.message, ...(hint ? { hint } : {}) };
   return { message: error instanceof Error ? error.message : String(error) };
 }
 

@@ -214,7 +214,7 @@ function checkFailed(error: unknown, field: string, what: string): unknown {
   if (!(error instanceof SyncauthError) || error instanceof ValidationError) return error;
   return new SyncauthError(error.code, `${field}: could not check ${what} with the service: ${error.message}; nothing was saved`, {
     exitCode: error.exitCode,
-    ...(error.hint ? { hint: error.hint } : {}),
+    ...(error.hint ? { hint: error.hintSource } : {}),
     cause: error,
   });
 }
@@ -359,7 +359,7 @@ async function proveApiKey(session: ProfileSession, baseUrl: string, apiKey: str
     if (error instanceof SyncauthError && !(error instanceof ValidationError)) {
       throw new SyncauthError(error.code, `could not check the new API key with the service: ${error.message}; nothing was stored`, {
         exitCode: error.exitCode,
-        ...(error.hint ? { hint: error.hint } : {}),
+        ...(error.hint ? { hint: error.hintSource } : {}),
         cause: error,
       });
     }
@@ -445,7 +445,7 @@ function appSecretRefused(error: unknown, profile: string): unknown {
   if (error instanceof SyncauthError && !(error instanceof ValidationError)) {
     return new SyncauthError(error.code, `could not check the new app secret with Dropbox: ${error.message}; nothing was stored`, {
       exitCode: error.exitCode,
-      ...(error.hint ? { hint: error.hint } : {}),
+      ...(error.hint ? { hint: error.hintSource } : {}),
       cause: error,
     });
   }

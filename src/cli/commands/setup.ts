@@ -385,7 +385,7 @@ async function verifyGrant(
   for (const warning of tokens.warnings) if (!notes.includes(warning)) notes.push(warning);
   // A renewal answer lists no scopes; only a fresh grant can be checked.
   if (tokens.scopes.length > 0) {
-    const scopeCheck = checkGrantedScopes(tokens.scopes, session.values.access);
+    const scopeCheck = checkGrantedScopes(tokens.scopes, session.values.access, syncauthCommand);
     if (scopeCheck.missing.length > 0) {
       throw new SyncauthError('SYNCAUTH_SCOPES_MISSING', `the grant lacks ${scopeCheck.missing.join(', ')}`, {
         exitCode: ExitCode.error,
