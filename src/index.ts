@@ -46,6 +46,7 @@ export type {
   DaemonProfile,
   DaemonGrant,
   DaemonStatus,
+  GrantStore,
   ProfileStatus,
   ReconcileTarget,
   SweepReport,
