@@ -12,7 +12,8 @@ import { linkSignals } from '../abort.js';
 import { Backoff } from '../backoff.js';
 import { classifyFailure, type Failure } from './classify.js';
 import { HELD_ELSEWHERE } from './exclusion.js';
-import type { HeldToken, Parked, ProfileRuntime, ServedProfile } from './runtime.js';
+import { accessTokenSlot, type HeldToken, type Parked, type ProfileRuntime, type ServedProfile } from './runtime.js';
+import { registerSecrets, registerSlotSecret } from '../redact.js';
 import { isGrantStoreReadOnly } from '../sync/grant-store.js';
 import type { DaemonGrant, ParkReason, RenewalOutcome } from './types.js';
 import type { WorkerContext } from './worker-context.js';
@@ -152,6 +153,8 @@ export class ProfileRenewer {
 
   async #keepRefreshToken(profile: ServedProfile, refreshToken: string): Promise<void> {
     const rt = this.#rt;
+    // Learnt now: no line logged from here on carries it.
+    registerSecrets(refreshToken);
     // In memory first: whatever happens to the store, this process keeps the grant alive.
     if (rt.grant) rt.grant = { ...rt.grant, refreshToken };
     try {
@@ -176,6 +179,8 @@ export class ProfileRenewer {
 
   /** A failure to share the token with other processes costs them a renewal of their own, not this one. */
   async #shareAccessToken(profile: ServedProfile, tokens: TokenSet, grant: DaemonGrant): Promise<void> {
+    // Learnt now: the profile's access token slot names this token from here on, in place of the last one.
+    registerSlotSecret(accessTokenSlot(this.#rt.name), tokens.accessToken);
     try {
       await profile.grants.keepAccessToken(tokens, grant);
     } catch (error) {

@@ -6,6 +6,11 @@ import type { ProfileNotices } from './notices.js';
 import { grantStoreFromFunctions, type GrantStore } from '../sync/grant-store.js';
 import type { CheckOutcome, DaemonGrant, DaemonProfile, ParkReason, ReconcileOutcome, RenewalOutcome } from './types.js';
 
+/** The redaction slot of a profile's access token (see registerSlotSecret in src/redact.ts): one token per profile. */
+export function accessTokenSlot(profile: string): string {
+  return `access_token:${profile}`;
+}
+
 /** A profile as its worker serves it: where its grant is kept is always a GrantStore. */
 export type ServedProfile = DaemonProfile & { readonly grants: GrantStore };
 

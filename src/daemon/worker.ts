@@ -19,7 +19,8 @@ import { ProfileNotices } from './notices.js';
 import type { ProfileHealth } from './metrics.js';
 import { ProfileReconciler } from './reconciler.js';
 import { ProfileRenewer } from './renewal.js';
-import { ProfileRuntime, servedProfile, type HeldToken, type ServedProfile } from './runtime.js';
+import { accessTokenSlot, ProfileRuntime, servedProfile, type HeldToken, type ServedProfile } from './runtime.js';
+import { registerAppCredentials, registerSecrets, registerSlotSecret } from '../redact.js';
 import { healthOf, profileStatus } from './status.js';
 import type { ReauthorizationResult, ReauthorizedGrant } from './events.js';
 import type { CheckOutcome, DaemonGrant, ParkReason, ProfileEntry, ProfileLoadFailure, ProfileStatus, ReconcileOutcome, SweepEntry } from './types.js';
@@ -342,6 +343,9 @@ export class ProfileWorker {
   async reauthorized(grant: ReauthorizedGrant, checkTimeoutMs: number): Promise<ReauthorizationResult> {
     const rt = this.#rt;
     const { log, grants, onReauthorized } = this.#ctx;
+    // Learnt now: from here on no log line, error or record carries it.
+    registerAppCredentials(grant.appKey, grant.appSecret);
+    registerSecrets(grant.refreshToken);
     const profile = rt.config;
     if (!profile) return { stored: false, error: `profile "${rt.name}" is not loaded: ${rt.loadError?.message ?? 'unknown reason'}` };
     const writable = profile.grants.writable;
@@ -454,6 +458,8 @@ export class ProfileWorker {
     // An older record never replaces a newer grant.
     if (!record || (rt.grantIssuedAt !== undefined && record.issuedAt <= rt.grantIssuedAt)) return false;
     const grant: DaemonGrant = { appKey: record.appKey, appSecret: record.appSecret, refreshToken: record.refreshToken };
+    registerAppCredentials(grant.appKey, grant.appSecret);
+    registerSecrets(grant.refreshToken);
     rt.grantIssuedAt = record.issuedAt;
     if (!rt.grantDiffers(grant)) return false;
     rt.grant = grant;
@@ -535,7 +541,10 @@ export class ProfileWorker {
     if (keep) await rt.fileChain;
     else await this.#ctx.files.unpublish(rt);
     await rt.client?.client.close().catch(() => undefined);
-    if (!options.keepPublished) this.#ctx.metrics.forget(rt.name);
+    if (!options.keepPublished) {
+      this.#ctx.metrics.forget(rt.name);
+      registerSlotSecret(accessTokenSlot(rt.name), undefined);
+    }
   }
 
   // ---- the token held ----
@@ -558,6 +567,9 @@ export class ProfileWorker {
 
   #holdToken(token: HeldToken): void {
     const rt = this.#rt;
+    // Whatever way it came (renewed, taken from another process, adopted from the token file), the token held
+    // is redacted from every line logged, in place of the profile's last one.
+    registerSlotSecret(accessTokenSlot(rt.name), token.value);
     clearTimeout(rt.expiryTimer);
     rt.token = token;
     rt.renewSoon = undefined;
