@@ -215,22 +215,3 @@ export function grantStoreFromFunctions(profile: GrantFunctions): GrantStore {
     },
   };
 }
-
-/**
- * The six functions answered by a GrantStore, each present where the store can do it: what the daemon's public
- * profile offered before it carried a store, for callers that still read them.
- */
-export function grantFunctionsOf(store: GrantStore): Omit<GrantFunctions, 'name' | 'grant'> {
-  return {
-    ...(store.rereads ? { readGrant: () => store.readGrant() } : {}),
-    ...(store.writable
-      ? {
-          storeRefreshToken: (refreshToken: string) => store.keepRefreshToken(refreshToken),
-          storeGrant: (grant: Grant, accountId: string | undefined) => store.storeGrant(grant, accountId),
-          storeAccessToken: (tokens: TokenSet, grant: Grant) => store.keepAccessToken(tokens, grant),
-          readAccessToken: (grant: Grant) => store.readAccessToken(grant),
-        }
-      : {}),
-    ...(store.recordsAccount ? { recordAccount: (accountId: string) => store.recordAccount(accountId) } : {}),
-  };
-}

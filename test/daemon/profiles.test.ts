@@ -6,12 +6,16 @@ import { startDaemon, type DaemonProfile, type GrantStore, type RunningDaemon } 
 import { handOver, loadDaemonProfiles, PROFILES_LOADED_AT_ONCE } from '../../src/daemon/profiles.js';
 import { openProfileStore } from '../../src/profile/index.js';
 import type { ProfileSession } from '../../src/sync/profile-session.js';
+import { loadProfiles } from '../../src/cli/commands/daemon.js';
 import { captureLog, emulator, obtainGrant, profileOf, tempDir } from './helpers.js';
+import { fileStoreContext, storedProfilesHome } from './stored-profiles-home.js';
 
 const running: RunningDaemon[] = [];
 afterEach(async () => {
   for (const daemon of running.splice(0)) await daemon.close();
 });
+
+const SIX = ['readGrant', 'storeGrant', 'recordAccount', 'storeRefreshToken', 'storeAccessToken', 'readAccessToken'] as const;
 
 const ENV_GRANT = { SYNCAUTH_APP_KEY: 'profiles-app-key', SYNCAUTH_APP_SECRET: 'profiles-app-secret', SYNCAUTH_REFRESH_TOKEN: 'profiles-refresh-token' };
 
@@ -39,7 +43,7 @@ describe('loading the daemon\'s profiles', () => {
       expect(profile.grant).toEqual({ appKey: ENV_GRANT.SYNCAUTH_APP_KEY, appSecret: ENV_GRANT.SYNCAUTH_APP_SECRET, refreshToken: ENV_GRANT.SYNCAUTH_REFRESH_TOKEN });
       expect({ writable: profile.grants?.writable, rereads: profile.grants?.rereads, recordsAccount: profile.grants?.recordsAccount }).toEqual({ writable: false, rereads: false, recordsAccount: true });
       // What the public profile offered before the store: the account recorder alone.
-      expect(Object.keys(profile).filter((key) => typeof (profile as unknown as Record<string, unknown>)[key] === 'function')).toEqual(['recordAccount']);
+      expect(SIX.filter((key) => profile[key] !== undefined)).toEqual(['recordAccount']);
       expect(profile.reconcile).toMatchObject({ baseUrl: 'http://127.0.0.1:2', apiKey: 'profiles-api-key', remoteUrl: 'dropbox://data' });
     }
     // The settings the environment's profiles share are resolved once for the load.
@@ -57,6 +61,20 @@ describe('loading the daemon\'s profiles', () => {
     const without = resolveSettings({ flags: {}, env: { SYNCAUTH_CONFIG_DIR: configDir }, dotenv: {} }).values;
     expect(await loadDaemonProfiles({ values: without, store, open }, undefined)).toEqual([]);
     expect(PROFILES_LOADED_AT_ONCE).toBe(16);
+  });
+
+  it('a stored profile is served with its GrantStore, and the six functions of the public profile reach it', async () => {
+    const { home, names } = await storedProfilesHome(2);
+    const loaded = (await loadProfiles(fileStoreContext(home), openProfileStore(home.configDir), undefined)) as DaemonProfile[];
+    expect(loaded.map((profile) => profile.name)).toEqual(names);
+    const [first] = loaded as [DaemonProfile];
+    expect({ writable: first.grants?.writable, rereads: first.grants?.rereads, recordsAccount: first.grants?.recordsAccount }).toEqual({ writable: true, rereads: true, recordsAccount: true });
+    expect(SIX.filter((key) => first[key] !== undefined)).toEqual([...SIX]);
+    await first.storeRefreshToken?.('profiles-rotated-refresh-token');
+    expect((await first.grants?.readGrant())?.refreshToken).toBe('profiles-rotated-refresh-token');
+    expect(await first.readGrant?.()).toEqual(await first.grants?.readGrant());
+    // Nothing of the profile's own but its fields: the functions are the class's.
+    expect(Object.keys(first).sort()).toEqual(['dropboxApiUrl', 'grant', 'grants', 'name', 'reconcile', 'tokenUrl']);
   });
 
   it('handOver answers the first load once, then loads anew', async () => {

@@ -8,7 +8,6 @@ import type { TokenSet } from '../../src/oauth/index.js';
 import { openProfileStore } from '../../src/profile/index.js';
 import {
   environmentGrants,
-  grantFunctionsOf,
   grantStoreFromFunctions,
   GrantStoreReadOnlyError,
   isGrantStoreReadOnly,
@@ -176,15 +175,5 @@ describe('a store answered by a profile\'s six functions', () => {
     await store.keepRefreshToken('gs-rotated');
     expect(rotated).toEqual(['gs-rotated']);
     await expect(store.storeGrant(GRANT, undefined)).rejects.toSatisfy(isGrantStoreReadOnly);
-  });
-
-  it('the six functions answered by a store are present where it can do each, and reach it', async () => {
-    const { secrets, profiles } = await storedHome();
-    const fromEnv = grantFunctionsOf(environmentGrants('docs', GRANT, profiles));
-    expect(Object.keys(fromEnv).sort()).toEqual(['recordAccount']);
-    const stored = grantFunctionsOf(storedGrants('docs', secrets, profiles, async () => GRANT));
-    expect(Object.keys(stored).sort()).toEqual(['readAccessToken', 'readGrant', 'recordAccount', 'storeAccessToken', 'storeGrant', 'storeRefreshToken']);
-    await stored.storeRefreshToken?.('gs-via-function');
-    expect((await secrets.get('docs')).refresh_token).toBe('gs-via-function');
   });
 });
