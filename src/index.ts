@@ -37,6 +37,9 @@ export type {
 } from './oauth/index.js';
 
 export { getAccessToken } from './library/access-token.js';
+// A library's own GrantStore refuses what it cannot keep with this error, which the daemon takes to mean "held in
+// memory only", as it does for the env store; any other failure to keep a rotated refresh token fails the renewal.
+export { GrantStoreReadOnlyError, isGrantStoreReadOnly } from './sync/grant-store.js';
 export { openProfileStore } from './library/profile-store.js';
 export type { ProfileStore } from './profile/index.js';
 export type { AccessToken, GetAccessTokenOptions } from './library/access-token.js';
@@ -47,6 +50,7 @@ export type {
   DaemonProfile,
   DaemonGrant,
   DaemonStatus,
+  GrantStore,
   ProfileStatus,
   ReconcileTarget,
   SweepReport,

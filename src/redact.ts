@@ -12,7 +12,13 @@ const MIN_SECRET_LENGTH = 8;
 // a connector config) can be afforded there.
 const MIN_EXTRA_LENGTH = 4;
 
-const known = new Set<string>();
+// Each registered form with the number of its holders: a form registered for good (registerSecrets) is held
+// forever; one a slot holds (registerSlotSecret) goes once no slot holds it and it was never registered for good.
+const FOR_GOOD = Number.POSITIVE_INFINITY;
+const known = new Map<string, number>();
+// The forms each slot holds now: a value learnt again and again (each new access token of a profile) replaces
+// the last one's forms rather than adding to them, so the registry does not grow with the process's age.
+const slots = new Map<string, readonly string[]>();
 // Every registered form, found by a hash of its first MIN_SECRET_LENGTH characters; each list longest first, so
 // a form that contains another is replaced whole. Scanning a text costs a few integer operations per character
 // whatever the number of secrets (the hash of each window is rolled on from the last, no string is made): a
@@ -62,10 +68,13 @@ function basicFormsOf(appKey: string, appSecret: string): string[] {
   return [base64(`${appKey}:${appSecret}`), base64(`${form(appKey)}:${form(appSecret)}`)];
 }
 
-function add(forms: readonly string[]): void {
+/** Adds one holder of each form (`FOR_GOOD`: held forever); a form not registered before is put in place. */
+function add(forms: readonly string[], holders = FOR_GOOD): void {
   for (const form of forms) {
-    if (form.length < MIN_SECRET_LENGTH || known.has(form)) continue;
-    known.add(form);
+    if (form.length < MIN_SECRET_LENGTH) continue;
+    const held = known.get(form);
+    known.set(form, (held ?? 0) + holders);
+    if (held !== undefined) continue;
     const prefix = keyOf(windowHash(form, 0));
     const list = byPrefix.get(prefix);
     if (!list) byPrefix.set(prefix, [form]);
@@ -80,6 +89,25 @@ function add(forms: readonly string[]): void {
       }
       list.splice(low, 0, form);
     }
+  }
+}
+
+/** Takes one holder of each form away; a form no one holds any more (never one held for good) is forgotten. */
+function release(forms: readonly string[]): void {
+  for (const form of forms) {
+    const held = known.get(form);
+    if (held === undefined) continue;
+    if (held > 1) {
+      known.set(form, held - 1);
+      continue;
+    }
+    known.delete(form);
+    const prefix = keyOf(windowHash(form, 0));
+    const list = byPrefix.get(prefix);
+    const at = list?.indexOf(form) ?? -1;
+    if (!list || at < 0) continue;
+    list.splice(at, 1);
+    if (list.length === 0) byPrefix.delete(prefix);
   }
 }
 
@@ -111,6 +139,26 @@ function replaceKnown(text: string): string {
 /** Makes `redact` cut out these values, in every form they are sent in, for the rest of the process. */
 export function registerSecrets(...values: (string | undefined)[]): void {
   for (const value of values) if (value && value.length >= MIN_SECRET_LENGTH) add(formsOf(value));
+}
+
+/**
+ * Makes `redact` cut out `value`, in every form, in place of what `slot` held before (undefined: nothing any
+ * more). For a secret learnt anew again and again, such as each access token of one profile: the registry holds
+ * one value per slot, not every value the process has seen. A form also registered by `registerSecrets` stays.
+ */
+export function registerSlotSecret(slot: string, value: string | undefined): void {
+  const previous = slots.get(slot);
+  const forms = value && value.length >= MIN_SECRET_LENGTH ? formsOf(value).filter((form) => form.length >= MIN_SECRET_LENGTH) : [];
+  // The new forms first: one the old value shares is never unregistered in between.
+  add(forms, 1);
+  if (previous) release(previous);
+  if (forms.length > 0) slots.set(slot, forms);
+  else slots.delete(slot);
+}
+
+/** How many forms are registered now (each value's spellings count apart): for tests of the registry's growth. */
+export function registeredFormCount(): number {
+  return known.size;
 }
 
 /** Registers the app key and secret, and the HTTP Basic credential made of them. */

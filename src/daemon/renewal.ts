@@ -13,8 +13,10 @@ import { linkSignals } from '../abort.js';
 import { Backoff } from '../backoff.js';
 import { classifyFailure, type Failure } from './classify.js';
 import { HELD_ELSEWHERE } from './exclusion.js';
-import type { HeldToken, Parked, ProfileRuntime } from './runtime.js';
-import type { DaemonGrant, DaemonProfile, ParkReason, RenewalOutcome } from './types.js';
+import { accessTokenSlot, type HeldToken, type Parked, type ProfileRuntime, type ServedProfile } from './runtime.js';
+import { registerSecrets, registerSlotSecret } from '../redact.js';
+import { isGrantStoreReadOnly } from '../sync/grant-store.js';
+import type { DaemonGrant, ParkReason, RenewalOutcome } from './types.js';
 import type { WorkerContext } from './worker-context.js';
 
 /** What a renewal asks of the worker it is part of: to hold the token it got (until it expires), or to park the profile. */
@@ -55,7 +57,7 @@ export class ProfileRenewer {
   }
 
   /** A renewal of the profile, under its locks; its outcome, and whether the token was taken from another process. */
-  async renewUnderLock(profile: DaemonProfile): Promise<{ renewal: RenewalOutcome; adopted?: boolean }> {
+  async renewUnderLock(profile: ServedProfile): Promise<{ renewal: RenewalOutcome; adopted?: boolean }> {
     const rt = this.#rt;
     const { shutdown, locks } = this.#ctx;
     try {
@@ -78,7 +80,7 @@ export class ProfileRenewer {
   }
 
   /** The renewal itself, holding the profile's lock; `signal` aborts when the lock is lost or the daemon stops. */
-  async #renewHolding(profile: DaemonProfile, signal: AbortSignal): Promise<{ renewal: RenewalOutcome; adopted?: boolean }> {
+  async #renewHolding(profile: ServedProfile, signal: AbortSignal): Promise<{ renewal: RenewalOutcome; adopted?: boolean }> {
     const rt = this.#rt;
     const { store, config, rateGate, clock } = this.#ctx;
     // Another process may have renewed while this one waited for the lock.
@@ -88,8 +90,8 @@ export class ProfileRenewer {
       rt.backoff = Backoff.none;
       return { renewal: this.#settle('fresh') };
     }
-    if (profile.readGrant && state?.secretsVersion !== rt.secretsVersion) {
-      rt.grant = await profile.readGrant();
+    if (profile.grants.rereads && state?.secretsVersion !== rt.secretsVersion) {
+      rt.grant = await profile.grants.readGrant();
       rt.secretsVersion = state?.secretsVersion;
     }
     const grant = rt.grant as NonNullable<typeof rt.grant>;
@@ -110,7 +112,7 @@ export class ProfileRenewer {
       signal,
       timeoutMs: config.tokenTimeoutMs,
       onNewRefreshToken: (refreshToken) => this.#keepRefreshToken(profile, refreshToken),
-      ...(profile.storeAccessToken ? { onNewAccessToken: (fresh: TokenSet) => this.#shareAccessToken(profile, fresh, grant) } : {}),
+      onNewAccessToken: (fresh: TokenSet) => this.#shareAccessToken(profile, fresh, grant),
     });
     this.#settle('renewed');
     await this.#renewed(tokens, sentMono);
@@ -123,17 +125,17 @@ export class ProfileRenewer {
    * to the grant held and has more than the margin (and the largest jitter) left. Returns whether it was; if
    * not (the env store keeps none, the store is out of reach, the kept token is as old), this process renews.
    */
-  async #adoptKept(profile: DaemonProfile, grant: DaemonGrant): Promise<boolean> {
+  async #adoptKept(profile: ServedProfile, grant: DaemonGrant): Promise<boolean> {
     const rt = this.#rt;
     const { config, clock, log } = this.#ctx;
     // Due as it would be with the largest share of jitter drawn.
     const rule = { marginMs: config.marginMs, jitterMs: config.jitterMs };
     const at = this.#now();
     const known = rt.expiry(at);
-    if (!profile.readAccessToken || known === undefined || due({ expiresAt: known }, rule, at)) return false;
-    let kept: Awaited<ReturnType<NonNullable<DaemonProfile['readAccessToken']>>>;
+    if (known === undefined || due({ expiresAt: known }, rule, at)) return false;
+    let kept: Awaited<ReturnType<ServedProfile['grants']['readAccessToken']>>;
     try {
-      kept = await profile.readAccessToken(grant);
+      kept = await profile.grants.readAccessToken(grant);
     } catch (error) {
       log.warn({ profile: rt.name, event: 'token.unread', op: 'renew', error: classifyFailure(error).message }, `could not read the access token of profile "${rt.name}" another process kept; renewing instead`);
       return false;
@@ -151,34 +153,38 @@ export class ProfileRenewer {
     return true;
   }
 
-  async #keepRefreshToken(profile: DaemonProfile, refreshToken: string): Promise<void> {
+  async #keepRefreshToken(profile: ServedProfile, refreshToken: string): Promise<void> {
     const rt = this.#rt;
+    // Learnt now: no line logged from here on carries it.
+    registerSecrets(refreshToken);
     // In memory first: whatever happens to the store, this process keeps the grant alive.
     if (rt.grant) rt.grant = { ...rt.grant, refreshToken };
-    if (profile.storeRefreshToken) {
-      try {
-        await profile.storeRefreshToken(refreshToken);
-      } catch (error) {
-        // Not used before it is stored: the renewal counts as failed and is retried (with the token in memory),
-        // storing again each time, however the store classifies its own failure.
-        throw new SyncauthError('REFRESH_TOKEN_NOT_STORED', `Dropbox rotated the refresh token of profile "${rt.name}" and storing the new one failed: ${classifyFailure(error).message}`, {
-          cause: error,
-        });
+    try {
+      await profile.grants.keepRefreshToken(refreshToken);
+    } catch (error) {
+      if (isGrantStoreReadOnly(error)) {
+        this.#ctx.log.warn(
+          { profile: rt.name, event: 'grant.rotated', op: 'renew', stored: false },
+          `Dropbox rotated the refresh token of profile "${rt.name}", and its secrets are read-only here: the new one is kept in memory only. ` +
+            `Store it where the grant comes from (run \`${reauthorizeCommand(rt.name)}\`) before this process stops.`,
+        );
+        return;
       }
-      this.#ctx.log.info({ profile: rt.name, event: 'grant.rotated', op: 'renew' }, `Dropbox rotated the refresh token of profile "${rt.name}"; the new one is stored`);
-    } else {
-      this.#ctx.log.warn(
-        { profile: rt.name, event: 'grant.rotated', op: 'renew', stored: false },
-        `Dropbox rotated the refresh token of profile "${rt.name}", and its secrets are read-only here: the new one is kept in memory only. ` +
-          `Store it where the grant comes from (run \`${reauthorizeCommand(rt.name)}\`) before this process stops.`,
-      );
+      // Not used before it is stored: the renewal counts as failed and is retried (with the token in memory),
+      // storing again each time, however the store classifies its own failure.
+      throw new SyncauthError('REFRESH_TOKEN_NOT_STORED', `Dropbox rotated the refresh token of profile "${rt.name}" and storing the new one failed: ${classifyFailure(error).message}`, {
+        cause: error,
+      });
     }
+    this.#ctx.log.info({ profile: rt.name, event: 'grant.rotated', op: 'renew' }, `Dropbox rotated the refresh token of profile "${rt.name}"; the new one is stored`);
   }
 
   /** A failure to share the token with other processes costs them a renewal of their own, not this one. */
-  async #shareAccessToken(profile: DaemonProfile, tokens: TokenSet, grant: DaemonGrant): Promise<void> {
+  async #shareAccessToken(profile: ServedProfile, tokens: TokenSet, grant: DaemonGrant): Promise<void> {
+    // Learnt now: the profile's access token slot names this token from here on, in place of the last one.
+    registerSlotSecret(accessTokenSlot(this.#rt.name), tokens.accessToken);
     try {
-      await profile.storeAccessToken?.(tokens, grant);
+      await profile.grants.keepAccessToken(tokens, grant);
     } catch (error) {
       this.#ctx.log.warn({ profile: this.#rt.name, event: 'token.unshared', op: 'renew', error: classifyFailure(error).message }, `could not keep the access token of profile "${this.#rt.name}" in its secret store; other commands will renew their own`);
     }
@@ -203,7 +209,7 @@ export class ProfileRenewer {
     this.#ctx.log.info({ profile: rt.name, event: 'renewal.succeeded', op: 'renew', expiresAt: new Date(tokens.expiresAt).toISOString() }, `renewed the access token of profile "${rt.name}"`);
   }
 
-  async #renewalFailed(profile: DaemonProfile, error: unknown): Promise<RenewalOutcome> {
+  async #renewalFailed(profile: ServedProfile, error: unknown): Promise<RenewalOutcome> {
     const rt = this.#rt;
     const { config, random, log } = this.#ctx;
     const failure = classifyFailure(error);
@@ -220,9 +226,9 @@ export class ProfileRenewer {
         return this.#settle('failed');
       }
       // Another process may have stored a new grant since this one was read: try it before giving up.
-      if (isOAuthError(error, 'OAUTH_INVALID_GRANT') && profile.readGrant) {
+      if (isOAuthError(error, 'OAUTH_INVALID_GRANT') && profile.grants.rereads) {
         try {
-          const stored = await profile.readGrant();
+          const stored = await profile.grants.readGrant();
           if (rt.grantDiffers(stored)) {
             rt.grant = stored;
             rt.backoff = rt.backoff.waitUntil(0);

@@ -4,7 +4,24 @@ import { Backoff } from '../backoff.js';
 import type { ServiceClient } from '../service/index.js';
 import { due } from '../sync/renewal-policy.js';
 import type { ProfileNotices } from './notices.js';
+import { grantStoreFromFunctions, type GrantStore } from '../sync/grant-store.js';
 import type { CheckOutcome, DaemonGrant, DaemonProfile, ParkReason, ReconcileOutcome, RenewalOutcome } from './types.js';
+
+/** The redaction slot of a profile's access token (see registerSlotSecret in src/redact.ts): one token per profile. */
+export function accessTokenSlot(profile: string): string {
+  return `access_token:${profile}`;
+}
+
+/** A profile as its worker serves it: where its grant is kept is always a GrantStore. */
+export type ServedProfile = DaemonProfile & { readonly grants: GrantStore };
+
+/**
+ * The one place a profile enters the workers: one given with the six functions of the public profile, and no
+ * store, is served through a store that calls them.
+ */
+export function servedProfile(entry: DaemonProfile): ServedProfile {
+  return entry.grants ? (entry as ServedProfile) : { ...entry, grants: grantStoreFromFunctions(entry) };
+}
 
 export interface Parked {
   reason: ParkReason;
@@ -37,7 +54,7 @@ export class ProfileRuntime {
   readonly name: string;
   readonly #clock: DaemonClock;
   /** Undefined while the profile could not be loaded. */
-  config: DaemonProfile | undefined;
+  config: ServedProfile | undefined;
   loadError: Error | undefined;
   /** Failed loads in a row, and when (monotonic) to try loading again. */
   loadBackoff = Backoff.none;

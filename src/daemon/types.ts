@@ -7,11 +7,14 @@ import type { ServiceClientOptions } from '../service/index.js';
 import type { Schedule } from '../service/models.js';
 import type { FileAccess } from '../publish/file.js';
 import type { TemplateSpec } from '../publish/template.js';
+import type { GrantStore } from '../sync/grant-store.js';
 import type { ProfileSinks } from '../publish/token-file.js';
 import type { SinkLocks } from '../publish/sink-lock.js';
 import type { Coordinator } from './coordinator.js';
 import type { NoticeSink } from './events.js';
 import type { ReauthorizationResult, ReauthorizedGrant } from './events.js';
+
+export type { GrantStore } from '../sync/grant-store.js';
 
 /** The Dropbox grant of one profile. */
 export interface DaemonGrant {
@@ -39,6 +42,13 @@ export interface DaemonProfile {
   /** Dropbox's v2 API base, to learn the account id a template may use. */
   dropboxApiUrl?: string;
   grant: DaemonGrant;
+  /**
+   * Where the grant is kept: read again, a rotated refresh token and a re-authorization's grant stored, the
+   * access token shared with other processes, the account recorded (see src/sync/grant-store.ts). The daemon
+   * uses it alone; a profile without it is served through the six functions below (each absent: what the
+   * store cannot do), which it adapts into one when the profile is loaded.
+   */
+  grants?: GrantStore;
   /**
    * Reads the grant again from where it is kept. Called when the profile's stored `secretsVersion` changes
    * and once before a profile is parked for `invalid_grant` (another process may have stored a new refresh

@@ -19,10 +19,11 @@ import { ProfileNotices } from './notices.js';
 import type { ProfileHealth } from './metrics.js';
 import { ProfileReconciler } from './reconciler.js';
 import { ProfileRenewer } from './renewal.js';
-import { ProfileRuntime, type HeldToken } from './runtime.js';
+import { accessTokenSlot, ProfileRuntime, servedProfile, type HeldToken, type ServedProfile } from './runtime.js';
+import { registerAppCredentials, registerSecrets, registerSlotSecret } from '../redact.js';
 import { healthOf, profileStatus } from './status.js';
 import type { ReauthorizationResult, ReauthorizedGrant } from './events.js';
-import type { CheckOutcome, DaemonGrant, DaemonProfile, ParkReason, ProfileEntry, ProfileLoadFailure, ProfileStatus, ReconcileOutcome, SweepEntry } from './types.js';
+import type { CheckOutcome, DaemonGrant, ParkReason, ProfileEntry, ProfileLoadFailure, ProfileStatus, ReconcileOutcome, SweepEntry } from './types.js';
 import type { WorkerContext } from './worker-context.js';
 import type { SealedGrant } from './grant-record.js';
 
@@ -295,7 +296,7 @@ export class ProfileWorker {
    * re-authorization elsewhere) is read and renewed with; an invalid_grant another process met makes this one
    * renew to see for itself. It parks only on its own invalid_grant.
    */
-  async #notesOfOthers(profile: DaemonProfile): Promise<void> {
+  async #notesOfOthers(profile: ServedProfile): Promise<void> {
     const rt = this.#rt;
     const { log } = this.#ctx;
     let state: ProfileState | undefined;
@@ -308,9 +309,9 @@ export class ProfileWorker {
     const failure = state?.lastError;
     const failedElsewhere = failure !== undefined && failure.terminal && state?.needsReauthorization === true && failure.at !== rt.seenFailureAt;
     rt.seenFailureAt = failure?.at;
-    if (profile.readGrant && state?.secretsVersion !== rt.secretsVersion) {
+    if (profile.grants.rereads && state?.secretsVersion !== rt.secretsVersion) {
       try {
-        const stored = await profile.readGrant();
+        const stored = await profile.grants.readGrant();
         rt.secretsVersion = state?.secretsVersion;
         if (rt.grantDiffers(stored)) {
           rt.grant = stored;
@@ -342,15 +343,19 @@ export class ProfileWorker {
   async reauthorized(grant: ReauthorizedGrant, checkTimeoutMs: number): Promise<ReauthorizationResult> {
     const rt = this.#rt;
     const { log, grants, onReauthorized } = this.#ctx;
+    // Learnt now: from here on no log line, error or record carries it.
+    registerAppCredentials(grant.appKey, grant.appSecret);
+    registerSecrets(grant.refreshToken);
     const profile = rt.config;
     if (!profile) return { stored: false, error: `profile "${rt.name}" is not loaded: ${rt.loadError?.message ?? 'unknown reason'}` };
-    if (!profile.storeGrant && !grants && !onReauthorized) {
+    const writable = profile.grants.writable;
+    if (!writable && !grants && !onReauthorized) {
       return { stored: false, error: `the secrets of profile "${rt.name}" are read-only here (the env store): a new grant cannot be stored` };
     }
     const fresh = { appKey: grant.appKey, appSecret: grant.appSecret, refreshToken: grant.refreshToken };
-    if (profile.storeGrant) {
+    if (writable) {
       try {
-        await profile.storeGrant(fresh, grant.accountId || undefined);
+        await profile.grants.storeGrant(fresh, grant.accountId || undefined);
       } catch (error) {
         const failure = classifyFailure(error);
         log.error({ profile: rt.name, event: 'reauth.store_failed', op: 'reauth', errorCode: failure.code }, `could not store the new grant of profile "${rt.name}": ${failure.message}`);
@@ -366,7 +371,7 @@ export class ProfileWorker {
     rt.recordedAccountId = grant.accountId || undefined;
     rt.check.off = undefined;
     const warnings: string[] = [];
-    if (profile.storeGrant) {
+    if (writable) {
       log.info({ profile: rt.name, event: 'reauth.grant_stored', op: 'reauth' }, `stored the new grant of profile "${rt.name}"; renewing with it`);
     } else {
       log.info({ profile: rt.name, event: 'reauth.grant_held', op: 'reauth' }, `holding the new grant of profile "${rt.name}" in memory (its secrets are read-only here); renewing with it`);
@@ -383,7 +388,7 @@ export class ProfileWorker {
         log.error({ profile: rt.name, event: 'grant.share_failed', op: 'reauth', errorCode: failure.code }, `could not share the new grant of profile "${rt.name}" with the other replicas: ${failure.message}`);
         warnings.push('The other replicas could not be given the new grant (Redis did not answer); they keep failing until this is done again.');
       }
-    } else if (!profile.storeGrant && !onReauthorized) {
+    } else if (!writable && !onReauthorized) {
       warnings.push('The new grant is held in memory only: a restart reads the old one from the environment.');
     }
     // Beside the renewal: the command has its own deadline, and the page waits for both.
@@ -407,7 +412,7 @@ export class ProfileWorker {
   }
 
   /** Renews at once with the grant just brought, then reconciles and runs the connection check. */
-  async #renewWithNewGrant(profile: DaemonProfile, checkTimeoutMs: number): Promise<ReauthorizationResult> {
+  async #renewWithNewGrant(profile: ServedProfile, checkTimeoutMs: number): Promise<ReauthorizationResult> {
     const rt = this.#rt;
     rt.forceRenewal = true;
     let entry: SweepEntry | undefined;
@@ -453,6 +458,8 @@ export class ProfileWorker {
     // An older record never replaces a newer grant.
     if (!record || (rt.grantIssuedAt !== undefined && record.issuedAt <= rt.grantIssuedAt)) return false;
     const grant: DaemonGrant = { appKey: record.appKey, appSecret: record.appSecret, refreshToken: record.refreshToken };
+    registerAppCredentials(grant.appKey, grant.appSecret);
+    registerSecrets(grant.refreshToken);
     rt.grantIssuedAt = record.issuedAt;
     if (!rt.grantDiffers(grant)) return false;
     rt.grant = grant;
@@ -463,9 +470,9 @@ export class ProfileWorker {
     }
     rt.check.off = undefined;
     let stored = false;
-    if (profile.storeGrant) {
+    if (profile.grants.writable) {
       try {
-        await profile.storeGrant(grant, record.accountId);
+        await profile.grants.storeGrant(grant, record.accountId);
         stored = true;
         // Our own write: not news for the next visit.
         rt.secretsVersion = (await this.#readState().catch(() => undefined))?.secretsVersion ?? rt.secretsVersion;
@@ -491,7 +498,7 @@ export class ProfileWorker {
     const { clock, log } = this.#ctx;
     const apiUrl = rt.config?.dropboxApiUrl;
     const token = rt.token;
-    if (rt.accountRecorded || !rt.config?.recordAccount || !apiUrl || !token || clock.mono() < rt.accountRetryAt) return;
+    if (rt.accountRecorded || !rt.config?.grants.recordsAccount || !apiUrl || !token || clock.mono() < rt.accountRetryAt) return;
     try {
       const state = await this.#readState();
       if (state?.accountId) {
@@ -500,7 +507,7 @@ export class ProfileWorker {
       }
       const accountId = rt.accountId ?? (await getCurrentAccount({ apiUrl, accessToken: token.value, timeoutMs: ACCOUNT_ID_TIMEOUT_MS, signal: this.#ctx.shutdown })).accountId;
       rt.accountId = accountId;
-      await rt.config.recordAccount(accountId);
+      await rt.config.grants.recordAccount(accountId);
       rt.accountRecorded = true;
       log.info({ profile: rt.name, event: 'account.recorded', op: 'renew', accountId }, `recorded the Dropbox account of profile "${rt.name}"`);
     } catch (error) {
@@ -534,7 +541,10 @@ export class ProfileWorker {
     if (keep) await rt.fileChain;
     else await this.#ctx.files.unpublish(rt);
     await rt.client?.client.close().catch(() => undefined);
-    if (!options.keepPublished) this.#ctx.metrics.forget(rt.name);
+    if (!options.keepPublished) {
+      this.#ctx.metrics.forget(rt.name);
+      registerSlotSecret(accessTokenSlot(rt.name), undefined);
+    }
   }
 
   // ---- the token held ----
@@ -557,6 +567,9 @@ export class ProfileWorker {
 
   #holdToken(token: HeldToken): void {
     const rt = this.#rt;
+    // Whatever way it came (renewed, taken from another process, adopted from the token file), the token held
+    // is redacted from every line logged, in place of the profile's last one.
+    registerSlotSecret(accessTokenSlot(rt.name), token.value);
     clearTimeout(rt.expiryTimer);
     rt.token = token;
     rt.renewSoon = undefined;
@@ -685,9 +698,9 @@ export class ProfileWorker {
     this.#learnState(state);
     if (parked.until === 'secrets' && state?.secretsVersion === parked.secretsVersion) return;
     rt.check.off = undefined;
-    if (rt.config.readGrant) {
+    if (rt.config.grants.rereads) {
       try {
-        rt.grant = await rt.config.readGrant();
+        rt.grant = await rt.config.grants.readGrant();
       } catch (error) {
         this.#ctx.log.warn({ profile: rt.name, event: 'profile.secrets_unreadable', op: 'load', error: classifyFailure(error).message }, `profile "${rt.name}": could not read its new secrets`);
         return;
@@ -756,7 +769,7 @@ export class ProfileWorker {
       void rt.client.client.close();
       rt.client = undefined;
     }
-    rt.config = entry;
+    rt.config = servedProfile(entry);
     rt.loadedGrant = entry.grant;
     if (!keepNewer) {
       if (grantChanged) rt.grantIssuedAt = undefined;

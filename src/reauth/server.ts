@@ -18,6 +18,7 @@ import type { ReauthorizationResult, ReauthorizedGrant } from './grant.js';
 import { UntrustedFileError } from '../config-dir.js';
 import type { Logger } from '../log.js';
 import { listenHttp } from '../net/listen.js';
+import { registerSecrets } from '../redact.js';
 import {
   checkGrantedScopes,
   createAuthorizationRequest,
@@ -434,6 +435,8 @@ export async function startReauthServer(options: ReauthServerOptions): Promise<R
       fail('Dropbox refused the code', [messageOf(error), 'Nothing changed. Open the link again to try once more.']);
       return;
     }
+    // Learnt here first: no line logged from now on, by the page or the daemon it hands the grant to, carries it.
+    registerSecrets(tokens.refreshToken);
     let account: DropboxAccount | undefined;
     try {
       account = await getCurrentAccount({ apiUrl: profile.apiUrl, accessToken: tokens.accessToken, timeoutMs });

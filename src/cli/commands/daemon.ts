@@ -3,23 +3,20 @@
 // turns signals into a graceful stop (SIGTERM, SIGINT) or a reload (SIGHUP).
 import { syncauthCommand } from '../../profile/name.js';
 import path from 'node:path';
-import { SETTINGS, type SettingName, type Settings } from '../../config.js';
+import { SETTINGS, type SettingName } from '../../config.js';
 import {
   createRedisCoordinator,
   isLoadFailure,
   redisTarget,
   startDaemon,
   tokenFileFor,
-  type DaemonGrant,
   type DaemonProfile,
   type ProfileEntry,
-  type ReconcileTarget,
   type RunningDaemon,
 } from '../../daemon/index.js';
 import { absorbing, ExitCode, SyncauthError, ValidationError, type FieldIssue } from '../../errors.js';
 import { createLogger, type LogLevel, type Logger } from '../../log.js';
 import { SECRET_FILE_NAME, secretFilesOf } from '../../credentials/file.js';
-import { eachBounded } from '../../limiter.js';
 import { startSidecar } from '../../daemon/sidecar.js';
 import { exitSoon, holdSignals, reportReadiness, stopDuringStart, untilStopped, type HeldSignals } from '../../daemon/signals.js';
 import { onePass } from '../../daemon/once.js';
@@ -29,14 +26,10 @@ import { checkTokenFilePlaces, tokenFileAccessOf, type ProfileSinks } from '../.
 import { checkTemplate, parseTemplateFlag, type TemplateSpec } from '../../publish/template.js';
 import { placeSinks, PLACE_RULE } from '../../publish/place.js';
 import { removeTemporaryLeftovers } from '../../profile/files.js';
-import { newSecretsVersion, openProfileStore, type ProfileStore } from '../../profile/index.js';
-import type { Schedule } from '../../service/models.js';
-import type { TokenSet } from '../../oauth/index.js';
-import { defaultConnectorName } from '../../sync/reconcile.js';
-import { accessTokenKeeper, accessTokenReader } from '../../sync/token-cache.js';
-import { baseState, stateWithNewGrant } from '../../sync/renew.js';
+import { openProfileStore, type ProfileStore } from '../../profile/index.js';
+import { environmentGrant, handOver, loadDaemonProfiles } from '../../daemon/profiles.js';
 import type { CommandContext } from '../context.js';
-import { openSession, readSecrets, requireGrant, type ProfileSession, type ResolvedSecrets } from '../session.js';
+import { openSession, readSecrets } from '../session.js';
 import { configFileLabel, notifyUrlFileLabel, prepareProfileSinks, withDaemonConfigFile, type DaemonCommandOptions } from '../daemon-config.js';
 import { checkDaemonOptions } from '../../daemon/spec.js';
 import { checkPortsFree, lockDaemonSinks, refuseHeldSinks } from '../daemon-sinks.js';
@@ -52,13 +45,6 @@ interface Handover {
   tokenFileAccess?: FileAccess;
   templates: TemplateSpec[];
   socket?: { path: string; mode?: number; gid?: number };
-}
-
-/** A ValidationError's issues join `issues`, so that every bad setting is named at once; any other error is thrown. */
-function absorbIssues(issues: FieldIssue[], error: unknown): undefined {
-  if (!(error instanceof ValidationError)) throw error;
-  issues.push(...error.issues);
-  return undefined;
 }
 
 /** Each sink kind checks its own settings (see src/publish/); every bad one is named at once. */
@@ -195,128 +181,23 @@ function relabel(context: CommandContext, error: unknown): unknown {
   }));
 }
 
-function reconcileTarget(v: Settings, apiKey: string | undefined): ReconcileTarget | undefined {
-  if (!v.baseUrl || !v.remoteUrl || !apiKey) return undefined;
-  return {
-    baseUrl: v.baseUrl,
-    apiKey,
-    apiKeyHeader: v.apiKeyHeader,
-    connectorName: v.connectorName ?? defaultConnectorName(v.remoteUrl),
-    remoteUrl: v.remoteUrl,
-    recursive: v.recursive,
-    ...(v.workflowId ? { workflow: { id: v.workflowId, ...(v.schedule ? { schedule: v.schedule as Schedule } : {}) } } : {}),
-  };
-}
-
-function environmentGrant(v: Settings): DaemonGrant | undefined {
-  return v.appKey && v.appSecret && v.refreshToken ? { appKey: v.appKey, appSecret: v.appSecret, refreshToken: v.refreshToken } : undefined;
-}
-
-/** A container's profile: everything from the environment (and .env), nothing from any store. */
-function environmentProfile(context: CommandContext, name: string, grant: DaemonGrant, store: ProfileStore): DaemonProfile {
-  const v = context.settings.values;
-  const reconcile = reconcileTarget(v, v.apiKey);
-  return { name, tokenUrl: v.tokenUrl, dropboxApiUrl: v.dropboxApiUrl, grant, recordAccount: accountRecorder(store, name), ...(reconcile ? { reconcile } : {}) };
-}
-
 /**
- * The stores the loaded profiles' closures write through, one per kind for a whole load. Sessions of one
- * command that use the same kind of secret store open the same store (config dir and key come from the
- * command's settings; the kind may differ per profile, as config.json records it), and a store is some fifty
- * closures: one kept per profile held ten thousand of each.
+ * The profiles to serve (src/daemon/profiles.ts), each session opened as the command opens one: a key asked
+ * for at a terminal once, its notices on stderr.
  */
-interface SharedStores {
-  secrets: Map<ProfileSession['secrets']['kind'], ProfileSession['secrets']>;
-  profiles?: ProfileSession['profiles'];
-}
-
-async function storedProfile(context: CommandContext, name: string, shared: SharedStores): Promise<DaemonProfile> {
-  const session = await openSession(context, name, { existing: true });
-  const secrets: ResolvedSecrets = await readSecrets(session);
-  const grant = requireGrant(session, secrets);
-  const reconcile = reconcileTarget(session.values, secrets.apiKey);
-  // What the closures below keep of the session: the load's shared stores, not its resolved settings and
-  // state, which ten thousand profiles would otherwise hold on the heap for the daemon's life.
-  const secretStore = shared.secrets.get(session.secrets.kind) ?? session.secrets;
-  shared.secrets.set(secretStore.kind, secretStore);
-  const profiles = (shared.profiles ??= session.profiles);
-  return {
-    name,
-    tokenUrl: session.values.tokenUrl,
-    dropboxApiUrl: session.values.dropboxApiUrl,
-    grant,
-    readGrant: async () => {
-      const fresh = await openSession(context, name);
-      return requireGrant(fresh, await readSecrets(fresh));
+export function loadProfiles(context: CommandContext, store: ProfileStore, requested: string[] | undefined): Promise<ProfileEntry[]> {
+  return loadDaemonProfiles(
+    {
+      values: context.settings.values,
+      store,
+      open: async (name, options) => {
+        const session = await openSession(context, name, options);
+        return { session, secrets: await readSecrets(session) };
+      },
     },
-    ...(secretStore.writable
-      ? {
-          storeRefreshToken: async (refreshToken: string) => {
-            await secretStore.set(name, { refresh_token: refreshToken });
-            // Tells other processes serving this profile that the grant they hold is stale.
-            await profiles.update(name, (current) => (current ? { ...baseState(current), secretsVersion: newSecretsVersion() } : current));
-          },
-          // Re-authorization: the whole grant at once, the old grant's cached token cleared with it.
-          storeGrant: async (fresh: DaemonGrant, accountId: string | undefined) => {
-            await secretStore.set(name, { app_key: fresh.appKey, app_secret: fresh.appSecret, refresh_token: fresh.refreshToken, access_token: '' });
-            await profiles.update(name, (current) => (current ? stateWithNewGrant(current, accountId) : current));
-          },
-          storeAccessToken: (tokens: TokenSet, held: DaemonGrant) => accessTokenKeeper(secretStore, name, held.appKey)?.(tokens) ?? Promise.resolve(),
-          readAccessToken: (held: DaemonGrant) => accessTokenReader(secretStore, name)?.(held) ?? Promise.resolve(undefined),
-        }
-      : {}),
-    recordAccount: accountRecorder(profiles, name),
-    ...(reconcile ? { reconcile } : {}),
-  };
+    requested,
+  );
 }
-
-/** Records the Dropbox account in the profile's state when none is recorded (see ProfileWorker.recordAccount). */
-function accountRecorder(store: ProfileStore, name: string): (accountId: string) => Promise<void> {
-  return async (accountId) => {
-    await store.update(name, (current) => (current && !current.accountId ? { ...baseState(current), accountId } : current));
-  };
-}
-
-export async function loadProfiles(context: CommandContext, store: ProfileStore, requested: string[] | undefined): Promise<ProfileEntry[]> {
-  const v = context.settings.values;
-  const stored = await store.names();
-  const fromEnvironment = environmentGrant(v);
-  const names = requested ?? stored;
-  if (names.length === 0) return fromEnvironment ? [environmentProfile(context, v.profile, fromEnvironment, store)] : [];
-  const isStored = new Set(stored);
-  // A few at a time, at start, on SIGHUP and for --once alike: each load reads the profile's state and secrets,
-  // and ten thousand of them at once held every read on the heap together.
-  const shared: SharedStores = { secrets: new Map() };
-  const entries: ProfileEntry[] = new Array<ProfileEntry>(names.length);
-  await eachBounded(names, PROFILES_LOADED_AT_ONCE, async (name, i) => {
-    if (!isStored.has(name) && fromEnvironment) {
-      entries[i] = environmentProfile(context, name, fromEnvironment, store);
-      return;
-    }
-    try {
-      entries[i] = await storedProfile(context, name, shared);
-    } catch (error) {
-      entries[i] = { name, error: error instanceof Error ? error : new Error(String(error)) };
-    }
-  });
-  return entries;
-}
-
-/**
- * A loader that answers `first` once (and lets go of it), then calls `load`: the entries read for the start's
- * checks are the ones the daemon starts with, and every later call (a reload) reads the profiles anew.
- */
-function handOver(first: ProfileEntry[], load: () => Promise<ProfileEntry[]>): () => Promise<ProfileEntry[]> {
-  let kept: ProfileEntry[] | undefined = first;
-  return () => {
-    const entries = kept;
-    kept = undefined;
-    return entries ? Promise.resolve(entries) : load();
-  };
-}
-
-/** Profiles whose state and secrets are read at once while loading. */
-const PROFILES_LOADED_AT_ONCE = 16;
 
 async function checkTokenFiles(context: CommandContext, template: string, names: string[]): Promise<void> {
   await checkTokenFilePlaces(template, names, label(context, 'tokenFile'));
