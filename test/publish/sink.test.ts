@@ -8,6 +8,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { ValidationError } from '../../src/errors.js';
 import { createLogger } from '../../src/log.js';
 import { checkSinks, publishAll, sinkLockRequests, sinksForProfile, SocketSink, TemplateSink, TokenFileSink, withdrawAll, type PublishedToken, type Sink } from '../../src/publish/sink.js';
+import { TokenPublisher } from '../../src/publish/publisher.js';
 import { TemplateRenderer } from '../../src/publish/template.js';
 import { tempDir } from '../helpers/cli.js';
 
@@ -205,5 +206,58 @@ describe('the sinks as one list', () => {
     expect(await ask(socketPath, 'a')).toEqual({ status: 200, body: 'held-now' });
     await socket.withdraw('a');
     expect((await ask(socketPath, 'a')).body).toBe('held-now');
+  });
+});
+
+describe('the publisher over each profile\'s list', () => {
+  function holder(name: string) {
+    return {
+      name,
+      token: { value: TOKEN, expiresAt: Date.now() + 3_600_000 } as { value: string; expiresAt: number } | undefined,
+      removed: false,
+      holdsToken: () => true,
+      fileChain: Promise.resolve(),
+      publishedToken: undefined as string | undefined,
+      fileFailed: false,
+    };
+  }
+
+  it('publishes to a profile\'s own token file instead of the shared one, and to its own templates besides the shared ones', async () => {
+    const dir = tempDir();
+    mkdirSync(path.join(dir, 'docs'));
+    const source = path.join(dir, 'env.tmpl');
+    writeFileSync(source, 'TOKEN={{access_token}}\n');
+    const renderer = new TemplateRenderer([{ source, dest: path.join(dir, '{profile}.env'), mode: 0o600 }], log);
+    const own = { tokenFile: path.join(dir, 'docs', 'token'), tokenFileAccess: { mode: 0o640 }, templates: [{ source, dest: path.join(dir, 'docs', 'own.env'), mode: 0o600 }] };
+    const publisher = new TokenPublisher({ template: path.join(dir, '{profile}.token'), templates: renderer, profileSinks: new Map([['docs', own]]), now: Date.now, log });
+    expect(publisher.listOf('docs').map((sink) => [sink.kind, sink.path])).toEqual([
+      ['template', path.join(dir, '{profile}.env')],
+      ['token file', path.join(dir, 'docs', 'token')],
+      ['template', path.join(dir, 'docs', 'own.env')],
+    ]);
+    expect(publisher.pathOf('docs')).toBe(path.join(dir, 'docs', 'token'));
+    expect(publisher.pathOf('other')).toBe(path.join(dir, 'other.token'));
+
+    const docs = holder('docs');
+    const other = holder('other');
+    await publisher.publish(docs);
+    await publisher.publish(other);
+    await publisher.rendersSettled();
+    expect(readFileSync(path.join(dir, 'docs', 'token'), 'utf8')).toBe(TOKEN);
+    expect(statSync(path.join(dir, 'docs', 'token')).mode & 0o777).toBe(0o640);
+    expect(existsSync(path.join(dir, 'docs.token'))).toBe(false);
+    expect(readFileSync(path.join(dir, 'docs.env'), 'utf8')).toBe(`TOKEN=${TOKEN}\n`);
+    expect(readFileSync(path.join(dir, 'docs', 'own.env'), 'utf8')).toBe(`TOKEN=${TOKEN}\n`);
+    expect(readFileSync(path.join(dir, 'other.token'), 'utf8')).toBe(TOKEN);
+    expect(existsSync(path.join(dir, 'other.env'))).toBe(true);
+    expect([docs.publishedToken, other.publishedToken]).toEqual([TOKEN, TOKEN]);
+    expect(await publisher.intact(docs)).toBe(true);
+
+    await publisher.unpublish(docs);
+    expect(existsSync(path.join(dir, 'docs', 'token'))).toBe(false);
+    expect(existsSync(path.join(dir, 'docs', 'own.env'))).toBe(true);
+    expect(readFileSync(path.join(dir, 'other.token'), 'utf8')).toBe(TOKEN);
+    renderer.stop();
+    await publisher.close();
   });
 });
