@@ -4,9 +4,10 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import { createLogger, type Logger } from '../log.js';
 import { tokenFileFor } from '../publish/place.js';
-import { startTokenSocket } from '../publish/socket.js';
+import { TokenPublisher } from '../publish/publisher.js';
+import { SocketSink } from '../publish/sink.js';
 import { TemplateRenderer } from '../publish/template.js';
-import { checkTokenFileTemplate, sameProfileSinks, TokenPublisher, type ProfileSinks } from '../publish/token-file.js';
+import { checkTokenFileTemplate, sameProfileSinks, type ProfileSinks } from '../publish/token-file.js';
 import { classifyFailure } from './classify.js';
 import { noticeWithinMs, resolveDaemonConfig, type DaemonConfig } from './config.js';
 import { TokenChecks } from './token-check.js';
@@ -56,6 +57,8 @@ export class Daemon implements RunningDaemon {
   /** Renders templates (the daemon-wide ones and profiles' own) off the renewal path; stopped at close, a render under way abandoned. */
   readonly #renderer: TemplateRenderer;
   readonly #files: TokenPublisher;
+  /** Where consumers ask for a token: it answers from each profile's token held now, once opened at start. */
+  readonly #socket: SocketSink | undefined;
   #coordinatorDownSince: number | undefined;
   /** When each profile's published token is checked with Dropbox. */
   readonly #checks: TokenChecks;
@@ -79,10 +82,20 @@ export class Daemon implements RunningDaemon {
     const sleep = options.sleep ?? ((ms: number, signal?: AbortSignal) => delay(ms, undefined, signal ? { signal } : {}));
     const templates = options.templates ?? [];
     this.#renderer = new TemplateRenderer(templates, this.#log, options.sinkLocks);
+    const socket = options.socket;
+    this.#socket = socket
+      ? new SocketSink(socket.path, '--socket', { ...(socket.mode !== undefined ? { mode: socket.mode } : {}), ...(socket.gid !== undefined ? { gid: socket.gid } : {}) }, {
+          profiles: () => [...this.#workers.keys()],
+          token: (name) => this.#workers.get(name)?.liveToken(this.#clock.wall()),
+          starting: () => !this.#started,
+        })
+      : undefined;
+    // Each profile's sinks, built from the options: the token file (or its own), the templates (and its own), the socket.
     const files = new TokenPublisher({
       template: options.tokenFile,
       ...(options.tokenFileAccess ? { access: options.tokenFileAccess } : {}),
       templates: this.#renderer,
+      ...(this.#socket ? { socket: this.#socket } : {}),
       accountId: (name: string, accessToken: string) => this.#workers.get(name)?.accountId(accessToken) ?? Promise.resolve(undefined),
       ...(options.profileSinks ? { profileSinks: options.profileSinks } : {}),
       ...(options.sinkLocks ? { locks: options.sinkLocks } : {}),
@@ -160,16 +173,20 @@ export class Daemon implements RunningDaemon {
         this.#url = server.url;
         this.#closers.push({ what: 'health server', close: () => server.close() });
       }
-      if (options.socket) {
-        const socket = await startTokenSocket(
-          options.socket.path,
-          { profiles: () => [...this.#workers.keys()], token: (name) => this.#workers.get(name)?.liveToken(this.#clock.wall()), starting: () => !this.#started },
-          { ...(options.socket.mode !== undefined ? { mode: options.socket.mode } : {}), ...(options.socket.gid !== undefined ? { gid: options.socket.gid } : {}), log: this.#log, now: this.#clock.wall },
-        );
+      const socket = this.#socket;
+      if (socket) {
+        await socket.open({ log: this.#log, now: this.#clock.wall });
         this.#closers.push({ what: 'token socket', close: () => socket.close() });
       }
       this.#closers.push({ what: 'profiles', close: () => this.#disposeWorkers() });
-      this.#closers.push({ what: 'templates', close: async () => renderer.stop() });
+      const files = this.#files;
+      this.#closers.push({
+        what: 'templates',
+        close: async () => {
+          renderer.stop();
+          await files.close();
+        },
+      });
       const initial = await this.#loadEntries();
       this.#checkTemplate(initial);
       for (const entry of initial) {

@@ -2,7 +2,7 @@
 import type { Logger } from '../log.js';
 import type { ProfileStore } from '../profile/index.js';
 import type { TemplateSpec } from '../publish/template.js';
-import type { TokenPublisher } from '../publish/token-file.js';
+import type { TokenPublisher } from '../publish/publisher.js';
 import type { DaemonConfig } from './config.js';
 import type { Coordinator } from './coordinator.js';
 import type { Exclusion, SingleFlight } from './exclusion.js';

@@ -11,7 +11,6 @@ import type { ProfileState } from '../profile/index.js';
 import { reauthorizeCommand } from '../profile/name.js';
 import { tokenFileFor } from '../publish/place.js';
 import { ACCOUNT_ID_TIMEOUT_MS, templatesUse } from '../publish/template.js';
-import { readTokenFile, removeLeftovers } from '../publish/token-file.js';
 import { Backoff } from '../backoff.js';
 import { classifyFailure, type Failure } from './classify.js';
 import { HELD_ELSEWHERE } from './exclusion.js';
@@ -604,12 +603,9 @@ export class ProfileWorker {
     const rt = this.#rt;
     const { files, clock, log } = this.#ctx;
     await removeTemporaryLeftovers(files.templatesOf(rt.name).map((spec) => tokenFileFor(spec.dest, rt.name)), 0);
-    const file = files.pathOf(rt.name);
-    if (file === undefined) return;
-    await removeLeftovers(file);
-    // This process holds the sink's lock: what an earlier run left there is now its own, to adopt or remove.
-    await files.claim(rt.name);
-    const left = rt.parked ? undefined : await readTokenFile(file, files.expectation(rt.name)).catch(() => undefined);
+    // This process holds the sink's lock: what an earlier run left at the token file is now its own, to adopt or remove.
+    const { found, token: left } = await files.adopt(rt.name, !rt.parked);
+    if (!found) return;
     const at = this.#now();
     if (!left || left.expiresAt - at <= this.#ctx.config.safetyMs) {
       await files.unpublish(rt);

@@ -4,7 +4,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { TokenPublisher } from '../../src/publish/token-file.js';
+import { TokenPublisher } from '../../src/publish/publisher.js';
 import type { TemplateRenderer, TemplateValues } from '../../src/publish/template.js';
 import { tempDir } from '../helpers/cli.js';
 import { captureLog } from './helpers.js';
