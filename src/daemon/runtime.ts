@@ -3,7 +3,7 @@
 import { Backoff } from '../backoff.js';
 import type { ServiceClient } from '../service/index.js';
 import { due } from '../sync/renewal-policy.js';
-import type { ProfileNotices } from './notices.js';
+import type { ProfileNotices } from '../notify/transitions.js';
 import { grantStoreFromFunctions, type GrantStore } from '../sync/grant-store.js';
 import type { CheckOutcome, DaemonGrant, DaemonProfile, ParkReason, ReconcileOutcome, RenewalOutcome } from './types.js';
 

@@ -14,7 +14,7 @@ import { ACCOUNT_ID_TIMEOUT_MS, templatesUse } from '../publish/template.js';
 import { Backoff } from '../backoff.js';
 import { classifyFailure, type Failure } from './classify.js';
 import { HELD_ELSEWHERE } from './exclusion.js';
-import { ProfileNotices } from './notices.js';
+import { ProfileNotices } from '../notify/transitions.js';
 import type { ProfileHealth } from './metrics.js';
 import { ProfileReconciler } from './reconciler.js';
 import { ProfileRenewer } from './renewal.js';

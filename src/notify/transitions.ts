@@ -1,10 +1,15 @@
-// One profile's notices (events.ts): the transitions a person should hear about, each told once. The worker
+// One profile's notices (notice.ts): the transitions a person should hear about, each told once. The worker
 // reports what happens (parked, resumed, a reconcile failed or succeeded); at each visit it asks whether a spell
 // (no live token, a failing connector) has lasted past its threshold. The sink only queues: nothing here waits.
 import { createHash } from 'node:crypto';
-import type { NoticeSink, NoticeType, ProfileNotice } from './events.js';
+import type { NoticeSink, NoticeType, ProfileNotice } from './notice.js';
 import type { Logger } from '../log.js';
-import type { DaemonGrant } from './types.js';
+
+/** What of a grant tells one grant from the next (a secret of its own is never kept here, only a digest). */
+export interface GrantIdentity {
+  appKey: string;
+  refreshToken: string;
+}
 
 /** A failure as the notices tell it: a stable code and words, never a secret. */
 export interface NoticeFailure {
@@ -21,7 +26,7 @@ interface Spell {
  * A short digest of the grant a profile was parked on, so that a later revocation of another grant under the
  * same secrets version (the env store has none) is a new transition. It says nothing of the token.
  */
-function grantFingerprint(grant: DaemonGrant | undefined): string {
+function grantFingerprint(grant: GrantIdentity | undefined): string {
   return grant ? createHash('sha256').update(`syncauth-notice\0${grant.appKey}\0${grant.refreshToken}`).digest('hex').slice(0, 12) : '-';
 }
 
@@ -62,7 +67,7 @@ export class ProfileNotices {
   }
 
   /** Parked for re-authorization: told once per transition (secrets version, error code, grant). */
-  parked(at: number, failure: NoticeFailure, secretsVersion: string | undefined, grant: DaemonGrant | undefined, where: { connectorId?: string | undefined; folder?: string | undefined }): void {
+  parked(at: number, failure: NoticeFailure, secretsVersion: string | undefined, grant: GrantIdentity | undefined, where: { connectorId?: string | undefined; folder?: string | undefined }): void {
     const transition = `${secretsVersion ?? '-'}:${failure.code}:${grantFingerprint(grant)}`;
     if (this.#parkedOn === transition) return;
     this.#parkedOn = transition;
