@@ -41,6 +41,9 @@ export { getAccessToken } from './library/access-token.js';
 // memory only", as it does for the env store; any other failure to keep a rotated refresh token fails the renewal.
 export { GrantStoreReadOnlyError, isGrantStoreReadOnly } from './sync/grant-store.js';
 export { openProfileStore } from './library/profile-store.js';
+// The profiles `syncauth setup` stored, for `startDaemon`: each kept where it lives, as `syncauth daemon` keeps it.
+export { storedProfiles } from './library/stored-profiles.js';
+export type { StoredProfiles, StoredProfilesOptions } from './library/stored-profiles.js';
 export type { ProfileStore } from './profile/index.js';
 export type { AccessToken, GetAccessTokenOptions } from './library/access-token.js';
 
