@@ -182,52 +182,37 @@ type Opened = { dataKey: Buffer } | { legacy: Profiles };
 /** Errors of a file system that will not take the migration's writes; a read then serves the old file as it is. */
 const READ_ONLY_CODES = new Set(['EROFS', 'EACCES', 'EPERM']);
 
-function makeCore(configDir: string) {
-  const file = path.join(configDir, SECRET_FILE_NAME);
-  const dir = path.join(configDir, SECRET_RECORDS_DIR);
-  const recordPath = (profile: string) => path.join(dir, `${profile}${RECORD_SUFFIX}`);
-  const tokenPath = (profile: string) => path.join(dir, `${profile}${TOKEN_SUFFIX}`);
-  const pathOf = (profile: string, part: Part) => (part === 'record' ? recordPath(profile) : tokenPath(profile));
+/**
+ * The store's workings for one config dir: its files, how each is read, sealed and written, and the making,
+ * migration and locks of the store. What needs no config dir (keys, ciphers, errors) is the module's own.
+ */
+class FileStoreCore {
+  /** `<configDir>/secrets.enc`: the keyring. */
+  readonly file: string;
+  /** `<configDir>/secrets`: one record per profile. */
+  readonly dir: string;
+  readonly #configDir: string;
 
-  function deriveKey(pass: string, kdf: KdfParams): Promise<Buffer> {
-    const id = JSON.stringify(kdf);
-    const cached = derivedKeys.get(id);
-    if (cached && cached.pass === pass) return cached.key;
-    const key = new Promise<Buffer>((resolve, reject) => {
-      scrypt(
-        pass,
-        Buffer.from(kdf.salt, 'base64'),
-        32,
-        { N: kdf.N, r: kdf.r, p: kdf.p, maxmem: 256 * kdf.N * kdf.r },
-        (error, derived) => (error ? reject(error) : resolve(derived)),
-      );
-    });
-    remember(derivedKeys, id, pass, key);
-    return key;
+  constructor(configDir: string) {
+    this.#configDir = configDir;
+    this.file = path.join(configDir, SECRET_FILE_NAME);
+    this.dir = path.join(configDir, SECRET_RECORDS_DIR);
   }
 
-  /** A stored file's JSON and format version; one this syncauth cannot read (not JSON, or newer) is refused by name. */
-  function parseVersioned(where: string, text: string): { data: unknown; version: unknown } {
-    const parsed = versioned(text, VERSION);
-    if (parsed.ok) return parsed;
-    throw parsed.failure === 'newer' ? newer(where, parsed.version) : corrupt(where, 'it is not JSON');
+  recordPath(profile: string): string {
+    return path.join(this.dir, `${profile}${RECORD_SUFFIX}`);
   }
 
-  const newer = (where: string, version: number) =>
-    corrupt(where, `it was written by a newer syncauth (format version ${version}); upgrade syncauth to read it`);
-
-  /** Decrypted JSON, the plaintext buffer wiped whether or not it parses. */
-  function parsePlaintext(where: string, plaintext: Buffer): unknown {
-    try {
-      return JSON.parse(plaintext.toString('utf8'));
-    } catch {
-      throw corrupt(where, 'its content is not JSON');
-    } finally {
-      plaintext.fill(0);
-    }
+  tokenPath(profile: string): string {
+    return path.join(this.dir, `${profile}${TOKEN_SUFFIX}`);
   }
 
-  async function readStoreFile(): Promise<StoreFile> {
+  #pathOf(profile: string, part: Part): string {
+    return part === 'record' ? this.recordPath(profile) : this.tokenPath(profile);
+  }
+
+  async readStoreFile(): Promise<StoreFile> {
+    const { file } = this;
     const text = readSealedFile(file);
     if (text === undefined) return { kind: 'none' };
     const { data, version } = parseVersioned(file, text);
@@ -242,37 +227,21 @@ function makeCore(configDir: string) {
   }
 
   /** The data key the keyring wraps, unwrapped once per keyring and process. */
-  function unwrap(state: { keyring: Keyring; text: string }, pass: string): Promise<Buffer> {
+  unwrap(state: { keyring: Keyring; text: string }, pass: string): Promise<Buffer> {
     const cached = dataKeys.get(state.text);
     if (cached && cached.pass === pass) return cached.key;
     const key = (async () => {
       const { keyring } = state;
       const derived = await deriveKey(pass, keyring.kdf);
-      const dataKey = decrypt(derived, keyring.cipher, Buffer.from(keyring.key, 'base64'), keyringAad(keyring.kdf), file);
+      const dataKey = decrypt(derived, keyring.cipher, Buffer.from(keyring.key, 'base64'), keyringAad(keyring.kdf), this.file);
       return dataKey;
     })();
     remember(dataKeys, state.text, pass, key);
     return key;
   }
 
-  function decrypt(key: Buffer, cipher: Cipher, data: Buffer, aad: Buffer, where: string): Buffer {
-    const plaintext = open(key, cipher, data, aad);
-    if (plaintext) return plaintext;
-    throw wrongKey(where);
-  }
-
-  // GCM cannot tell a wrong key from a changed file: both fail the tag.
-  function wrongKey(where: string): SecretStoreError {
-    return new SecretStoreError(
-      'STORE_LOCKED',
-      `the store key does not open ${where}: SYNCAUTH_STORE_KEY is not the key it was written with, or the ` +
-        `file was changed since. Set the right key; if it is lost, delete the file and run \`${syncauthCommand('setup')}\` ` +
-        'to store the secrets again.',
-      { path: where },
-    );
-  }
-
-  async function openLegacy(envelope: LegacyEnvelope, pass: string): Promise<Profiles> {
+  async #openLegacy(envelope: LegacyEnvelope, pass: string): Promise<Profiles> {
+    const { file } = this;
     const key = await deriveKey(pass, envelope.kdf);
     const plaintext = decrypt(key, envelope.cipher, Buffer.from(envelope.data, 'base64'), legacyAad(envelope.version, envelope.kdf), file);
     const parsed = LegacyPlaintextSchema.safeParse(parsePlaintext(file, plaintext));
@@ -281,25 +250,15 @@ function makeCore(configDir: string) {
     return parsed.data.profiles;
   }
 
-  function wrap(dataKey: Buffer, derived: Buffer, kdf: KdfParams): string {
-    const { cipher, data } = encrypt(derived, keyringAad(kdf), dataKey);
-    const keyring: Keyring = { format: FORMAT, version: VERSION, kdf, cipher, key: data.toString('base64') };
-    return `${JSON.stringify(keyring, null, 2)}\n`;
-  }
-
-  function seal(profile: string, part: Part, secrets: StoredSecrets, dataKey: Buffer): string {
-    return sealRecord(RECORD_FORMAT, dataKey, recordAad(profile, part), secrets);
-  }
-
   /** The profile's secrets, `{}` when it has none. */
-  function readRecord(profile: string, dataKey: Buffer): StoredSecrets {
-    return readSealed(profile, 'record', dataKey);
+  readRecord(profile: string, dataKey: Buffer): StoredSecrets {
+    return this.#readSealed(profile, 'record', dataKey);
   }
 
   /** The profile's cached access token, or undefined when there is none or its file does not open. */
-  function readToken(profile: string, dataKey: Buffer): string | undefined {
+  readToken(profile: string, dataKey: Buffer): string | undefined {
     try {
-      const { access_token: token } = readSealed(profile, 'token', dataKey);
+      const { access_token: token } = this.#readSealed(profile, 'token', dataKey);
       return token;
     } catch (error) {
       if (error instanceof SecretStoreError) return undefined;
@@ -307,8 +266,8 @@ function makeCore(configDir: string) {
     }
   }
 
-  function readSealed(profile: string, part: Part, dataKey: Buffer): StoredSecrets {
-    const where = pathOf(profile, part);
+  #readSealed(profile: string, part: Part, dataKey: Buffer): StoredSecrets {
+    const where = this.#pathOf(profile, part);
     const text = readSealedFile(where);
     if (text === undefined) return {};
     const opened = unsealRecord(RECORD_FORMAT, text, dataKey, recordAad(profile, part));
@@ -326,21 +285,21 @@ function makeCore(configDir: string) {
   }
 
   /** Replaces the profile's secrets (without the access token), flushed to disk before the rename. */
-  async function writeRecord(profile: string, secrets: StoredSecrets, dataKey: Buffer): Promise<void> {
+  async writeRecord(profile: string, secrets: StoredSecrets, dataKey: Buffer): Promise<void> {
     // Only syncauth writes in its records directory, so no link there is followed.
-    await writePrivateFile(recordPath(profile), seal(profile, 'record', secrets, dataKey), undefined, { followLinks: false });
+    await writePrivateFile(this.recordPath(profile), seal(profile, 'record', secrets, dataKey), undefined, { followLinks: false });
   }
 
   /** Replaces the profile's cached access token; `durable: false` for a renewal's write (see the head of this file). */
-  async function writeToken(profile: string, token: string, dataKey: Buffer, durable: boolean): Promise<void> {
-    await writePrivateFile(tokenPath(profile), seal(profile, 'token', { access_token: token }, dataKey), undefined, { followLinks: false, durable });
+  async writeToken(profile: string, token: string, dataKey: Buffer, durable: boolean): Promise<void> {
+    await writePrivateFile(this.tokenPath(profile), seal(profile, 'token', { access_token: token }, dataKey), undefined, { followLinks: false, durable });
   }
 
   /** Writes one profile's secrets and access token as the migration found them. */
-  async function writeProfile(profile: string, stored: StoredSecrets, dataKey: Buffer): Promise<void> {
+  async #writeProfile(profile: string, stored: StoredSecrets, dataKey: Buffer): Promise<void> {
     const { access_token: token, ...secrets } = stripUndefined(stored);
-    if (Object.keys(secrets).length > 0) await writeRecord(profile, secrets, dataKey);
-    if (token) await writeToken(profile, token, dataKey, true);
+    if (Object.keys(secrets).length > 0) await this.writeRecord(profile, secrets, dataKey);
+    if (token) await this.writeToken(profile, token, dataKey, true);
   }
 
   /**
@@ -348,14 +307,14 @@ function makeCore(configDir: string) {
    * A format 1 or 2 file is migrated first; where that cannot write, a read (`fallBack`) gets the old file's
    * profiles instead. With `create`, a missing store is made; without it, undefined says there is none.
    */
-  async function opened(pass: string, mode: { create: boolean; fallBack: boolean }): Promise<Opened | undefined> {
-    const state = await readStoreFile();
-    if (state.kind === 'keyring') return { dataKey: await unwrap(state, pass) };
+  async opened(pass: string, mode: { create: boolean; fallBack: boolean }): Promise<Opened | undefined> {
+    const state = await this.readStoreFile();
+    if (state.kind === 'keyring') return { dataKey: await this.unwrap(state, pass) };
     if (state.kind === 'none' && !mode.create) return undefined;
     // Proves the key before anything is written: a wrong key migrates nothing.
-    const legacy = state.kind === 'legacy' ? await openLegacy(state.envelope, pass) : undefined;
+    const legacy = state.kind === 'legacy' ? await this.#openLegacy(state.envelope, pass) : undefined;
     try {
-      return await upgrade(pass, mode.create);
+      return await this.#upgrade(pass, mode.create);
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code;
       if (legacy && mode.fallBack && code && READ_ONLY_CODES.has(code)) return { legacy };
@@ -364,15 +323,16 @@ function makeCore(configDir: string) {
   }
 
   /** Makes the store or migrates it, once in this process at a time, and under the store lock across processes. */
-  async function upgrade(pass: string, create: boolean): Promise<Opened | undefined> {
+  async #upgrade(pass: string, create: boolean): Promise<Opened | undefined> {
+    const { file } = this;
     for (;;) {
       const pending = upgrading.get(file);
       if (!pending) break;
       await pending.catch(() => undefined);
     }
     const work = (async () => {
-      await ensurePrivateDir(configDir);
-      return locked(() => upgradeLocked(pass, create));
+      await ensurePrivateDir(this.#configDir);
+      return this.locked(() => this.#upgradeLocked(pass, create));
     })();
     upgrading.set(file, work);
     try {
@@ -383,50 +343,50 @@ function makeCore(configDir: string) {
   }
 
   /** With the store lock held: the data key of the store as it is now, made or migrated as needed. */
-  async function upgradeLocked(pass: string, create: boolean): Promise<Opened | undefined> {
-    const state = await readStoreFile();
-    if (state.kind === 'keyring') return { dataKey: await unwrap(state, pass) };
-    if (state.kind === 'legacy') return { dataKey: await migrateLocked(state.envelope, pass) };
+  async #upgradeLocked(pass: string, create: boolean): Promise<Opened | undefined> {
+    const state = await this.readStoreFile();
+    if (state.kind === 'keyring') return { dataKey: await this.unwrap(state, pass) };
+    if (state.kind === 'legacy') return { dataKey: await this.#migrateLocked(state.envelope, pass) };
     if (!create) return undefined;
     // Only here, where a new store is about to be made: an existing one opened with a short key keeps working.
-    if (keyLength(pass) < MIN_STORE_KEY_LENGTH) throw tooShort('SYNCAUTH_STORE_KEY', `the key for the new store ${file}`);
+    if (keyLength(pass) < MIN_STORE_KEY_LENGTH) throw tooShort('SYNCAUTH_STORE_KEY', `the key for the new store ${this.file}`);
     // Records left by a store whose keyring was deleted, or by a migration that died, belong to no data key.
-    await freshRecordsDir();
+    await this.#freshRecordsDir();
     const dataKey = randomBytes(DATA_KEY_BYTES);
     const kdf = freshKdf();
-    await writePrivateFile(file, wrap(dataKey, await deriveKey(pass, kdf), kdf));
+    await writePrivateFile(this.file, wrap(dataKey, await deriveKey(pass, kdf), kdf));
     return { dataKey };
   }
 
-  async function freshRecordsDir(): Promise<void> {
-    await rm(dir, { recursive: true, force: true });
-    await ensurePrivateDir(dir, { tighten: true });
+  async #freshRecordsDir(): Promise<void> {
+    await rm(this.dir, { recursive: true, force: true });
+    await ensurePrivateDir(this.dir, { tighten: true });
   }
 
   /**
    * Format 1 or 2 to 3, with the store lock held: every record under a new data key, then the keyring in place
    * of the old file (the one commit). The KDF parameters and salt stay, so the derived key serves on.
    */
-  async function migrateLocked(envelope: LegacyEnvelope, pass: string): Promise<Buffer> {
-    const profiles = await openLegacy(envelope, pass);
-    await freshRecordsDir();
+  async #migrateLocked(envelope: LegacyEnvelope, pass: string): Promise<Buffer> {
+    const profiles = await this.#openLegacy(envelope, pass);
+    await this.#freshRecordsDir();
     const dataKey = randomBytes(DATA_KEY_BYTES);
     const names = Object.keys(profiles).filter((name) => Object.keys(stripUndefined(profiles[name] ?? {})).length > 0);
     for (let at = 0; at < names.length; at += MIGRATION_WRITES_AT_ONCE) {
       // Settled, all of them, before a failure is thrown: no write of this migration outlives it.
       const written = await Promise.allSettled(
-        names.slice(at, at + MIGRATION_WRITES_AT_ONCE).map((name) => writeProfile(name, profiles[name] ?? {}, dataKey)),
+        names.slice(at, at + MIGRATION_WRITES_AT_ONCE).map((name) => this.#writeProfile(name, profiles[name] ?? {}, dataKey)),
       );
       const failed = written.find((result) => result.status === 'rejected');
       if (failed) throw failed.reason;
     }
-    await writePrivateFile(file, wrap(dataKey, await deriveKey(pass, envelope.kdf), envelope.kdf));
+    await writePrivateFile(this.file, wrap(dataKey, await deriveKey(pass, envelope.kdf), envelope.kdf));
     return dataKey;
   }
 
-  async function storedNames(): Promise<string[]> {
+  async storedNames(): Promise<string[]> {
     const names = new Set<string>();
-    for (const entry of await readdirIfExists(dir)) {
+    for (const entry of await readdirIfExists(this.dir)) {
       const suffix = [RECORD_SUFFIX, TOKEN_SUFFIX].find((end) => entry.endsWith(end));
       const name = suffix ? entry.slice(0, -suffix.length) : '';
       if (isProfileName(name)) names.add(name);
@@ -434,100 +394,84 @@ function makeCore(configDir: string) {
     return [...names].sort();
   }
 
-  const freshKdf = (): KdfParams => ({ name: 'scrypt', ...DEFAULT_KDF, salt: randomBytes(SALT_BYTES).toString('base64') });
-
-  function tooShort(field: string, what: string): ValidationError {
-    return new ValidationError([
-      {
-        field,
-        message:
-          `${what} is shorter than ${MIN_STORE_KEY_LENGTH} characters; use a long random value such as the output of ` +
-          '`openssl rand -base64 32`',
-      },
-    ]);
-  }
-
-  const lockOptions = (what: string) => ({
-    waitMs: 15_000,
-    staleMs: 10_000,
-    timeoutError: () =>
-      new SecretStoreError(
-        'STORE_LOCK_TIMEOUT',
-        `could not lock ${what} within 15 s: another syncauth process holds ${what}.lock. Try again in a moment.`,
-        { path: what },
-      ),
-  });
-
   /** The store lock: making the store, migrating it, re-keying it. */
-  function locked<T>(work: () => Promise<T>): Promise<T> {
-    return withFileLock(`${file}.lock`, work, lockOptions(file));
+  locked<T>(work: () => Promise<T>): Promise<T> {
+    return withFileLock(`${this.file}.lock`, work, lockOptions(this.file));
   }
 
   /** One profile's lock, for a read-modify-write of its record; other profiles' writers never wait on it. */
-  function recordLocked<T>(profile: string, work: () => Promise<T>): Promise<T> {
-    const record = recordPath(profile);
+  recordLocked<T>(profile: string, work: () => Promise<T>): Promise<T> {
+    const record = this.recordPath(profile);
     return withFileLock(`${record}.lock`, work, lockOptions(record));
   }
 
-  function corrupt(where: string, reason: string): SecretStoreError {
-    return new SecretStoreError(
-      'STORE_CORRUPT',
-      `${where} is not a readable syncauth secret store: ${reason}. Restore it from a backup, or delete it and ` +
-        `run \`${syncauthCommand('setup')}\` to store the secrets again.`,
-      { path: where },
-    );
-  }
-
-  function noStore(): SyncauthError {
-    return new SyncauthError('SYNCAUTH_NO_STORE', `there is no encrypted store at ${file}: nothing to re-key`, {
+  noStore(): SyncauthError {
+    return new SyncauthError('SYNCAUTH_NO_STORE', `there is no encrypted store at ${this.file}: nothing to re-key`, {
       hint: remedyHint({ action: 'run', command: 'setup' }, (command) => `a store is made by \`${command}\` with SYNCAUTH_STORE=file; check SYNCAUTH_CONFIG_DIR`),
     });
   }
-
-  return {
-    file, dir, recordPath, tokenPath, opened, readRecord, readToken, writeRecord, writeToken, recordLocked, locked, storedNames,
-    readStoreFile, unwrap, deriveKey, freshKdf, wrap, tooShort, noStore,
-  };
 }
 
 /**
  * The store's workings for one config dir, shared by every store opened on it in this process: the daemon opens
- * one per profile, and each building its own set of functions cost 3 KiB of heap per profile for its life.
+ * one per profile while it loads them, and each store then holds only its options and this.
  */
-type Core = ReturnType<typeof makeCore>;
-const cores = new Map<string, Core>();
+const cores = new Map<string, FileStoreCore>();
 const CORES_KEPT = 16;
 
-function coreFor(configDir: string): Core {
+function coreFor(configDir: string): FileStoreCore {
   const found = cores.get(configDir);
   if (found) return found;
-  const core = makeCore(configDir);
+  const core = new FileStoreCore(configDir);
   cores.set(configDir, core);
   while (cores.size > CORES_KEPT) cores.delete(cores.keys().next().value as string);
   return core;
 }
 
-export function openFileSecretStore(options: FileSecretStoreOptions): FileSecretStore {
-  const {
-    file, dir, recordPath, tokenPath, opened: openedCore, readRecord, readToken, writeRecord, writeToken, recordLocked, locked,
-    storedNames, readStoreFile, unwrap, deriveKey, freshKdf, wrap, tooShort, noStore,
-  } = coreFor(options.configDir);
+/** The file store as opened with one set of options (the key, its warning, what chose it) on its config dir's core. */
+class FileStore implements FileSecretStore {
+  readonly #options: FileSecretStoreOptions;
+  readonly #core: FileStoreCore;
 
-  function requireKey(): string {
+  constructor(options: FileSecretStoreOptions) {
+    this.#options = options;
+    this.#core = coreFor(options.configDir);
+  }
+
+  get kind(): 'file' {
+    return 'file';
+  }
+
+  get writable(): boolean {
+    return true;
+  }
+
+  get file(): string {
+    return this.#core.file;
+  }
+
+  get dir(): string {
+    return this.#core.dir;
+  }
+
+  #requireKey(): string {
+    const options = this.#options;
     const pass = options.storeKey()?.trim();
     if (!pass) {
       throw new SecretStoreError(
         'STORE_KEY_MISSING',
-        `${options.chosenBy ?? 'SYNCAUTH_STORE=file'} needs SYNCAUTH_STORE_KEY to open ${file}: set it to the key that file was written ` +
+        `${options.chosenBy ?? 'SYNCAUTH_STORE=file'} needs SYNCAUTH_STORE_KEY to open ${this.file}: set it to the key that file was written ` +
           'with (for a new store, a long random value such as the output of `openssl rand -base64 32`), or ' +
           'choose SYNCAUTH_STORE=keychain or SYNCAUTH_STORE=env.',
-        { path: file },
+        { path: this.file },
       );
     }
     return pass;
   }
 
-  function warnIfWeak(pass: string): void {
+  #warnIfWeak(pass: string): void {
+    const { file } = this;
+    const options = this.#options;
     if (keyLength(pass) < MIN_STORE_KEY_LENGTH && options.onWeakKey && !weakKeyWarned.has(file)) {
       weakKeyWarned.add(file);
       options.onWeakKey(
@@ -539,102 +483,205 @@ export function openFileSecretStore(options: FileSecretStoreOptions): FileSecret
   }
 
   /** The store opened with `pass`; an existing one opened with a short key is said once (see onWeakKey). */
-  async function opened(pass: string, mode: { create: boolean; fallBack: boolean }): Promise<Opened | undefined> {
-    const store = await openedCore(pass, mode);
-    if (store) warnIfWeak(pass);
+  async #opened(pass: string, mode: { create: boolean; fallBack: boolean }): Promise<Opened | undefined> {
+    const store = await this.#core.opened(pass, mode);
+    if (store) this.#warnIfWeak(pass);
     return store;
   }
 
-  /** The SecretStore's set: the secrets under the profile's lock, the access token alone in its own file. */
-  async function set(profile: string, secrets: StoredSecrets): Promise<void> {
+  async get(profile: string): Promise<StoredSecrets> {
     assertProfileName(profile);
+    const store = await this.#opened(this.#requireKey(), { create: false, fallBack: true });
+    if (!store) return {};
+    if ('legacy' in store) return Object.hasOwn(store.legacy, profile) ? stripUndefined({ ...store.legacy[profile] }) : {};
+    const secrets = this.#core.readRecord(profile, store.dataKey);
+    const token = this.#core.readToken(profile, store.dataKey);
+    return token === undefined ? secrets : { ...secrets, access_token: token };
+  }
+
+  /** The SecretStore's set: the secrets under the profile's lock, the access token alone in its own file. */
+  async set(profile: string, secrets: StoredSecrets): Promise<void> {
+    assertProfileName(profile);
+    const core = this.#core;
     const { write, remove } = planMerge(secrets);
     if (write.length === 0 && remove.length === 0) return;
     // Removing from a store that does not exist yet is done already; it makes no store.
-    const store = await opened(requireKey(), { create: write.length > 0, fallBack: false });
+    const store = await this.#opened(this.#requireKey(), { create: write.length > 0, fallBack: false });
     if (!store || !('dataKey' in store)) return;
     const { dataKey } = store;
     const token = secrets.access_token;
     const changesRecord = [...write.map(([name]) => name), ...remove].some((name) => name !== 'access_token');
     if (changesRecord) {
-      await recordLocked(profile, async () => {
-        const next = readRecord(profile, dataKey);
+      await core.recordLocked(profile, async () => {
+        const next = core.readRecord(profile, dataKey);
         for (const [name, value] of write) if (name !== 'access_token') next[name] = value;
         for (const name of remove) delete next[name];
-        if (Object.keys(next).length === 0) await rm(recordPath(profile), { force: true });
-        else await writeRecord(profile, next, dataKey);
+        if (Object.keys(next).length === 0) await rm(core.recordPath(profile), { force: true });
+        else await core.writeRecord(profile, next, dataKey);
       });
     }
     // The renewal's write: the token file alone, replaced whole.
-    if (token === '') await rm(tokenPath(profile), { force: true });
-    else if (token !== undefined) await writeToken(profile, token, dataKey, false);
+    if (token === '') await rm(core.tokenPath(profile), { force: true });
+    else if (token !== undefined) await core.writeToken(profile, token, dataKey, false);
   }
 
+  async readAccessToken(profile: string): Promise<string | undefined> {
+    assertProfileName(profile);
+    const store = await this.#opened(this.#requireKey(), { create: false, fallBack: true });
+    if (!store) return undefined;
+    if ('legacy' in store) return Object.hasOwn(store.legacy, profile) ? store.legacy[profile]?.access_token : undefined;
+    return this.#core.readToken(profile, store.dataKey);
+  }
+
+  writeAccessToken(profile: string, value: string): Promise<void> {
+    return this.set(profile, { access_token: value });
+  }
+
+  async delete(profile: string): Promise<void> {
+    assertProfileName(profile);
+    const core = this.#core;
+    const store = await this.#opened(this.#requireKey(), { create: false, fallBack: false });
+    if (!store) return;
+    await core.recordLocked(profile, async () => {
+      await rm(core.recordPath(profile), { force: true });
+      await rm(core.tokenPath(profile), { force: true });
+    });
+  }
+
+  async listProfiles(): Promise<string[]> {
+    const store = await this.#opened(this.#requireKey(), { create: false, fallBack: true });
+    if (!store) return [];
+    if ('legacy' in store) {
+      return Object.keys(store.legacy).filter((name) => Object.keys(stripUndefined(store.legacy[name] ?? {})).length > 0).sort();
+    }
+    return this.#core.storedNames();
+  }
+
+  async rekey(newKey: string): Promise<string[]> {
+    const core = this.#core;
+    const pass = this.#requireKey();
+    const next = newKey.trim();
+    if (keyLength(next) < MIN_STORE_KEY_LENGTH) throw tooShort('new store key', 'the new key');
+    if (next === pass) throw new ValidationError([{ field: 'new store key', message: 'is the key the store already has' }]);
+    // A format 1 or 2 file is migrated first, under the same key, as any opening does.
+    if ((await this.#opened(pass, { create: false, fallBack: false })) === undefined) throw core.noStore();
+    return core.locked(async () => {
+      const state = await core.readStoreFile();
+      if (state.kind !== 'keyring') throw core.noStore();
+      const dataKey = await core.unwrap(state, pass);
+      // A fresh salt too: nothing derived from the old key and salt is any use against the new keyring.
+      const kdf = freshKdf();
+      await writePrivateFile(core.file, wrap(dataKey, await deriveKey(next, kdf), kdf));
+      return core.storedNames();
+    });
+  }
+}
+
+export function openFileSecretStore(options: FileSecretStoreOptions): FileSecretStore {
+  return new FileStore(options);
+}
+
+function deriveKey(pass: string, kdf: KdfParams): Promise<Buffer> {
+  const id = JSON.stringify(kdf);
+  const cached = derivedKeys.get(id);
+  if (cached && cached.pass === pass) return cached.key;
+  const key = new Promise<Buffer>((resolve, reject) => {
+    scrypt(
+      pass,
+      Buffer.from(kdf.salt, 'base64'),
+      32,
+      { N: kdf.N, r: kdf.r, p: kdf.p, maxmem: 256 * kdf.N * kdf.r },
+      (error, derived) => (error ? reject(error) : resolve(derived)),
+    );
+  });
+  remember(derivedKeys, id, pass, key);
+  return key;
+}
+
+/** A stored file's JSON and format version; one this syncauth cannot read (not JSON, or newer) is refused by name. */
+function parseVersioned(where: string, text: string): { data: unknown; version: unknown } {
+  const parsed = versioned(text, VERSION);
+  if (parsed.ok) return parsed;
+  throw parsed.failure === 'newer' ? newer(where, parsed.version) : corrupt(where, 'it is not JSON');
+}
+
+function newer(where: string, version: number): SecretStoreError {
+  return corrupt(where, `it was written by a newer syncauth (format version ${version}); upgrade syncauth to read it`);
+}
+
+/** Decrypted JSON, the plaintext buffer wiped whether or not it parses. */
+function parsePlaintext(where: string, plaintext: Buffer): unknown {
+  try {
+    return JSON.parse(plaintext.toString('utf8'));
+  } catch {
+    throw corrupt(where, 'its content is not JSON');
+  } finally {
+    plaintext.fill(0);
+  }
+}
+
+function decrypt(key: Buffer, cipher: Cipher, data: Buffer, aad: Buffer, where: string): Buffer {
+  const plaintext = open(key, cipher, data, aad);
+  if (plaintext) return plaintext;
+  throw wrongKey(where);
+}
+
+// GCM cannot tell a wrong key from a changed file: both fail the tag.
+function wrongKey(where: string): SecretStoreError {
+  return new SecretStoreError(
+    'STORE_LOCKED',
+    `the store key does not open ${where}: SYNCAUTH_STORE_KEY is not the key it was written with, or the ` +
+      `file was changed since. Set the right key; if it is lost, delete the file and run \`${syncauthCommand('setup')}\` ` +
+      'to store the secrets again.',
+    { path: where },
+  );
+}
+
+function wrap(dataKey: Buffer, derived: Buffer, kdf: KdfParams): string {
+  const { cipher, data } = encrypt(derived, keyringAad(kdf), dataKey);
+  const keyring: Keyring = { format: FORMAT, version: VERSION, kdf, cipher, key: data.toString('base64') };
+  return `${JSON.stringify(keyring, null, 2)}\n`;
+}
+
+function seal(profile: string, part: Part, secrets: StoredSecrets, dataKey: Buffer): string {
+  return sealRecord(RECORD_FORMAT, dataKey, recordAad(profile, part), secrets);
+}
+
+function freshKdf(): KdfParams {
+  return { name: 'scrypt', ...DEFAULT_KDF, salt: randomBytes(SALT_BYTES).toString('base64') };
+}
+
+function tooShort(field: string, what: string): ValidationError {
+  return new ValidationError([
+    {
+      field,
+      message:
+        `${what} is shorter than ${MIN_STORE_KEY_LENGTH} characters; use a long random value such as the output of ` +
+        '`openssl rand -base64 32`',
+    },
+  ]);
+}
+
+function lockOptions(what: string) {
   return {
-    kind: 'file',
-    writable: true,
-    file,
-    dir,
-
-    async get(profile) {
-      assertProfileName(profile);
-      const store = await opened(requireKey(), { create: false, fallBack: true });
-      if (!store) return {};
-      if ('legacy' in store) return Object.hasOwn(store.legacy, profile) ? stripUndefined({ ...store.legacy[profile] }) : {};
-      const secrets = readRecord(profile, store.dataKey);
-      const token = readToken(profile, store.dataKey);
-      return token === undefined ? secrets : { ...secrets, access_token: token };
-    },
-
-    set,
-
-    async readAccessToken(profile) {
-      assertProfileName(profile);
-      const store = await opened(requireKey(), { create: false, fallBack: true });
-      if (!store) return undefined;
-      if ('legacy' in store) return Object.hasOwn(store.legacy, profile) ? store.legacy[profile]?.access_token : undefined;
-      return readToken(profile, store.dataKey);
-    },
-
-    writeAccessToken: (profile, value) => set(profile, { access_token: value }),
-
-    async delete(profile) {
-      assertProfileName(profile);
-      const store = await opened(requireKey(), { create: false, fallBack: false });
-      if (!store) return;
-      await recordLocked(profile, async () => {
-        await rm(recordPath(profile), { force: true });
-        await rm(tokenPath(profile), { force: true });
-      });
-    },
-
-    async listProfiles() {
-      const store = await opened(requireKey(), { create: false, fallBack: true });
-      if (!store) return [];
-      if ('legacy' in store) {
-        return Object.keys(store.legacy).filter((name) => Object.keys(stripUndefined(store.legacy[name] ?? {})).length > 0).sort();
-      }
-      return storedNames();
-    },
-
-    async rekey(newKey) {
-      const pass = requireKey();
-      const next = newKey.trim();
-      if (keyLength(next) < MIN_STORE_KEY_LENGTH) throw tooShort('new store key', 'the new key');
-      if (next === pass) throw new ValidationError([{ field: 'new store key', message: 'is the key the store already has' }]);
-      // A format 1 or 2 file is migrated first, under the same key, as any opening does.
-      if ((await opened(pass, { create: false, fallBack: false })) === undefined) throw noStore();
-      return locked(async () => {
-        const state = await readStoreFile();
-        if (state.kind !== 'keyring') throw noStore();
-        const dataKey = await unwrap(state, pass);
-        // A fresh salt too: nothing derived from the old key and salt is any use against the new keyring.
-        const kdf = freshKdf();
-        await writePrivateFile(file, wrap(dataKey, await deriveKey(next, kdf), kdf));
-        return storedNames();
-      });
-    },
+    waitMs: 15_000,
+    staleMs: 10_000,
+    timeoutError: () =>
+      new SecretStoreError(
+        'STORE_LOCK_TIMEOUT',
+        `could not lock ${what} within 15 s: another syncauth process holds ${what}.lock. Try again in a moment.`,
+        { path: what },
+      ),
   };
+}
+
+function corrupt(where: string, reason: string): SecretStoreError {
+  return new SecretStoreError(
+    'STORE_CORRUPT',
+    `${where} is not a readable syncauth secret store: ${reason}. Restore it from a backup, or delete it and ` +
+      `run \`${syncauthCommand('setup')}\` to store the secrets again.`,
+    { path: where },
+  );
 }
 
 /** Keeps a key under `id`, newest last, dropping the oldest past KEYS_KEPT and any whose making failed. */

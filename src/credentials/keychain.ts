@@ -107,16 +107,40 @@ export interface KeychainSecretStoreOptions {
   timeoutMs: number;
 }
 
-export function openKeychainSecretStore(options: KeychainSecretStoreOptions): SecretStore {
-  const accounts = (profile: string) => STORED_NAMES.map((name) => keychainAccount(profile, name));
-  const indexLock = path.join(options.configDir, INDEX_LOCK_FILE);
-  const tokensDir = path.join(options.configDir, KEYCHAIN_TOKENS_DIR);
+/** The keychain store for one config dir and environment: the secrets in the keychain, the access tokens in files. */
+class KeychainStore implements SecretStore {
+  // Only the options are kept, the paths joined where they are used: the daemon opens a store per profile while
+  // it loads them, and the two paths' strings were most of what each held, for a saving no child's start-up
+  // would notice.
+  readonly #options: KeychainSecretStoreOptions;
 
-  const run = (ops: KeychainOp[], doing: string, values: string[] = []) =>
-    runInChild(ops, { env: options.env(), timeoutMs: options.timeoutMs, doing, values });
+  constructor(options: KeychainSecretStoreOptions) {
+    this.#options = options;
+  }
 
-  async function underIndexLock<T>(fn: () => Promise<T>): Promise<T> {
-    await ensurePrivateDir(options.configDir);
+  get kind(): 'keychain' {
+    return 'keychain';
+  }
+
+  get writable(): boolean {
+    return true;
+  }
+
+  get #indexLock(): string {
+    return path.join(this.#options.configDir, INDEX_LOCK_FILE);
+  }
+
+  get #tokensDir(): string {
+    return path.join(this.#options.configDir, KEYCHAIN_TOKENS_DIR);
+  }
+
+  #run(ops: KeychainOp[], doing: string, values: string[] = []): Promise<unknown[]> {
+    return runInChild(ops, { env: this.#options.env(), timeoutMs: this.#options.timeoutMs, doing, values });
+  }
+
+  async #underIndexLock<T>(fn: () => Promise<T>): Promise<T> {
+    const indexLock = this.#indexLock;
+    await ensurePrivateDir(this.#options.configDir);
     return withFileLock(indexLock, fn, {
       waitMs: 15_000,
       staleMs: 10_000,
@@ -132,22 +156,20 @@ export function openKeychainSecretStore(options: KeychainSecretStoreOptions): Se
 
   // ---- the cache key ----
 
-  const keychainId = () => options.env().DBUS_SESSION_BUS_ADDRESS ?? '';
-  const heldKey = () => cacheKeys.get(keychainId())?.key;
+  #keychainId(): string {
+    return this.#options.env().DBUS_SESSION_BUS_ADDRESS ?? '';
+  }
 
-  /** Keeps the key the keychain answered with; undefined when it holds none (or something that is not a key). */
-  function keep(id: string, raw: unknown): Buffer | undefined {
-    const key = parseCacheKey(raw);
-    if (key) cacheKeys.set(id, { key, at: Date.now() });
-    return key;
+  #heldKey(): Buffer | undefined {
+    return cacheKeys.get(this.#keychainId())?.key;
   }
 
   /**
    * The cache key: the one held, else read from the keychain; with `create`, one made and stored (under the
    * index lock, so two processes cannot each store their own) when the keychain holds none.
    */
-  function cacheKey(create: boolean): Promise<Buffer | undefined> {
-    const id = keychainId();
+  #cacheKey(create: boolean): Promise<Buffer | undefined> {
+    const id = this.#keychainId();
     const held = cacheKeys.get(id)?.key;
     if (held) return Promise.resolve(held);
     const flightId = `${create ? 'create' : 'read'}\0${id}`;
@@ -156,12 +178,12 @@ export function openKeychainSecretStore(options: KeychainSecretStoreOptions): Se
     const flight = (async () => {
       try {
         if (!create) {
-          const [raw] = await run([{ op: 'get', account: KEYCHAIN_CACHE_KEY_ACCOUNT }], 'reading the access-token cache key');
+          const [raw] = await this.#run([{ op: 'get', account: KEYCHAIN_CACHE_KEY_ACCOUNT }], 'reading the access-token cache key');
           return keep(id, raw);
         }
         const fresh = randomBytes(CACHE_KEY_BYTES).toString('base64');
         const doing = 'storing the access-token cache key';
-        const [raw] = await underIndexLock(() => run([{ op: 'ensure', account: KEYCHAIN_CACHE_KEY_ACCOUNT, value: fresh }], doing, [fresh]));
+        const [raw] = await this.#underIndexLock(() => this.#run([{ op: 'ensure', account: KEYCHAIN_CACHE_KEY_ACCOUNT, value: fresh }], doing, [fresh]));
         const key = keep(id, raw);
         if (!key) throw new SecretStoreError('KEYCHAIN_UNAVAILABLE', 'the OS keychain did not keep the access-token cache key');
         return key;
@@ -174,15 +196,15 @@ export function openKeychainSecretStore(options: KeychainSecretStoreOptions): Se
   }
 
   /** After a token file failed the tag under `failed`: the keychain's key, when it is another one. */
-  async function reloadedKey(failed: Buffer): Promise<Buffer | undefined> {
-    const id = keychainId();
+  async #reloadedKey(failed: Buffer): Promise<Buffer | undefined> {
+    const id = this.#keychainId();
     const held = cacheKeys.get(id);
     // Another call read a different key meanwhile.
     if (held && !held.key.equals(failed)) return held.key;
     // Read a moment ago: the file is torn or changed, not sealed under a key the keychain has now.
     if (held && Date.now() - held.at < KEY_RELOAD_MS) return undefined;
     cacheKeys.delete(id);
-    const key = await cacheKey(false).catch(() => undefined);
+    const key = await this.#cacheKey(false).catch(() => undefined);
     // The keychain out of reach, or holding no key: the old one serves on, for another minute before asking again.
     if (!key && held) cacheKeys.set(id, { key: held.key, at: Date.now() });
     return key && !key.equals(failed) ? key : undefined;
@@ -190,156 +212,172 @@ export function openKeychainSecretStore(options: KeychainSecretStoreOptions): Se
 
   // ---- the token files ----
 
-  const tokenFile = (profile: string) => keychainTokenFileOf(options.configDir, profile);
-  const tokenAad = (profile: string) => recordAad(TOKEN_FORMAT, 'token', profile);
-
-  function unsealToken(profile: string, text: string, key: Buffer): string | undefined | 'wrong key' {
-    const opened = unsealRecord(TOKEN_FORMAT, text, key, tokenAad(profile));
-    if (!opened.ok) return opened.failure === 'key' ? 'wrong key' : undefined;
-    const parsed = TokenContent.safeParse(opened.value);
-    return parsed.success ? parsed.data.access_token : undefined;
+  #tokenFile(profile: string): string {
+    return keychainTokenFileOf(this.#options.configDir, profile);
   }
 
   /**
    * The profile's token file: whether there is one, and the token when it opens. `key` is the one to try, or
    * `fetch` to read it from the keychain when none is held.
    */
-  async function readTokenFile(profile: string, key: Buffer | undefined | 'fetch'): Promise<{ present: boolean; token?: string }> {
-    const text = readSealedFile(tokenFile(profile));
+  async #readTokenFile(profile: string, key: Buffer | undefined | 'fetch'): Promise<{ present: boolean; token?: string }> {
+    const text = readSealedFile(this.#tokenFile(profile));
     if (text === undefined) return { present: false };
-    const first = key === 'fetch' ? await cacheKey(false) : key;
+    const first = key === 'fetch' ? await this.#cacheKey(false) : key;
     if (!first) return { present: true };
     let token = unsealToken(profile, text, first);
     if (token === 'wrong key') {
-      const again = await reloadedKey(first);
+      const again = await this.#reloadedKey(first);
       token = again ? unsealToken(profile, text, again) : undefined;
     }
     return token === 'wrong key' || token === undefined ? { present: true } : { present: true, token };
   }
 
   /** Replaces the profile's token file whole, not flushed (see the head of this file). */
-  async function writeTokenFile(profile: string, token: string): Promise<void> {
-    const key = heldKey() ?? (await cacheKey(true));
+  async #writeTokenFile(profile: string, token: string): Promise<void> {
+    const key = this.#heldKey() ?? (await this.#cacheKey(true));
     if (!key) return;
     const text = sealRecord(TOKEN_FORMAT, key, tokenAad(profile), { access_token: token });
-    const write = () => writePrivateFile(tokenFile(profile), text, undefined, { followLinks: false, durable: false });
+    const write = () => writePrivateFile(this.#tokenFile(profile), text, undefined, { followLinks: false, durable: false });
     try {
       await write();
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
-      await ensurePrivateDir(options.configDir);
-      await ensurePrivateDir(tokensDir, { tighten: true });
+      await ensurePrivateDir(this.#options.configDir);
+      await ensurePrivateDir(this.#tokensDir, { tighten: true });
       await write();
     }
   }
 
-  async function tokenFileNames(): Promise<string[]> {
-    return (await readdirIfExists(tokensDir))
+  async #tokenFileNames(): Promise<string[]> {
+    return (await readdirIfExists(this.#tokensDir))
       .filter((entry) => entry.endsWith(TOKEN_SUFFIX))
       .map((entry) => entry.slice(0, -TOKEN_SUFFIX.length))
       .filter(isProfileName);
   }
 
   /** Removes the cached token: its file, and the entry the previous release kept in the keychain. */
-  async function removeToken(profile: string): Promise<void> {
-    await rm(tokenFile(profile), { force: true });
+  async #removeToken(profile: string): Promise<void> {
+    await rm(this.#tokenFile(profile), { force: true });
     const ops: KeychainOp[] = [
       { op: 'delete', account: keychainAccount(profile, 'access_token') },
-      { op: 'index-sync', account: KEYCHAIN_INDEX_ACCOUNT, profile, accounts: accounts(profile) },
+      { op: 'index-sync', account: KEYCHAIN_INDEX_ACCOUNT, profile, accounts: accountsOf(profile) },
     ];
-    await underIndexLock(() => run(ops, `removing the access token of profile "${profile}"`));
+    await this.#underIndexLock(() => this.#run(ops, `removing the access token of profile "${profile}"`));
   }
 
-  return {
-    kind: 'keychain',
-    writable: true,
+  async get(profile: string): Promise<StoredSecrets> {
+    assertProfileName(profile);
+    // The cache key rides along with the first read of a process: no child of its own.
+    const id = this.#keychainId();
+    const withKey = !cacheKeys.has(id);
+    const ops: KeychainOp[] = accountsOf(profile).map((account) => ({ op: 'get', account }));
+    if (withKey) ops.push({ op: 'get', account: KEYCHAIN_CACHE_KEY_ACCOUNT });
+    const results = await this.#run(ops, `reading the secrets of profile "${profile}"`);
+    const secrets: StoredSecrets = {};
+    SECRET_NAMES.forEach((name) => {
+      const value = results[STORED_NAMES.indexOf(name)];
+      if (typeof value === 'string' && value !== '') secrets[name] = value;
+    });
+    const key = withKey ? keep(id, results[STORED_NAMES.length]) : this.#heldKey();
+    const file = await this.#readTokenFile(profile, key);
+    // The previous release's entry, while no file has taken its place.
+    const previous = results[STORED_NAMES.indexOf('access_token')];
+    const token = file.present ? file.token : typeof previous === 'string' && previous !== '' ? previous : undefined;
+    if (token !== undefined) secrets.access_token = token;
+    return secrets;
+  }
 
-    async get(profile) {
-      assertProfileName(profile);
-      // The cache key rides along with the first read of a process: no child of its own.
-      const id = keychainId();
-      const withKey = !cacheKeys.has(id);
-      const ops: KeychainOp[] = accounts(profile).map((account) => ({ op: 'get', account }));
-      if (withKey) ops.push({ op: 'get', account: KEYCHAIN_CACHE_KEY_ACCOUNT });
-      const results = await run(ops, `reading the secrets of profile "${profile}"`);
-      const secrets: StoredSecrets = {};
-      SECRET_NAMES.forEach((name) => {
-        const value = results[STORED_NAMES.indexOf(name)];
-        if (typeof value === 'string' && value !== '') secrets[name] = value;
-      });
-      const key = withKey ? keep(id, results[STORED_NAMES.length]) : heldKey();
-      const file = await readTokenFile(profile, key);
-      // The previous release's entry, while no file has taken its place.
-      const previous = results[STORED_NAMES.indexOf('access_token')];
-      const token = file.present ? file.token : typeof previous === 'string' && previous !== '' ? previous : undefined;
-      if (token !== undefined) secrets.access_token = token;
-      return secrets;
-    },
-
-    async set(profile, secrets) {
-      assertProfileName(profile);
-      const { write, remove } = planMerge(secrets);
-      const grantWrite = write.filter(([name]) => name !== 'access_token');
-      const grantRemove = remove.filter((name) => name !== 'access_token');
-      const token = secrets.access_token;
-      if (grantWrite.length > 0 || grantRemove.length > 0) {
-        // A token stored with the grant (setup's marker) needs the key: made in the same child when there is none.
-        const fresh = token && !heldKey() ? randomBytes(CACHE_KEY_BYTES).toString('base64') : undefined;
-        const id = keychainId();
-        const ops: KeychainOp[] = [
-          ...grantWrite.map(([name, value]): KeychainOp => ({ op: 'set', account: keychainAccount(profile, name), value })),
-          ...grantRemove.map((name): KeychainOp => ({ op: 'delete', account: keychainAccount(profile, name) })),
-          // The previous release's cached token goes with the grant it was of.
-          { op: 'delete', account: keychainAccount(profile, 'access_token') },
-          ...(fresh ? [{ op: 'ensure', account: KEYCHAIN_CACHE_KEY_ACCOUNT, value: fresh } satisfies KeychainOp] : []),
-          { op: 'index-sync', account: KEYCHAIN_INDEX_ACCOUNT, profile, accounts: accounts(profile) },
-        ];
-        const doing = `storing the secrets of profile "${profile}"`;
-        const values = [...grantWrite.map(([, value]) => value), ...(fresh ? [fresh] : [])];
-        const results = await underIndexLock(() => run(ops, doing, values));
-        if (fresh) keep(id, results[ops.length - 2]);
-        if (token === '') await rm(tokenFile(profile), { force: true });
-      } else if (token === '') {
-        await removeToken(profile);
-      }
-      if (token) await writeTokenFile(profile, token);
-    },
-
-    async readAccessToken(profile) {
-      assertProfileName(profile);
-      return (await readTokenFile(profile, heldKey() ?? 'fetch')).token;
-    },
-
-    async writeAccessToken(profile, value) {
-      assertProfileName(profile);
-      if (value === '') await removeToken(profile);
-      else await writeTokenFile(profile, value);
-    },
-
-    async delete(profile) {
-      assertProfileName(profile);
-      await rm(tokenFile(profile), { force: true });
+  async set(profile: string, secrets: StoredSecrets): Promise<void> {
+    assertProfileName(profile);
+    const { write, remove } = planMerge(secrets);
+    const grantWrite = write.filter(([name]) => name !== 'access_token');
+    const grantRemove = remove.filter((name) => name !== 'access_token');
+    const token = secrets.access_token;
+    if (grantWrite.length > 0 || grantRemove.length > 0) {
+      // A token stored with the grant (setup's marker) needs the key: made in the same child when there is none.
+      const fresh = token && !this.#heldKey() ? randomBytes(CACHE_KEY_BYTES).toString('base64') : undefined;
+      const id = this.#keychainId();
       const ops: KeychainOp[] = [
-        ...accounts(profile).map((account): KeychainOp => ({ op: 'delete', account })),
-        { op: 'index-sync', account: KEYCHAIN_INDEX_ACCOUNT, profile, accounts: accounts(profile) },
+        ...grantWrite.map(([name, value]): KeychainOp => ({ op: 'set', account: keychainAccount(profile, name), value })),
+        ...grantRemove.map((name): KeychainOp => ({ op: 'delete', account: keychainAccount(profile, name) })),
+        // The previous release's cached token goes with the grant it was of.
+        { op: 'delete', account: keychainAccount(profile, 'access_token') },
+        ...(fresh ? [{ op: 'ensure', account: KEYCHAIN_CACHE_KEY_ACCOUNT, value: fresh } satisfies KeychainOp] : []),
+        { op: 'index-sync', account: KEYCHAIN_INDEX_ACCOUNT, profile, accounts: accountsOf(profile) },
       ];
-      await underIndexLock(() => run(ops, `deleting the secrets of profile "${profile}"`));
-    },
+      const doing = `storing the secrets of profile "${profile}"`;
+      const values = [...grantWrite.map(([, value]) => value), ...(fresh ? [fresh] : [])];
+      const results = await this.#underIndexLock(() => this.#run(ops, doing, values));
+      if (fresh) keep(id, results[ops.length - 2]);
+      if (token === '') await rm(this.#tokenFile(profile), { force: true });
+    } else if (token === '') {
+      await this.#removeToken(profile);
+    }
+    if (token) await this.#writeTokenFile(profile, token);
+  }
 
-    async listProfiles() {
-      const [raw] = await run([{ op: 'get', account: KEYCHAIN_INDEX_ACCOUNT }], 'listing the profiles');
-      // A profile whose token file alone is left counts, as a profile holding only its token does in any store.
-      const names = new Set(await tokenFileNames());
-      let parsed: unknown;
-      try {
-        parsed = typeof raw === 'string' ? JSON.parse(raw) : [];
-      } catch {
-        parsed = [];
-      }
-      if (Array.isArray(parsed)) for (const name of parsed) if (typeof name === 'string' && isProfileName(name)) names.add(name);
-      return [...names].sort();
-    },
-  };
+  async readAccessToken(profile: string): Promise<string | undefined> {
+    assertProfileName(profile);
+    return (await this.#readTokenFile(profile, this.#heldKey() ?? 'fetch')).token;
+  }
+
+  async writeAccessToken(profile: string, value: string): Promise<void> {
+    assertProfileName(profile);
+    if (value === '') await this.#removeToken(profile);
+    else await this.#writeTokenFile(profile, value);
+  }
+
+  async delete(profile: string): Promise<void> {
+    assertProfileName(profile);
+    await rm(this.#tokenFile(profile), { force: true });
+    const ops: KeychainOp[] = [
+      ...accountsOf(profile).map((account): KeychainOp => ({ op: 'delete', account })),
+      { op: 'index-sync', account: KEYCHAIN_INDEX_ACCOUNT, profile, accounts: accountsOf(profile) },
+    ];
+    await this.#underIndexLock(() => this.#run(ops, `deleting the secrets of profile "${profile}"`));
+  }
+
+  async listProfiles(): Promise<string[]> {
+    const [raw] = await this.#run([{ op: 'get', account: KEYCHAIN_INDEX_ACCOUNT }], 'listing the profiles');
+    // A profile whose token file alone is left counts, as a profile holding only its token does in any store.
+    const names = new Set(await this.#tokenFileNames());
+    let parsed: unknown;
+    try {
+      parsed = typeof raw === 'string' ? JSON.parse(raw) : [];
+    } catch {
+      parsed = [];
+    }
+    if (Array.isArray(parsed)) for (const name of parsed) if (typeof name === 'string' && isProfileName(name)) names.add(name);
+    return [...names].sort();
+  }
+}
+
+export function openKeychainSecretStore(options: KeychainSecretStoreOptions): SecretStore {
+  return new KeychainStore(options);
+}
+
+/** The keychain accounts of a profile's stored names. */
+function accountsOf(profile: string): string[] {
+  return STORED_NAMES.map((name) => keychainAccount(profile, name));
+}
+
+/** Keeps the key the keychain answered with; undefined when it holds none (or something that is not a key). */
+function keep(id: string, raw: unknown): Buffer | undefined {
+  const key = parseCacheKey(raw);
+  if (key) cacheKeys.set(id, { key, at: Date.now() });
+  return key;
+}
+
+function tokenAad(profile: string): Buffer {
+  return recordAad(TOKEN_FORMAT, 'token', profile);
+}
+
+function unsealToken(profile: string, text: string, key: Buffer): string | undefined | 'wrong key' {
+  const opened = unsealRecord(TOKEN_FORMAT, text, key, tokenAad(profile));
+  if (!opened.ok) return opened.failure === 'key' ? 'wrong key' : undefined;
+  const parsed = TokenContent.safeParse(opened.value);
+  return parsed.success ? parsed.data.access_token : undefined;
 }
 
 interface ChildContext {

@@ -94,8 +94,8 @@ class LoadedProfile implements DaemonProfile {
 /**
  * The stores the loaded profiles' GrantStores write through, one per kind for a whole load. Sessions of one
  * command that use the same kind of secret store open the same store (config dir and key come from the
- * command's settings; the kind may differ per profile, as config.json records it), and a store is some fifty
- * closures: one kept per profile held ten thousand of each.
+ * command's settings; the kind may differ per profile, as config.json records it): one kept per profile held
+ * ten thousand of them.
  */
 interface SharedStores {
   secrets: Map<ProfileSession['secrets']['kind'], ProfileSession['secrets']>;

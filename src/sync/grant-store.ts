@@ -63,8 +63,8 @@ async function recordAccountIn(profiles: ProfileStore, name: string, accountId: 
 
 /**
  * A profile kept where setup put it: its secrets in the secret store, its state in the profile store. Both
- * stores may be shared by every profile of a load (a store is some fifty closures); this keeps only them, the
- * name, and how to read the grant again.
+ * stores may be shared by every profile of a load; this keeps only them, the name, and how to read the grant
+ * again.
  */
 class StoredGrants implements GrantStore {
   readonly #name: string;
