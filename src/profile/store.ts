@@ -94,15 +94,31 @@ export function newSecretsVersion(): string {
 }
 
 export function openProfileStore(configDir: string, options: ProfileStoreOptions = {}): ProfileStore {
-  const dir = path.join(configDir, 'profiles');
-  const staleMs = Math.max(options.staleMs ?? 10_000, 2_000);
-  const writeLockWaitMs = options.writeLockWaitMs ?? 15_000;
-  const defaultLockWaitMs = options.lockWaitMs ?? 60_000;
+  return new FileProfileStore(configDir, options);
+}
+
+/** A renewal record as this process last read or wrote it (see `#knownRecords`). */
+interface KnownRecord {
+  identity: FileIdentity;
+  record: RenewalRecord | undefined;
+  trusted: (mtimeMs: number) => boolean;
+  overlaid?: { base: ProfileState | undefined; state: ProfileState | undefined };
+}
+
+/**
+ * One store per config dir, shared by every profile a process serves (the daemon's thousands): its methods live
+ * on the prototype and its caches are keyed by name, so no profile and no call costs an object of its own here.
+ */
+class FileProfileStore implements ProfileStore {
+  readonly dir: string;
+  readonly #staleMs: number;
+  readonly #writeLockWaitMs: number;
+  readonly #defaultLockWaitMs: number;
 
   // What this process last read or wrote, keyed by the file's identity (inode, size, mtime): every write is a
   // new inode through a rename, and an edit in place changes mtime, so a match means the same bytes. A hit
   // costs one stat instead of open, read, close and a parse; the renewal path reads the state twice per renewal.
-  const known = new Map<string, { identity: FileIdentity; state: ProfileState }>();
+  readonly #known = new Map<string, { identity: FileIdentity; state: ProfileState }>();
   // The same for renewal records, which are overwritten in place: the inode stays, and two writes within one
   // tick of the file system's clock may leave the same mtime. So an entry read is trusted only once its mtime
   // is older than the time it was read by more than that tick (as git treats a racily clean index entry); until
@@ -110,51 +126,177 @@ export function openProfileStore(configDir: string, options: ProfileStoreOptions
   // renewal lock, and another holder's write in the same tick could only make it look older than it is, which
   // costs at most an early renewal (whose re-read under the lock, after the tick, sees the other one).
   // `overlaid` is the last state the record was laid over, and the result.
-  const knownRecords = new Map<string, {
-    identity: FileIdentity;
-    record: RenewalRecord | undefined;
-    trusted: (mtimeMs: number) => boolean;
-    overlaid?: { base: ProfileState | undefined; state: ProfileState | undefined };
-  }>();
+  readonly #knownRecords = new Map<string, KnownRecord>();
   // The directory is checked (created, tightened) once per store; a write that finds it gone checks again.
-  let dirReady: Promise<void> | undefined;
-  const ensureDir = (): Promise<void> => {
-    dirReady ??= ensurePrivateDir(dir, { tighten: true }).catch((error: unknown) => {
-      dirReady = undefined;
+  #dirReady: Promise<void> | undefined;
+
+  constructor(configDir: string, options: ProfileStoreOptions) {
+    this.dir = path.join(configDir, 'profiles');
+    this.#staleMs = Math.max(options.staleMs ?? 10_000, 2_000);
+    this.#writeLockWaitMs = options.writeLockWaitMs ?? 15_000;
+    this.#defaultLockWaitMs = options.lockWaitMs ?? 60_000;
+  }
+
+  fileOf(name: string): string {
+    assertProfileName(name);
+    return path.join(this.dir, `${name}.json`);
+  }
+
+  recordFileOf(name: string): string {
+    assertProfileName(name);
+    return path.join(this.dir, `${name}${RECORD_SUFFIX}`);
+  }
+
+  read(name: string): Promise<ProfileState | undefined> {
+    return this.#readMerged(name);
+  }
+
+  names(): Promise<string[]> {
+    return this.#listNames();
+  }
+
+  async list(): Promise<ProfileState[]> {
+    const states = [];
+    for (const name of await this.#listNames()) {
+      const state = await this.#readMerged(name);
+      if (state) states.push(state);
+    }
+    return states;
+  }
+
+  async update(
+    name: string,
+    mutate: (current: ProfileState | undefined) => ProfileStateDraft | undefined,
+    updateOptions: UpdateOptions = {},
+  ): Promise<ProfileState | undefined> {
+    const file = this.fileOf(name);
+    return this.#retryingOnMissingDir(() => this.#writeLocked(name, async () => {
+      let current: ProfileState | undefined;
+      try {
+        // With the renewal record laid over: a write keeps the latest renewal's fields in the state file too.
+        current = await this.#readMerged(name);
+      } catch (error) {
+        if (!(updateOptions.resetCorrupt && error instanceof ProfileStoreError && error.code === 'PROFILE_CORRUPT')) {
+          throw error;
+        }
+      }
+      const draft = mutate(current);
+      if (draft === undefined) {
+        this.#known.delete(name);
+        this.#knownRecords.delete(name);
+        await rm(file, { force: true });
+        await rm(this.recordFileOf(name), { force: true });
+        return undefined;
+      }
+      if (current !== undefined && draft === current) return current;
+      if (draft.profile !== undefined && draft.profile !== name) {
+        throw new ProfileStoreError(
+          'PROFILE_MISMATCH',
+          `the state written for profile "${name}" names profile "${draft.profile}"`,
+          { path: file },
+        );
+      }
+      const now = new Date().toISOString();
+      // The file is plaintext: no field may carry a secret, not even inside an error message it records.
+      const parsed = ProfileStateSchema.safeParse({
+        ...redactDeep(draft),
+        version: stateVersionOf(draft),
+        profile: name,
+        createdAt: current?.createdAt ?? draft.createdAt ?? now,
+        updatedAt: now,
+      });
+      if (!parsed.success) {
+        // zod's messages name the field and the expected type, never the rejected value.
+        throw new ValidationError(
+          parsed.error.issues.map((issue) => ({ field: fieldName(issue.path, 'profileState'), message: issue.message })),
+        );
+      }
+      this.#known.delete(name);
+      const identity = await writePrivateFile(file, `${JSON.stringify(parsed.data, null, 2)}\n`, undefined, {
+        durable: updateOptions.durable ?? true,
+        followLinks: false,
+      });
+      const state = deepFreeze(parsed.data);
+      this.#known.set(name, { identity, state });
+      return this.#readMerged(name);
+    }));
+  }
+
+  async delete(name: string): Promise<void> {
+    const file = this.fileOf(name);
+    try {
+      this.#known.delete(name);
+      this.#knownRecords.delete(name);
+      await this.#writeLocked(name, async () => {
+        await rm(file, { force: true });
+        await rm(this.recordFileOf(name), { force: true });
+      });
+    } catch (error) {
+      // No directory means no state and nowhere to put a lock: already deleted.
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return;
+      throw error;
+    }
+  }
+
+  async recordRenewal(name: string, record: RenewalRecord): Promise<void> {
+    const file = this.recordFileOf(name);
+    await this.#retryingOnMissingDir(async () => {
+      this.#knownRecords.delete(name);
+      const identity = writeRenewalRecord(file, name, record);
+      this.#knownRecords.set(name, { identity, record, trusted: () => true });
+    });
+  }
+
+  async withLock<T>(name: string, fn: (signal: AbortSignal) => Promise<T>, lockOptions: { waitMs?: number } = {}): Promise<T> {
+    assertProfileName(name);
+    await this.#ensureDir();
+    const lockPath = path.join(this.dir, `${name}.renewal.lock`);
+    const waitMs = lockOptions.waitMs ?? this.#defaultLockWaitMs;
+    const staleMs = this.#staleMs;
+    return withFileLock(lockPath, fn, {
+      waitMs,
+      staleMs,
+      recordOwner: true,
+      timeoutError: () =>
+        new ProfileStoreError(
+          'PROFILE_LOCK_TIMEOUT',
+          `profile "${name}" is busy: another syncauth process has held its renewal lock (${lockPath}) for ` +
+            `more than ${seconds(waitMs)}. Try again later; a lock left by a process that died is taken over ` +
+            `${seconds(staleMs)} after it stopped.`,
+          { path: lockPath },
+        ),
+    });
+  }
+
+  #ensureDir(): Promise<void> {
+    this.#dirReady ??= ensurePrivateDir(this.dir, { tighten: true }).catch((error: unknown) => {
+      this.#dirReady = undefined;
       throw error;
     });
-    return dirReady;
-  };
-  const retryingOnMissingDir = async <T>(fn: () => Promise<T>): Promise<T> => {
-    await ensureDir();
+    return this.#dirReady;
+  }
+
+  async #retryingOnMissingDir<T>(fn: () => Promise<T>): Promise<T> {
+    await this.#ensureDir();
     try {
       return await fn();
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
-      dirReady = undefined;
-      await ensureDir();
+      this.#dirReady = undefined;
+      await this.#ensureDir();
       return fn();
     }
-  };
-
-  const fileOf = (name: string): string => {
-    assertProfileName(name);
-    return path.join(dir, `${name}.json`);
-  };
-  const recordFileOf = (name: string): string => {
-    assertProfileName(name);
-    return path.join(dir, `${name}${RECORD_SUFFIX}`);
-  };
+  }
 
   /** The state file alone. */
-  async function readState(name: string): Promise<ProfileState | undefined> {
-    const file = fileOf(name);
-    const cached = known.get(name);
+  async #readState(name: string): Promise<ProfileState | undefined> {
+    const file = this.fileOf(name);
+    const cached = this.#known.get(name);
     // Synchronous: one local stat, cheaper than a thread-pool round trip (and than the error of an open that
     // finds no file, as a profile without a state file would at every read).
     const info = statSync(file, { throwIfNoEntry: false });
     if (!info) {
-      known.delete(name);
+      this.#known.delete(name);
       return undefined;
     }
     if (cached && sameIdentity(info, cached.identity)) return cached.state;
@@ -172,43 +314,43 @@ export function openProfileStore(configDir: string, options: ProfileStoreOptions
       }
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code === 'ENOENT') {
-        known.delete(name);
+        this.#known.delete(name);
         return undefined;
       }
       throw error;
     }
     const state = parseState(name, file, text);
-    known.set(name, { identity, state });
+    this.#known.set(name, { identity, state });
     return state;
   }
 
   /** The renewal record's entry, read again unless the cached one is known to be current. */
-  function readRecord(name: string): (typeof knownRecords extends Map<string, infer E> ? E : never) | undefined {
-    const file = recordFileOf(name);
-    const cached = knownRecords.get(name);
+  #readRecord(name: string): KnownRecord | undefined {
+    const file = this.recordFileOf(name);
+    const cached = this.#knownRecords.get(name);
     // One stat, which (unlike an open) costs no error object when there is no record, as for most profiles
     // of an earlier release until their first renewal here.
     const info = statSync(file, { throwIfNoEntry: false });
     if (!info) {
-      knownRecords.delete(name);
+      this.#knownRecords.delete(name);
       return undefined;
     }
     if (cached && sameIdentity(info, cached.identity) && cached.trusted(info.mtimeMs)) return cached;
     const readAt = Date.now();
     const read = readRenewalRecord(file, name);
     if (!read) {
-      knownRecords.delete(name);
+      this.#knownRecords.delete(name);
       return undefined;
     }
     const entry = { identity: read.identity, record: read.record, trusted: (mtimeMs: number) => mtimeMs < readAt - RACY_MS };
-    knownRecords.set(name, entry);
+    this.#knownRecords.set(name, entry);
     return entry;
   }
 
   /** The state file with the renewal record laid over it. */
-  async function readMerged(name: string): Promise<ProfileState | undefined> {
-    const base = await readState(name);
-    const entry = readRecord(name);
+  async #readMerged(name: string): Promise<ProfileState | undefined> {
+    const base = await this.#readState(name);
+    const entry = this.#readRecord(name);
     if (!entry?.record) return base;
     if (entry.overlaid && entry.overlaid.base === base) return entry.overlaid.state;
     const state = overlay(name, base, entry.record);
@@ -216,28 +358,10 @@ export function openProfileStore(configDir: string, options: ProfileStoreOptions
     return state;
   }
 
-  function parseState(name: string, file: string, text: string): ProfileState {
-    let data: unknown;
-    try {
-      data = JSON.parse(text);
-    } catch (error) {
-      throw corrupt(name, file, 'it is not JSON', error);
-    }
-    const parsed = ProfileStateSchema.safeParse(data);
-    if (!parsed.success) {
-      const issue = parsed.error.issues[0];
-      const where = issue ? fieldName(issue.path) : '';
-      throw corrupt(name, file, `${where ? `${where}: ` : ''}${issue?.message ?? 'invalid'}`);
-    }
-    if (parsed.data.profile !== name) throw corrupt(name, file, `it names profile "${parsed.data.profile}"`);
-    // Shared with every later reader of the cache: nobody may change it in place.
-    return deepFreeze(parsed.data);
-  }
-
-  async function listNames(): Promise<string[]> {
+  async #listNames(): Promise<string[]> {
     let entries;
     try {
-      entries = await readdir(dir, { withFileTypes: true });
+      entries = await readdir(this.dir, { withFileTypes: true });
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code === 'ENOENT') return [];
       throw error;
@@ -254,11 +378,12 @@ export function openProfileStore(configDir: string, options: ProfileStoreOptions
     return [...names].sort();
   }
 
-  function writeLocked<T>(name: string, fn: () => Promise<T>): Promise<T> {
-    const lockPath = path.join(dir, `${name}.json.lock`);
+  #writeLocked<T>(name: string, fn: () => Promise<T>): Promise<T> {
+    const lockPath = path.join(this.dir, `${name}.json.lock`);
+    const writeLockWaitMs = this.#writeLockWaitMs;
     return withFileLock(lockPath, fn, {
       waitMs: writeLockWaitMs,
-      staleMs,
+      staleMs: this.#staleMs,
       // A process killed mid-write (kill -9, the OOM killer) must not hold up the next one's write of this
       // profile, and with it a renewal's token, for the stale time: the waiter takes the lock over at once.
       recordOwner: true,
@@ -271,126 +396,6 @@ export function openProfileStore(configDir: string, options: ProfileStoreOptions
         ),
     });
   }
-
-  return {
-    dir,
-    fileOf,
-    recordFileOf,
-
-    read(name) {
-      return readMerged(name);
-    },
-
-    names: listNames,
-
-    async list() {
-      const states = [];
-      for (const name of await listNames()) {
-        const state = await readMerged(name);
-        if (state) states.push(state);
-      }
-      return states;
-    },
-
-    async update(name, mutate, updateOptions = {}) {
-      const file = fileOf(name);
-      return retryingOnMissingDir(() => writeLocked(name, async () => {
-        let current: ProfileState | undefined;
-        try {
-          // With the renewal record laid over: a write keeps the latest renewal's fields in the state file too.
-          current = await readMerged(name);
-        } catch (error) {
-          if (!(updateOptions.resetCorrupt && error instanceof ProfileStoreError && error.code === 'PROFILE_CORRUPT')) {
-            throw error;
-          }
-        }
-        const draft = mutate(current);
-        if (draft === undefined) {
-          known.delete(name);
-          knownRecords.delete(name);
-          await rm(file, { force: true });
-          await rm(recordFileOf(name), { force: true });
-          return undefined;
-        }
-        if (current !== undefined && draft === current) return current;
-        if (draft.profile !== undefined && draft.profile !== name) {
-          throw new ProfileStoreError(
-            'PROFILE_MISMATCH',
-            `the state written for profile "${name}" names profile "${draft.profile}"`,
-            { path: file },
-          );
-        }
-        const now = new Date().toISOString();
-        // The file is plaintext: no field may carry a secret, not even inside an error message it records.
-        const parsed = ProfileStateSchema.safeParse({
-          ...redactDeep(draft),
-          version: stateVersionOf(draft),
-          profile: name,
-          createdAt: current?.createdAt ?? draft.createdAt ?? now,
-          updatedAt: now,
-        });
-        if (!parsed.success) {
-          // zod's messages name the field and the expected type, never the rejected value.
-          throw new ValidationError(
-            parsed.error.issues.map((issue) => ({ field: fieldName(issue.path, 'profileState'), message: issue.message })),
-          );
-        }
-        known.delete(name);
-        const identity = await writePrivateFile(file, `${JSON.stringify(parsed.data, null, 2)}\n`, undefined, {
-          durable: updateOptions.durable ?? true,
-          followLinks: false,
-        });
-        const state = deepFreeze(parsed.data);
-        known.set(name, { identity, state });
-        return readMerged(name);
-      }));
-    },
-
-    async delete(name) {
-      const file = fileOf(name);
-      try {
-        known.delete(name);
-        knownRecords.delete(name);
-        await writeLocked(name, async () => {
-          await rm(file, { force: true });
-          await rm(recordFileOf(name), { force: true });
-        });
-      } catch (error) {
-        // No directory means no state and nowhere to put a lock: already deleted.
-        if ((error as NodeJS.ErrnoException).code === 'ENOENT') return;
-        throw error;
-      }
-    },
-
-    async recordRenewal(name, record) {
-      const file = recordFileOf(name);
-      await retryingOnMissingDir(async () => {
-        knownRecords.delete(name);
-        const identity = writeRenewalRecord(file, name, record);
-        knownRecords.set(name, { identity, record, trusted: () => true });
-      });
-    },
-
-    async withLock(name, fn, lockOptions = {}) {
-      assertProfileName(name);
-      await ensureDir();
-      const lockPath = path.join(dir, `${name}.renewal.lock`);
-      const waitMs = lockOptions.waitMs ?? defaultLockWaitMs;
-      return withFileLock(lockPath, fn, {
-        waitMs,
-        staleMs,
-        recordOwner: true,
-        timeoutError: () =>
-          new ProfileStoreError(
-            'PROFILE_LOCK_TIMEOUT',
-            `profile "${name}" is busy: another syncauth process has held its renewal lock (${lockPath}) for ` +
-              `more than ${seconds(waitMs)}. Try again later; a lock left by a process that died is taken over ` +
-              `${seconds(staleMs)} after it stopped.`,
-            { path: lockPath },
-          ),
-      });
-    },
-  };
 }
 
 /** The renewal record's file name after the profile's name. */
@@ -413,6 +418,24 @@ function overlay(name: string, base: ProfileState | undefined, record: RenewalRe
     lastRenewalAt,
     updatedAt: base && Date.parse(base.updatedAt) > record.lastRenewalAt ? base.updatedAt : lastRenewalAt,
   });
+}
+
+function parseState(name: string, file: string, text: string): ProfileState {
+  let data: unknown;
+  try {
+    data = JSON.parse(text);
+  } catch (error) {
+    throw corrupt(name, file, 'it is not JSON', error);
+  }
+  const parsed = ProfileStateSchema.safeParse(data);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const where = issue ? fieldName(issue.path) : '';
+    throw corrupt(name, file, `${where ? `${where}: ` : ''}${issue?.message ?? 'invalid'}`);
+  }
+  if (parsed.data.profile !== name) throw corrupt(name, file, `it names profile "${parsed.data.profile}"`);
+  // Shared with every later reader of the cache: nobody may change it in place.
+  return deepFreeze(parsed.data);
 }
 
 function sameIdentity(info: { ino: number; size: number; mtimeMs: number }, identity: FileIdentity): boolean {

@@ -200,131 +200,166 @@ function foreignForm(req: IncomingMessage, origin: string): boolean {
 }
 
 export async function startReauthServer(options: ReauthServerOptions): Promise<ReauthServer> {
-  const publicUrl = new URL(options.publicUrl);
-  const origin = publicUrl.origin;
-  const redirectUri = `${origin}/reauthorize/callback`;
-  const now = options.now ?? Date.now;
-  const timeoutMs = options.timeoutMs ?? 15_000;
-  const log = options.log;
-  const limiter = new RefusalLimiter(options.refusalsPerMinute ?? 20, now);
+  return new ReauthPage(options).listen();
+}
+
+/** The page's listener and what it keeps between requests: the rounds, the refusals counted and the answers given. */
+class ReauthPage {
+  readonly #options: ReauthServerOptions;
+  readonly #publicUrl: URL;
+  readonly #origin: string;
+  readonly #redirectUri: string;
+  readonly #now: () => number;
+  readonly #timeoutMs: number;
+  readonly #log: Logger;
+  readonly #limiter: RefusalLimiter;
   /** Authorization attempts by the digest of their state: one-time, bound to the link that started them. */
-  const rounds = options.rounds ?? memoryRoundStore();
-  let limitedLogged = 0;
+  readonly #rounds: RoundStore;
+  #limitedLogged = 0;
   /** Answers that refused their request: the token their request took is not given back. */
-  const refused = new WeakSet<ServerResponse>();
-
-  const csp = (extraOrigin?: string): string => {
-    const targets = new Set([origin, 'https://www.dropbox.com', ...(extraOrigin ? [extraOrigin] : [])]);
-    return `default-src 'none'; style-src 'unsafe-inline'; form-action ${[...targets].join(' ')}; frame-ancestors 'none'; base-uri 'none'`;
-  };
-
-  const headersOf = (extraOrigin?: string): Record<string, string> => ({
-    'content-type': 'text/html; charset=utf-8',
-    'content-security-policy': csp(extraOrigin),
-    'cache-control': 'no-store',
-    'referrer-policy': 'no-referrer',
-    'x-content-type-options': 'nosniff',
-    'x-frame-options': 'DENY',
-  });
-
-  /** Answers already written straight to the socket (a malformed request, see clientError below). */
-  const answered = new WeakSet<ServerResponse>();
-
-  const send = (res: ServerResponse, status: number, html: string, extraOrigin?: string): void => {
-    // A client gone, or answered already: writing again would only raise an error for nobody.
-    if (res.headersSent || answered.has(res) || res.destroyed) return;
-    res.writeHead(status, headersOf(extraOrigin));
-    res.end(html);
-  };
-
+  readonly #refused = new WeakSet<ServerResponse>();
+  /** Answers already written straight to the socket (a malformed request, see #clientError below). */
+  readonly #answered = new WeakSet<ServerResponse>();
   /**
    * The client's address, read once when the request arrives: once its socket is gone (an aborted body, a client
    * that left) the request no longer knows it, and its refusal must still be counted and logged.
    */
-  const clients = new WeakMap<IncomingMessage, string>();
-  const addressOf = (req: IncomingMessage): string => clients.get(req) ?? 'unknown';
+  readonly #clients = new WeakMap<IncomingMessage, string>();
+  /** The cause last warned of, while the links file is not to be believed (its path, owner and mode). */
+  #untrustedWarned: string | undefined;
+  /** The response under way on each connection, for a parse error that comes while its body is read. */
+  readonly #inFlight = new WeakMap<Socket, { req: IncomingMessage; res: ServerResponse }>();
+  readonly #server: Server;
 
-  const refuse = (req: IncomingMessage, res: ServerResponse, event: string, fields: Record<string, unknown> = {}): void => {
-    refused.add(res);
-    if (answered.has(res)) return;
-    log.warn({ event, op: 'reauth', client: addressOf(req), ...fields }, 'refused a re-authorization request');
-    send(res, 404, NOT_FOUND_PAGE);
-  };
+  constructor(options: ReauthServerOptions) {
+    this.#options = options;
+    this.#publicUrl = new URL(options.publicUrl);
+    this.#origin = this.#publicUrl.origin;
+    this.#redirectUri = `${this.#origin}/reauthorize/callback`;
+    this.#now = options.now ?? Date.now;
+    this.#timeoutMs = options.timeoutMs ?? 15_000;
+    this.#log = options.log;
+    this.#limiter = new RefusalLimiter(options.refusalsPerMinute ?? 20, this.#now);
+    this.#rounds = options.rounds ?? memoryRoundStore();
+    this.#server = createServer((req, res) => this.#serve(req, res));
+    this.#server.on('clientError', (error: NodeJS.ErrnoException, socket: Socket) => this.#clientError(error, socket));
+    this.#server.keepAliveTimeout = 5_000;
+    this.#server.headersTimeout = 10_000;
+    this.#server.requestTimeout = 60_000;
+  }
 
-  const rateLimited = (req: IncomingMessage, res: ServerResponse): boolean => {
-    if (limiter.take(addressOf(req))) return false;
-    refused.add(res);
+  async listen(): Promise<ReauthServer> {
+    const listening = await listenHttp(this.#server, this.#options.listen, 'reauthListen');
+    const where = listening.url.slice('http://'.length);
+    this.#log.info({ event: 'reauth.listening', op: 'start', listen: where, publicUrl: this.#origin }, `re-authorization page on ${where}, public as ${this.#origin}`);
+    return listening;
+  }
+
+  #csp(extraOrigin?: string): string {
+    const targets = new Set([this.#origin, 'https://www.dropbox.com', ...(extraOrigin ? [extraOrigin] : [])]);
+    return `default-src 'none'; style-src 'unsafe-inline'; form-action ${[...targets].join(' ')}; frame-ancestors 'none'; base-uri 'none'`;
+  }
+
+  #headersOf(extraOrigin?: string): Record<string, string> {
+    return {
+      'content-type': 'text/html; charset=utf-8',
+      'content-security-policy': this.#csp(extraOrigin),
+      'cache-control': 'no-store',
+      'referrer-policy': 'no-referrer',
+      'x-content-type-options': 'nosniff',
+      'x-frame-options': 'DENY',
+    };
+  }
+
+  #send(res: ServerResponse, status: number, html: string, extraOrigin?: string): void {
+    // A client gone, or answered already: writing again would only raise an error for nobody.
+    if (res.headersSent || this.#answered.has(res) || res.destroyed) return;
+    res.writeHead(status, this.#headersOf(extraOrigin));
+    res.end(html);
+  }
+
+  #addressOf(req: IncomingMessage): string {
+    return this.#clients.get(req) ?? 'unknown';
+  }
+
+  #refuse(req: IncomingMessage, res: ServerResponse, event: string, fields: Record<string, unknown> = {}): void {
+    this.#refused.add(res);
+    if (this.#answered.has(res)) return;
+    this.#log.warn({ event, op: 'reauth', client: this.#addressOf(req), ...fields }, 'refused a re-authorization request');
+    this.#send(res, 404, NOT_FOUND_PAGE);
+  }
+
+  #rateLimited(req: IncomingMessage, res: ServerResponse): boolean {
+    if (this.#limiter.take(this.#addressOf(req))) return false;
+    this.#refused.add(res);
     // Once a minute at most: a flood must not flood the log either.
-    if (now() - limitedLogged > 60_000) {
-      limitedLogged = now();
-      log.warn({ event: 'reauth.rate_limited', op: 'reauth', client: addressOf(req) }, 'too many refused re-authorization requests; answering 429 for a while');
+    if (this.#now() - this.#limitedLogged > 60_000) {
+      this.#limitedLogged = this.#now();
+      this.#log.warn({ event: 'reauth.rate_limited', op: 'reauth', client: this.#addressOf(req) }, 'too many refused re-authorization requests; answering 429 for a while');
     }
     res.setHeader('retry-after', '60');
-    send(res, 429, RATE_LIMITED_PAGE);
+    this.#send(res, 429, RATE_LIMITED_PAGE);
     return true;
-  };
-
-  /** The cause last warned of, while the links file is not to be believed (its path, owner and mode). */
-  let untrustedWarned: string | undefined;
+  }
 
   /**
    * The unexpired link a digest names. A links file another user owns or may write is never read (assertFileTrusted):
    * every link is then refused as a wrong one is, and the file named at warn, once for each cause, not to the client.
    */
-  const findLink = async (linkHash: string): Promise<LinkRecord | undefined> => {
+  async #findLink(linkHash: string): Promise<LinkRecord | undefined> {
     try {
-      const link = await options.links.find(linkHash, now());
-      untrustedWarned = undefined;
+      const link = await this.#options.links.find(linkHash, this.#now());
+      this.#untrustedWarned = undefined;
       return link;
     } catch (error) {
       if (!(error instanceof UntrustedFileError)) throw error;
       const cause = `${error.file}\0${error.owner}\0${error.mode}`;
-      if (cause !== untrustedWarned) {
-        untrustedWarned = cause;
-        log.warn(
+      if (cause !== this.#untrustedWarned) {
+        this.#untrustedWarned = cause;
+        this.#log.warn(
           { event: 'reauth.links_untrusted', op: 'reauth', file: error.file, owner: error.owner, mode: error.mode, hint: error.hint },
           `${error.message}; every re-authorization link is refused until it is fixed`,
         );
       }
       return undefined;
     }
-  };
+  }
 
   /** The attempt a state names, removed (one-time), when it is unexpired. */
-  const take = async (state: string | null): Promise<Pending | undefined> => {
+  async #take(state: string | null): Promise<Pending | undefined> {
     if (!state || state.length > 200) return undefined;
-    return rounds.take(state, now());
-  };
+    return this.#rounds.take(state, this.#now());
+  }
 
   /**
    * GET: the page, with a fresh authorize round. HEAD (a link checker, a preview): the same status and headers
    * and no body, and no round is begun; a wrong link gets the same 404 as GET and counts as a refusal.
    */
-  async function openPage(req: IncomingMessage, res: ServerResponse, token: string, head: boolean): Promise<void> {
+  async #openPage(req: IncomingMessage, res: ServerResponse, token: string, head: boolean): Promise<void> {
     const linkHash = hashToken(token);
-    const link = await findLink(linkHash);
+    const link = await this.#findLink(linkHash);
     if (!link) {
-      refuse(req, res, 'reauth.link_refused');
+      this.#refuse(req, res, 'reauth.link_refused');
       return;
     }
-    const profile = await options.profile(link.profile);
+    const profile = await this.#options.profile(link.profile);
     const problem = profileProblem(profile, link);
     if (problem || !profile) {
-      log.warn({ event: 'reauth.page_refused', op: 'reauth', profile: link.profile }, `re-authorization page of profile "${link.profile}": ${problem ?? 'not served'}`);
-      send(res, 200, resultPage({ ok: false, title: 'This profile cannot be re-authorized here', paragraphs: [problem ?? 'The daemon does not serve this profile.'] }));
+      this.#log.warn({ event: 'reauth.page_refused', op: 'reauth', profile: link.profile }, `re-authorization page of profile "${link.profile}": ${problem ?? 'not served'}`);
+      this.#send(res, 200, resultPage({ ok: false, title: 'This profile cannot be re-authorized here', paragraphs: [problem ?? 'The daemon does not serve this profile.'] }));
       return;
     }
     if (head) {
-      send(res, 200, '', new URL(profile.authorizeUrl).origin);
+      this.#send(res, 200, '', new URL(profile.authorizeUrl).origin);
       return;
     }
-    const withRedirect = createAuthorizationRequest({ authorizeUrl: profile.authorizeUrl, appKey: profile.appKey, redirectUri });
+    const withRedirect = createAuthorizationRequest({ authorizeUrl: profile.authorizeUrl, appKey: profile.appKey, redirectUri: this.#redirectUri });
     const forPaste = createAuthorizationRequest({ authorizeUrl: profile.authorizeUrl, appKey: profile.appKey });
-    const expiresAt = Math.min(now() + PENDING_TTL_MS, link.expiresAt);
-    await rounds.remember(withRedirect.state, { profile: profile.name, linkHash, codeVerifier: withRedirect.codeVerifier, redirectUri, expiresAt }, now());
-    await rounds.remember(forPaste.state, { profile: profile.name, linkHash, codeVerifier: forPaste.codeVerifier, expiresAt }, now());
-    log.info({ event: 'reauth.page_opened', op: 'reauth', profile: profile.name }, `the re-authorization page of profile "${profile.name}" was opened`);
-    send(
+    const expiresAt = Math.min(this.#now() + PENDING_TTL_MS, link.expiresAt);
+    await this.#rounds.remember(withRedirect.state, { profile: profile.name, linkHash, codeVerifier: withRedirect.codeVerifier, redirectUri: this.#redirectUri, expiresAt }, this.#now());
+    await this.#rounds.remember(forPaste.state, { profile: profile.name, linkHash, codeVerifier: forPaste.codeVerifier, expiresAt }, this.#now());
+    this.#log.info({ event: 'reauth.page_opened', op: 'reauth', profile: profile.name }, `the re-authorization page of profile "${profile.name}" was opened`);
+    this.#send(
       res,
       200,
       startPage({
@@ -342,54 +377,54 @@ export async function startReauthServer(options: ReauthServerOptions): Promise<R
     );
   }
 
-  async function callback(req: IncomingMessage, res: ServerResponse, params: URLSearchParams): Promise<void> {
+  async #callback(req: IncomingMessage, res: ServerResponse, params: URLSearchParams): Promise<void> {
     const state = params.get('state');
-    const attempt = await take(state);
+    const attempt = await this.#take(state);
     if (!attempt || attempt.redirectUri === undefined) {
-      refuse(req, res, 'reauth.state_refused');
+      this.#refuse(req, res, 'reauth.state_refused');
       return;
     }
     let code: string;
     try {
       code = parseAuthorizationResponse(params, state as string).code;
     } catch (error) {
-      log.warn({ event: 'reauth.denied', op: 'reauth', profile: attempt.profile, errorCode: (error as { code?: string }).code }, `re-authorization of profile "${attempt.profile}" ended at Dropbox without a code`);
-      send(res, 200, resultPage({ ok: false, title: 'Dropbox did not authorize syncauth', paragraphs: [(error as Error).message, 'Nothing changed. Open the link again to try once more.'] }));
+      this.#log.warn({ event: 'reauth.denied', op: 'reauth', profile: attempt.profile, errorCode: (error as { code?: string }).code }, `re-authorization of profile "${attempt.profile}" ended at Dropbox without a code`);
+      this.#send(res, 200, resultPage({ ok: false, title: 'Dropbox did not authorize syncauth', paragraphs: [(error as Error).message, 'Nothing changed. Open the link again to try once more.'] }));
       return;
     }
-    await complete(req, res, attempt, code);
+    await this.#complete(req, res, attempt, code);
   }
 
-  async function paste(req: IncomingMessage, res: ServerResponse, token: string): Promise<void> {
+  async #paste(req: IncomingMessage, res: ServerResponse, token: string): Promise<void> {
     // A form posted from any other page (a cross-site request carrying a stolen state) is refused: by what the
     // browser says of its origin where it says it, and always by the form's token, which only our page holds.
     const formRefused = (): void => {
-      refused.add(res);
-      log.warn({ event: 'reauth.form_refused', op: 'reauth', client: addressOf(req) }, 'refused a pasted code: the form was not sent from the page');
-      send(res, 403, FORBIDDEN_PAGE);
+      this.#refused.add(res);
+      this.#log.warn({ event: 'reauth.form_refused', op: 'reauth', client: this.#addressOf(req) }, 'refused a pasted code: the form was not sent from the page');
+      this.#send(res, 403, FORBIDDEN_PAGE);
     };
-    if (foreignForm(req, origin)) {
+    if (foreignForm(req, this.#origin)) {
       formRefused();
       return;
     }
     const read = await readForm(req);
     if ('problem' in read) {
-      refuse(req, res, 'reauth.form_unreadable', { problem: read.problem });
+      this.#refuse(req, res, 'reauth.form_unreadable', { problem: read.problem });
       return;
     }
     const form = read.form;
     const state = form.get('state');
-    const attempt = await take(state);
+    const attempt = await this.#take(state);
     const code = form.get('code')?.trim() ?? '';
     if (!attempt || attempt.redirectUri !== undefined || attempt.linkHash !== hashToken(token) || code === '') {
-      refuse(req, res, 'reauth.state_refused');
+      this.#refuse(req, res, 'reauth.state_refused');
       return;
     }
     if (!sameToken(form.get('form_token') ?? '', pasteFormToken(attempt, state as string))) {
       formRefused();
       return;
     }
-    await complete(req, res, attempt, code);
+    await this.#complete(req, res, attempt, code);
   }
 
   /**
@@ -398,28 +433,28 @@ export async function startReauthServer(options: ReauthServerOptions): Promise<R
    * claim, and the grant is stored only while the claim still holds. A completion that stores nothing releases
    * the claim, and the link still works.
    */
-  async function complete(req: IncomingMessage, res: ServerResponse, attempt: Pending, code: string): Promise<void> {
-    const outcome = await options.links.claim(attempt.profile, CLAIM_LEASE_MS, (claim) => completeClaimed(req, res, attempt, code, claim));
+  async #complete(req: IncomingMessage, res: ServerResponse, attempt: Pending, code: string): Promise<void> {
+    const outcome = await this.#options.links.claim(attempt.profile, CLAIM_LEASE_MS, (claim) => this.#completeClaimed(req, res, attempt, code, claim));
     if (!outcome.claimed) {
-      log.info({ event: 'reauth.under_way', op: 'reauth', profile: attempt.profile }, `re-authorization of profile "${attempt.profile}" is being completed elsewhere`);
-      send(res, 409, resultPage({ ok: false, title: 'Already under way', paragraphs: ['Another re-authorization of this profile is being completed. Open the link again in a minute to see where it stands.'] }));
+      this.#log.info({ event: 'reauth.under_way', op: 'reauth', profile: attempt.profile }, `re-authorization of profile "${attempt.profile}" is being completed elsewhere`);
+      this.#send(res, 409, resultPage({ ok: false, title: 'Already under way', paragraphs: ['Another re-authorization of this profile is being completed. Open the link again in a minute to see where it stands.'] }));
     }
   }
 
-  async function completeClaimed(req: IncomingMessage, res: ServerResponse, attempt: Pending, code: string, claim: LinkClaim): Promise<void> {
-    const link = await findLink(attempt.linkHash);
+  async #completeClaimed(req: IncomingMessage, res: ServerResponse, attempt: Pending, code: string, claim: LinkClaim): Promise<void> {
+    const link = await this.#findLink(attempt.linkHash);
     if (!link || link.profile !== attempt.profile) {
-      refuse(req, res, 'reauth.link_refused');
+      this.#refuse(req, res, 'reauth.link_refused');
       return;
     }
-    const profile = await options.profile(link.profile);
+    const profile = await this.#options.profile(link.profile);
     const problem = profileProblem(profile, link);
     if (problem || !profile) {
-      send(res, 200, resultPage({ ok: false, title: 'This profile cannot be re-authorized here', paragraphs: [problem ?? 'The daemon does not serve this profile.'] }));
+      this.#send(res, 200, resultPage({ ok: false, title: 'This profile cannot be re-authorized here', paragraphs: [problem ?? 'The daemon does not serve this profile.'] }));
       return;
     }
     const name = profile.name;
-    const fail = (title: string, paragraphs: string[]): void => send(res, 200, resultPage({ ok: false, title, paragraphs }));
+    const fail = (title: string, paragraphs: string[]): void => this.#send(res, 200, resultPage({ ok: false, title, paragraphs }));
     let tokens: TokenSet;
     try {
       tokens = await exchangeCode({
@@ -428,10 +463,10 @@ export async function startReauthServer(options: ReauthServerOptions): Promise<R
         code,
         ...(attempt.redirectUri !== undefined ? { redirectUri: attempt.redirectUri } : {}),
         codeVerifier: attempt.codeVerifier,
-        timeoutMs,
+        timeoutMs: this.#timeoutMs,
       });
     } catch (error) {
-      log.warn({ event: 'reauth.exchange_failed', op: 'reauth', profile: name, errorCode: (error as { code?: string }).code }, `re-authorization of profile "${name}": the code exchange failed`);
+      this.#log.warn({ event: 'reauth.exchange_failed', op: 'reauth', profile: name, errorCode: (error as { code?: string }).code }, `re-authorization of profile "${name}": the code exchange failed`);
       fail('Dropbox refused the code', [messageOf(error), 'Nothing changed. Open the link again to try once more.']);
       return;
     }
@@ -439,24 +474,24 @@ export async function startReauthServer(options: ReauthServerOptions): Promise<R
     registerSecrets(tokens.refreshToken);
     let account: DropboxAccount | undefined;
     try {
-      account = await getCurrentAccount({ apiUrl: profile.apiUrl, accessToken: tokens.accessToken, timeoutMs });
+      account = await getCurrentAccount({ apiUrl: profile.apiUrl, accessToken: tokens.accessToken, timeoutMs: this.#timeoutMs });
     } catch (error) {
-      log.warn({ event: 'reauth.account_unknown', op: 'reauth', profile: name, errorCode: (error as { code?: string }).code }, `re-authorization of profile "${name}": could not ask Dropbox which account granted access; using the account the code exchange named`);
+      this.#log.warn({ event: 'reauth.account_unknown', op: 'reauth', profile: name, errorCode: (error as { code?: string }).code }, `re-authorization of profile "${name}": could not ask Dropbox which account granted access; using the account the code exchange named`);
     }
     const accountId = account?.accountId ?? tokens.accountId;
     const revoke = async (why: string): Promise<string> => {
       try {
-        await revokeToken({ apiUrl: profile.apiUrl, accessToken: tokens.accessToken, timeoutMs });
-        log.info({ event: 'reauth.grant_revoked', op: 'reauth', profile: name, why }, `re-authorization of profile "${name}": the new grant was revoked at Dropbox`);
+        await revokeToken({ apiUrl: profile.apiUrl, accessToken: tokens.accessToken, timeoutMs: this.#timeoutMs });
+        this.#log.info({ event: 'reauth.grant_revoked', op: 'reauth', profile: name, why }, `re-authorization of profile "${name}": the new grant was revoked at Dropbox`);
         return 'The grant just given was revoked at Dropbox again.';
       } catch (error) {
-        log.error({ event: 'reauth.revoke_failed', op: 'reauth', profile: name, why, errorCode: (error as { code?: string }).code }, `re-authorization of profile "${name}": revoking the refused grant failed`);
+        this.#log.error({ event: 'reauth.revoke_failed', op: 'reauth', profile: name, why, errorCode: (error as { code?: string }).code }, `re-authorization of profile "${name}": revoking the refused grant failed`);
         return 'Revoking the grant just given failed: remove the app from the Dropbox account\'s connected apps (Settings, Connected apps).';
       }
     };
     const sameAccount = accountId !== undefined && profile.accountId !== undefined && accountId === profile.accountId;
     if (!link.allowAccountChange && !sameAccount) {
-      log.warn({ event: 'reauth.account_mismatch', op: 'reauth', profile: name, expected: profile.accountId ?? null, got: accountId ?? null }, `re-authorization of profile "${name}" refused: the grant is of another Dropbox account`);
+      this.#log.warn({ event: 'reauth.account_mismatch', op: 'reauth', profile: name, expected: profile.accountId ?? null, got: accountId ?? null }, `re-authorization of profile "${name}" refused: the grant is of another Dropbox account`);
       const revoked = await revoke('account_mismatch');
       fail('Another Dropbox account', [
         `Dropbox authorized the account ${accountId ?? '(unknown)'}, but profile "${name}" belongs to ${profile.accountId ?? 'an account that was never recorded'}.`,
@@ -469,19 +504,19 @@ export async function startReauthServer(options: ReauthServerOptions): Promise<R
     if (tokens.scopes.length > 0) {
       const scopes = checkGrantedScopes(tokens.scopes, profile.access, syncauthCommand);
       if (scopes.missing.length > 0) {
-        log.warn({ event: 'reauth.scopes_missing', op: 'reauth', profile: name, missing: scopes.missing }, `re-authorization of profile "${name}" refused: the grant lacks ${scopes.missing.join(', ')}`);
+        this.#log.warn({ event: 'reauth.scopes_missing', op: 'reauth', profile: name, missing: scopes.missing }, `re-authorization of profile "${name}" refused: the grant lacks ${scopes.missing.join(', ')}`);
         const revoked = await revoke('scopes_missing');
         fail('The grant lacks permissions', [scopes.message ?? `missing ${scopes.missing.join(', ')}`, 'Nothing changed.', revoked]);
         return;
       }
     }
     if (!(await claim.renew())) {
-      log.warn({ event: 'reauth.claim_lost', op: 'reauth', profile: name }, `re-authorization of profile "${name}" took longer than its claim: nothing stored`);
+      this.#log.warn({ event: 'reauth.claim_lost', op: 'reauth', profile: name }, `re-authorization of profile "${name}" took longer than its claim: nothing stored`);
       const revoked = await revoke('claim_lost');
       fail('This took too long', ['The re-authorization did not finish in time, so nothing changed; the link still works. Open it again.', revoked]);
       return;
     }
-    const result = await options.reauthorized(name, {
+    const result = await this.#options.reauthorized(name, {
       appKey: profile.appKey,
       appSecret: profile.appSecret,
       refreshToken: tokens.refreshToken,
@@ -489,13 +524,13 @@ export async function startReauthServer(options: ReauthServerOptions): Promise<R
     });
     if (result.stored) {
       try {
-        await options.links.spend(name);
+        await this.#options.links.spend(name);
       } catch (error) {
-        log.error({ event: 'reauth.spend_failed', op: 'reauth', profile: name, error: messageOf(error) }, `re-authorization of profile "${name}": the grant is stored, but its links could not be marked spent`);
+        this.#log.error({ event: 'reauth.spend_failed', op: 'reauth', profile: name, error: messageOf(error) }, `re-authorization of profile "${name}": the grant is stored, but its links could not be marked spent`);
       }
     }
     const ok = result.stored && result.reconciled !== false && result.check?.ok !== false && !result.error;
-    log[ok ? 'info' : 'error'](
+    this.#log[ok ? 'info' : 'error'](
       {
         event: ok ? 'reauth.completed' : 'reauth.failed',
         op: 'reauth',
@@ -509,42 +544,43 @@ export async function startReauthServer(options: ReauthServerOptions): Promise<R
       },
       ok ? `profile "${name}" is authorized again` : `re-authorization of profile "${name}" did not complete: ${result.error ?? 'see the page'}`,
     );
-    send(res, 200, resultPage(resultText(name, profile.folder, result, ok)));
+    this.#send(res, 200, resultPage(resultText(name, profile.folder, result, ok)));
   }
 
-  /** The response under way on each connection, for a parse error that comes while its body is read. */
-  const inFlight = new WeakMap<Socket, { req: IncomingMessage; res: ServerResponse }>();
-
-  const server: Server = createServer((req, res) => {
-    clients.set(req, req.socket.remoteAddress ?? 'unknown');
-    inFlight.set(req.socket, { req, res });
+  /** One request: counted against its client's refusals unless it is answered as asked. */
+  #serve(req: IncomingMessage, res: ServerResponse): void {
+    this.#clients.set(req, req.socket.remoteAddress ?? 'unknown');
+    this.#inFlight.set(req.socket, { req, res });
     void (async () => {
-      if (rateLimited(req, res)) return;
+      if (this.#rateLimited(req, res)) return;
       const host = req.headers.host ?? '';
-      if (host.toLowerCase() !== publicUrl.host.toLowerCase()) {
-        refuse(req, res, 'reauth.host_refused');
+      if (host.toLowerCase() !== this.#publicUrl.host.toLowerCase()) {
+        this.#refuse(req, res, 'reauth.host_refused');
         return;
       }
-      const url = new URL(req.url ?? '/', origin);
+      const url = new URL(req.url ?? '/', this.#origin);
       const method = req.method ?? 'GET';
       const match = /^\/reauthorize\/([^/]+)$/.exec(url.pathname);
       const isPage = match !== null && TOKEN_PATTERN.test(match[1] as string);
-      if (url.pathname === '/reauthorize/callback' && method === 'GET') await callback(req, res, url.searchParams);
-      else if (isPage && (method === 'GET' || method === 'HEAD')) await openPage(req, res, (match as RegExpExecArray)[1] as string, method === 'HEAD');
-      else if (isPage && method === 'POST') await paste(req, res, (match as RegExpExecArray)[1] as string);
-      else refuse(req, res, 'reauth.not_found');
+      if (url.pathname === '/reauthorize/callback' && method === 'GET') await this.#callback(req, res, url.searchParams);
+      else if (isPage && (method === 'GET' || method === 'HEAD')) await this.#openPage(req, res, (match as RegExpExecArray)[1] as string, method === 'HEAD');
+      else if (isPage && method === 'POST') await this.#paste(req, res, (match as RegExpExecArray)[1] as string);
+      else this.#refuse(req, res, 'reauth.not_found');
     })().then(() => {
-      if (!refused.has(res)) limiter.refund(addressOf(req));
+      if (!this.#refused.has(res)) this.#limiter.refund(this.#addressOf(req));
     }).catch((error: unknown) => {
-      log.error({ event: 'reauth.error', op: 'reauth', error: messageOf(error) }, 'the re-authorization page failed');
-      send(res, 500, resultPage({ ok: false, title: 'Something went wrong', paragraphs: ['Nothing was changed by this request. Try the link again in a minute.'] }));
+      this.#log.error({ event: 'reauth.error', op: 'reauth', error: messageOf(error) }, 'the re-authorization page failed');
+      this.#send(res, 500, resultPage({ ok: false, title: 'Something went wrong', paragraphs: ['Nothing was changed by this request. Try the link again in a minute.'] }));
     });
-  });
-  // A request Node cannot parse (a malformed header or chunk, a body cut short by a half-closed connection, headers
-  // too large) gets the page's 404 like any other wrong request, not Node's bare 400, and counts as a refusal;
-  // a connection already gone is closed without a word.
-  server.on('clientError', (error: NodeJS.ErrnoException, socket: Socket) => {
-    const last = inFlight.get(socket);
+  }
+
+  /**
+   * A request Node cannot parse (a malformed header or chunk, a body cut short by a half-closed connection, headers
+   * too large) gets the page's 404 like any other wrong request, not Node's bare 400, and counts as a refusal;
+   * a connection already gone is closed without a word.
+   */
+  #clientError(error: NodeJS.ErrnoException, socket: Socket): void {
+    const last = this.#inFlight.get(socket);
     // A finished answer belongs to an earlier request on this connection: the malformed one is a new request.
     const current = last && !last.res.writableEnded ? last : undefined;
     if (current?.req.complete === true && !current.res.headersSent && socket.writable) {
@@ -561,25 +597,19 @@ export async function startReauthServer(options: ReauthServerOptions): Promise<R
     const client = socket.remoteAddress ?? 'unknown';
     if (res) {
       // Its request took a token already; the handler, woken by the abort, answers nothing more.
-      answered.add(res);
-      refused.add(res);
+      this.#answered.add(res);
+      this.#refused.add(res);
     }
-    const limited = !res && !limiter.take(client);
-    if (!limited) log.warn({ event: 'reauth.malformed', op: 'reauth', client, errorCode: error.code }, 'refused a re-authorization request that could not be read');
+    const limited = !res && !this.#limiter.take(client);
+    if (!limited) this.#log.warn({ event: 'reauth.malformed', op: 'reauth', client, errorCode: error.code }, 'refused a re-authorization request that could not be read');
     const [status, html] = limited ? [429, RATE_LIMITED_PAGE] : [404, NOT_FOUND_PAGE];
-    const headers = { ...headersOf(), ...(limited ? { 'retry-after': '60' } : {}), 'content-length': String(Buffer.byteLength(html)), connection: 'close' };
+    const headers = { ...this.#headersOf(), ...(limited ? { 'retry-after': '60' } : {}), 'content-length': String(Buffer.byteLength(html)), connection: 'close' };
     socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\n${Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join('')}\r\n${html}`);
     // Nothing more is read from it; a client that never closes its side is let go.
     setTimeout(() => socket.destroy(), 5_000).unref();
-  });
-  server.keepAliveTimeout = 5_000;
-  server.headersTimeout = 10_000;
-  server.requestTimeout = 60_000;
-  const listening = await listenHttp(server, options.listen, 'reauthListen');
-  const where = listening.url.slice('http://'.length);
-  log.info({ event: 'reauth.listening', op: 'start', listen: where, publicUrl: origin }, `re-authorization page on ${where}, public as ${origin}`);
-  return listening;
+  }
 }
+
 
 function profileProblem(profile: ReauthProfile | undefined, link: LinkRecord): string | undefined {
   if (!profile) return 'The daemon does not serve this profile any more.';
