@@ -11,11 +11,12 @@ import {
   startDaemon,
   type DaemonProfile,
   type ProfileEntry,
+  type RunningDaemon,
 } from '../../daemon/index.js';
 import { ExitCode, SyncauthError, ValidationError, type FieldIssue } from '../../errors.js';
 import { createLogger, type LogLevel, type Logger } from '../../log.js';
 import { SECRET_FILE_NAME, secretFilesOf } from '../../credentials/file.js';
-import { startSidecar, type SidecarParts } from '../../daemon/sidecar.js';
+import { startSidecar, type Sidecar, type SidecarParts } from '../../daemon/sidecar.js';
 import { exitSoon, holdSignals, reportReadiness, stopDuringStart, untilStopped, type HeldSignals } from '../../daemon/signals.js';
 import { onePass } from '../../daemon/once.js';
 import type { ProfileSinks } from '../../publish/token-file.js';
@@ -167,56 +168,75 @@ async function runDaemon(given: CommandContext, givenOptions: DaemonCommandOptio
   const names = initial.map((entry) => entry.name);
   if (!initial.some(isLoadFailure)) checkWorkToDo(context, options, initial as DaemonProfile[], names.some((name) => configured.config?.profileSinks[name]));
   const sinks = await planSinks(context, options, names, configured.config, log);
-  const inputs: DaemonInputs = { values: v, checked, sinks, once };
+  const inputs = { values: v, checked, sinks, once };
 
   // The parts, started in order as one group (see src/daemon/sidecar.ts): a part that fails to start, or a stop
   // during the start, closes those started before it.
-  const sidecar = await startSidecar(sidecarParts({ context, log, held, notify, names, store, initial, load, inputs, plan: sinks }));
+  const sidecar = await startSidecar(sidecarParts({ context, log, held, notify, names, store, initial, load, inputs }));
   if (!sidecar) return;
-  const { daemon: running, notifier } = sidecar;
   try {
-    if (once) {
-      held.release();
-      try {
-        await onePass(running, log, context.io.stderr, () => sidecar.sinks.release());
-      } finally {
-        // What the pass noticed is tried once now; what is not delivered waits in the outbox for the next run.
-        await notifier?.tick();
-      }
-      return;
-    }
-    log.info(
-      {
-        event: 'daemon.started',
-        op: 'start',
-        profiles: names,
-        ...daemonStartedFields(inputs, running),
-        ...(notify ? { notify: notify.targets.map((target) => target.url.origin), notifyFormat: notify.format } : {}),
-      },
-      `syncauth daemon started for ${names.length === 1 ? `profile ${names[0]}` : `${names.length} profiles`}`,
-    );
-    const readiness = reportReadiness(running, log);
-    // SIGHUP reads the configuration file again first: rejected, nothing changes; accepted, its profiles are served
-    // with their own sinks.
-    const reconfigure = async (): Promise<{ profileSinks?: Map<string, ProfileSinks> } | false> => {
-      // The profiles the reload will serve, as loadProfiles finds them (none stored: the environment's one).
-      const servedNames = async (asked: string[] | undefined): Promise<string[]> => {
-        const found = asked ?? (await store.names());
-        return found.length > 0 ? found : [v.profile];
-      };
-      const next = await configured.reread(log, servedNames, sinks.sharedTokenFile);
-      if (next === false) return false;
-      if (next) served.requested = next.requested;
-      return next ? { profileSinks: next.profileSinks } : {};
-    };
-    // From here the running handlers take the signals; one that came during the start is acted on at once.
-    held.release();
-    await untilStopped(running, log, readiness, reconfigure, held);
+    if (once) return await passOnce(sidecar, log, context, held);
+    await serve({ running: sidecar.daemon, log, held, notify, names, inputs, configured, store, served });
   } finally {
     await sidecar.close();
   }
   // Everything was closed; should a stray handle keep the event loop alive, do not hang the container's stop.
   exitSoon();
+}
+
+/** One pass (--once): renew what is due, reconcile, publish, then exit with what the pass found. */
+async function passOnce(sidecar: Sidecar<Notifier>, log: Logger, context: CommandContext, held: HeldSignals): Promise<void> {
+  held.release();
+  try {
+    await onePass(sidecar.daemon, log, context.io.stderr, () => sidecar.sinks.release());
+  } finally {
+    // What the pass noticed is tried once now; what is not delivered waits in the outbox for the next run.
+    await sidecar.notifier?.tick();
+  }
+}
+
+interface Serving {
+  running: RunningDaemon;
+  log: Logger;
+  held: HeldSignals;
+  notify: NotifySettings | undefined;
+  names: string[];
+  inputs: DaemonInputs & { sinks: SinkPlan };
+  configured: ConfiguredDaemon;
+  store: ProfileStore;
+  /** The profiles asked for, which a reload of the configuration file may change. */
+  served: { requested: string[] | undefined };
+}
+
+/** The running daemon, said started, serving until stopped; SIGHUP reloads. */
+async function serve({ running, log, held, notify, names, inputs, configured, store, served }: Serving): Promise<void> {
+  log.info(
+    {
+      event: 'daemon.started',
+      op: 'start',
+      profiles: names,
+      ...daemonStartedFields(inputs, running),
+      ...(notify ? { notify: notify.targets.map((target) => target.url.origin), notifyFormat: notify.format } : {}),
+    },
+    `syncauth daemon started for ${names.length === 1 ? `profile ${names[0]}` : `${names.length} profiles`}`,
+  );
+  const readiness = reportReadiness(running, log);
+  // SIGHUP reads the configuration file again first: rejected, nothing changes; accepted, its profiles are served
+  // with their own sinks.
+  const reconfigure = async (): Promise<{ profileSinks?: Map<string, ProfileSinks> } | false> => {
+    // The profiles the reload will serve, as loadProfiles finds them (none stored: the environment's one).
+    const servedNames = async (asked: string[] | undefined): Promise<string[]> => {
+      const found = asked ?? (await store.names());
+      return found.length > 0 ? found : [configured.context.settings.values.profile];
+    };
+    const next = await configured.reread(log, servedNames, inputs.sinks.sharedTokenFile);
+    if (next === false) return false;
+    if (next) served.requested = next.requested;
+    return next ? { profileSinks: next.profileSinks } : {};
+  };
+  // From here the running handlers take the signals; one that came during the start is acted on at once.
+  held.release();
+  await untilStopped(running, log, readiness, reconfigure, held);
 }
 
 /**
@@ -264,12 +284,11 @@ interface PartsOf {
   store: ProfileStore;
   initial: ProfileEntry[];
   load: () => Promise<ProfileEntry[]>;
-  inputs: DaemonInputs;
-  plan: SinkPlan;
+  inputs: DaemonInputs & { sinks: SinkPlan };
 }
 
 /** The sidecar's parts (src/daemon/sidecar.ts starts them in order): the sinks' locks, the coordinator, the page's stores, the notifier, the page, the daemon. */
-function sidecarParts({ context, log, held, notify, names, store, initial, load, inputs, plan }: PartsOf): SidecarParts<ReauthStores, Notifier> {
+function sidecarParts({ context, log, held, notify, names, store, initial, load, inputs }: PartsOf): SidecarParts<ReauthStores, Notifier> {
   const v = context.settings.values;
   const once = inputs.once;
   // The token checks' records in Redis are authenticated under the grant key; without it each replica checks for itself.
@@ -280,7 +299,7 @@ function sidecarParts({ context, log, held, notify, names, store, initial, load,
     signals: held,
     // Every sink is this run's alone before anything is published, adopted or rendered: one another running
     // process holds refuses the start (exit 2), naming it (see src/publish/sink-lock.ts).
-    sinks: () => plan.lock(),
+    sinks: () => inputs.sinks.lock(),
     prepare: async () => {
       // A daemon restarted after kill -9 clears what interrupted writes of state and secrets left behind.
       await removeTemporaryLeftovers([...names.flatMap((name) => [store.fileOf(name), ...secretFilesOf(v.configDir, name)]), path.join(v.configDir, SECRET_FILE_NAME)], LEFTOVER_AGE_MS);
