@@ -10,12 +10,9 @@ import type { SettingName, Settings } from '../config.js';
 import { readDaemonConfig, type DaemonFileConfig } from '../daemon/config-file.js';
 import { mergeDaemonInputs, RESTART_KEYS, START_ONLY_KEYS, valueAt, type DaemonCommandOptions } from '../daemon/spec.js';
 import { classifyFailure } from '../daemon/classify.js';
-import { ValidationError, type FieldIssue } from '../errors.js';
+import { prepareProfileSinks } from '../daemon/sink-plan.js';
 import type { Logger } from '../log.js';
-import { PRIVATE_ACCESS, parseMode, resolveGroup } from '../publish/file.js';
-import { placeSinks, PLACE_RULE, tokenFileFor, type SinkRequest } from '../publish/place.js';
-import { checkTemplate, type TemplateSpec } from '../publish/template.js';
-import { checkTokenFilePlaces, type ProfileSinks } from '../publish/token-file.js';
+import type { ProfileSinks } from '../publish/token-file.js';
 import type { CommandContext } from './context.js';
 
 /** The options of `syncauth daemon` (its flags), which the file's keys join; declared in src/daemon/spec.ts. */
@@ -35,86 +32,6 @@ export function notifyUrlFileLabel(options: DaemonCommandOptions): string | unde
 /** `FILE line N: key` when the setting came from the configuration file; undefined otherwise. */
 export function configFileLabel(context: CommandContext, name: SettingName): string | undefined {
   return fileLabels.get(context.settings)?.[name];
-}
-
-/** Absorbs a ValidationError's issues into `issues`, so that every problem is named at once. */
-async function gather<T>(issues: FieldIssue[], check: () => T | Promise<T>): Promise<T | undefined> {
-  try {
-    return await check();
-  } catch (error) {
-    if (!(error instanceof ValidationError)) throw error;
-    issues.push(...error.issues);
-    return undefined;
-  }
-}
-
-/**
- * The own sinks of the profiles served (`names`), checked and placed as the daemon-wide ones are: the token
- * file's directory must exist, a template must render, and a sink in a directory other users may write moves
- * into the daemon's own subdirectory there, or is refused (see src/publish/place.ts). `shared(name)` is where
- * the daemon-wide token file puts a profile without its own, which no own token file may take. Throws one
- * ValidationError naming every problem by its line and key.
- */
-export async function prepareProfileSinks(
-  config: DaemonFileConfig | undefined,
-  names: readonly string[],
-  log: Logger,
-  shared: (name: string) => string | undefined,
-): Promise<Map<string, ProfileSinks>> {
-  const result = new Map<string, ProfileSinks>();
-  if (!config) return result;
-  const issues: FieldIssue[] = [];
-  const requests: (SinkRequest & { name: string; template?: number })[] = [];
-  const claimed = new Map<string, string>();
-  for (const name of names) if (!config.profileSinks[name]?.token_file) {
-    const file = shared(name);
-    if (file !== undefined) claimed.set(file, `the token file of profile "${name}"`);
-  }
-  for (const name of names) {
-    const own = config.profileSinks[name];
-    if (!own) continue;
-    const at = (...rest: (string | number)[]) => config.where(['profiles', name, 'sinks', ...rest]);
-    const sinks: ProfileSinks = {};
-    if (own.token_file) {
-      const field = at('token_file', 'path');
-      const file = tokenFileFor(own.token_file.path, name);
-      const mode = own.token_file.mode === undefined ? PRIVATE_ACCESS.mode : await gather(issues, () => parseMode(own.token_file?.mode as string, at('token_file', 'mode')));
-      const gid = own.token_file.group === undefined ? undefined : await gather(issues, () => resolveGroup(own.token_file?.group as string, at('token_file', 'group')));
-      await gather(issues, () => checkTokenFilePlaces(file, [name], field));
-      const taken = claimed.get(file);
-      if (taken) issues.push({ field, message: `${file} is already ${taken}` });
-      claimed.set(file, `the token file of profile "${name}"`);
-      sinks.tokenFile = file;
-      sinks.tokenFileAccess = { mode: mode ?? PRIVATE_ACCESS.mode, ...(gid !== undefined ? { gid } : {}) };
-      requests.push({ name, path: file, field, ...(gid !== undefined ? { gid } : {}) });
-    }
-    const templates: TemplateSpec[] = [];
-    for (const [i, t] of (own.templates ?? []).entries()) {
-      const field = at('templates', i);
-      const spec: TemplateSpec = { source: t.source, dest: tokenFileFor(t.dest, name), mode: t.mode === undefined ? PRIVATE_ACCESS.mode : (parseMode(t.mode, field)) };
-      await gather(issues, () => checkTemplate(spec, [name], field));
-      templates.push(spec);
-      requests.push({ name, path: spec.dest, field, template: templates.length - 1 });
-    }
-    if (templates.length > 0) sinks.templates = templates;
-    result.set(name, sinks);
-  }
-  if (issues.length > 0) throw new ValidationError(issues);
-  // The rule of shared directories, as for the daemon-wide sinks.
-  const placed = await placeSinks(requests, (file) => [file]);
-  placed.forEach((sink, i) => {
-    const request = requests[i] as (typeof requests)[number];
-    const sinks = result.get(request.name) as ProfileSinks;
-    if (request.template === undefined) sinks.tokenFile = sink.path;
-    else sinks.templates = (sinks.templates ?? []).map((spec, j) => (j === request.template ? { ...spec, dest: sink.path } : spec));
-    if (sink.movedBecause !== undefined) {
-      log.info(
-        { profile: request.name, event: 'sink.moved', op: 'start', field: request.field, configured: request.path, path: sink.path, reason: sink.movedBecause },
-        `${request.field}: ${sink.movedBecause}, so ${request.path} is published as ${sink.path} (${PLACE_RULE})`,
-      );
-    }
-  });
-  return result;
 }
 
 export interface ConfiguredDaemon {

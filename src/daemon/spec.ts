@@ -14,8 +14,9 @@ import { parseNotifyUrl } from '../notify/targets.js';
 import { isProfileName } from '../profile/index.js';
 import { parseMode, parseSocketMode } from '../publish/file.js';
 import { checkSchedule } from './cron.js';
-import { checkRedisUrl } from './redis.js';
+import { checkRedisUrl, redisTarget } from './redis.js';
 import { parseCheckInterval } from './token-check.js';
+import type { DaemonOptions, RunningDaemon } from './types.js';
 
 /** One value as its flag takes it (the file's value as text), checked: throws a ValidationError naming `field`. */
 export type Check<T = unknown> = (raw: string, field: string) => T;
@@ -404,3 +405,68 @@ export const FILE_ONLY_KEYS: readonly string[] = Object.freeze(['version', 'prof
  */
 export const START_ONLY_KEYS: readonly string[] = Object.freeze(FILE_OPTIONS.filter(([, spec]) => spec.startOnly).map(([, spec]) => spec.key));
 export const RESTART_KEYS: readonly string[] = Object.freeze(FILE_OPTIONS.filter(([name, spec]) => !spec.startOnly && name !== 'profile').map(([, spec]) => spec.key));
+
+/** The settings the daemon's options and start line are drawn from, besides the options checked by their entries. */
+export type DaemonSettingValues = Pick<Settings, 'renewMargin' | 'sweep' | 'listen' | 'notifyConnectorFailingAfter' | 'redisUrl'>;
+
+/** The sinks of the run as planned and placed (src/daemon/sink-plan.ts). */
+export type PlannedSinks = Pick<DaemonOptions, 'tokenFile' | 'tokenFileAccess' | 'socket'> & Required<Pick<DaemonOptions, 'templates' | 'profileSinks'>>;
+
+/** What the daemon's start line and its options are drawn from: the settings, the options checked, the sinks. */
+export interface DaemonInputs {
+  values: DaemonSettingValues;
+  /** The options as `checkDaemonOptions` parsed them (each its default when not given). */
+  checked: CheckedOptions;
+  sinks: PlannedSinks;
+  /** One pass (--once): no schedule, no listener, no socket. */
+  once: boolean;
+}
+
+/**
+ * The library's options (src/daemon/types.ts) of the daemon's settings and options and of its sinks: an option
+ * the library takes is mapped here, beside its entry. The parts (the profiles and their loader, the locks, the
+ * coordinator, the notices, the hooks, the logger) are the caller's.
+ */
+export function daemonOptionsOf({ values, checked, sinks, once }: DaemonInputs) {
+  return {
+    renewMarginMs: values.renewMargin * 1000,
+    // One pass runs no schedule: its sweep is the whole of it.
+    schedule: once ? false : values.sweep,
+    sweepOnStart: !once,
+    concurrency: checked.concurrency as number,
+    ...(checked.maxRenewalsPerSecond !== undefined ? { maxRenewalsPerSecond: checked.maxRenewalsPerSecond as number } : {}),
+    ...(checked.checkInterval !== undefined ? { checkIntervalMs: checked.checkInterval as number } : {}),
+    ...(checked.maxChecksPerSecond !== undefined ? { maxChecksPerSecond: checked.maxChecksPerSecond as number } : {}),
+    ...(sinks.tokenFile ? { tokenFile: sinks.tokenFile } : {}),
+    ...(sinks.tokenFileAccess ? { tokenFileAccess: sinks.tokenFileAccess } : {}),
+    ...(sinks.templates.length > 0 ? { templates: sinks.templates } : {}),
+    ...(sinks.profileSinks.size > 0 ? { profileSinks: sinks.profileSinks } : {}),
+    ...(sinks.socket && !once ? { socket: sinks.socket } : {}),
+    ...(values.listen && !once ? { listen: values.listen } : {}),
+    connectorFailingAfterMs: values.notifyConnectorFailingAfter * 1000,
+    shutdownTimeoutMs: (checked.shutdownTimeout as number) * 1000,
+  } satisfies Partial<DaemonOptions>;
+}
+
+/**
+ * The fields of the daemon.started line drawn from the settings, the sinks and the running daemon, in the line's
+ * order: the token checks as it says them (how often, and so how long a revoked grant may go unnoticed).
+ */
+export function daemonStartedFields({ values, checked, sinks }: DaemonInputs, running: Pick<RunningDaemon, 'status' | 'url'>): Record<string, unknown> {
+  const checks = running.status().checks;
+  return {
+    sweep: values.sweep,
+    renewMarginSeconds: values.renewMargin,
+    concurrency: checked.concurrency,
+    ...(checked.maxRenewalsPerSecond !== undefined ? { maxRenewalsPerSecond: checked.maxRenewalsPerSecond } : {}),
+    ...(checks ? { checkIntervalSeconds: checks.intervalSeconds, maxChecksPerSecond: checks.maxPerSecond, revocationNoticedWithinSeconds: checks.noticeWithinSeconds } : { checks: 'off' }),
+    ...(sinks.tokenFile ? { tokenFile: sinks.tokenFile } : {}),
+    ...(sinks.templates.length > 0 ? { templates: sinks.templates.map((t) => t.dest) } : {}),
+    ...(sinks.profileSinks.size > 0
+      ? { profileSinks: Object.fromEntries([...sinks.profileSinks].map(([name, own]) => [name, { tokenFile: own.tokenFile, templates: own.templates?.map((t) => t.dest) }])) }
+      : {}),
+    ...(sinks.socket ? { socket: sinks.socket.path } : {}),
+    ...(running.url ? { listen: running.url } : {}),
+    ...(values.redisUrl ? { redis: redisTarget(values.redisUrl) } : {}),
+  };
+}

@@ -9,7 +9,7 @@ import { CONFIG_KEYS, parseDaemonConfig, readDaemonConfig } from '../../src/daem
 import { ValidationError } from '../../src/errors.js';
 import { freePort, grantRefreshToken, newHome, onboardingEnv, runCli, startOnboarding, type Home, type Onboarding } from '../helpers/onboarding.js';
 import { waitFor } from '../helpers/wait.js';
-import { prepareProfileSinks } from '../../src/cli/daemon-config.js';
+import { prepareProfileSinks } from '../../src/daemon/sink-plan.js';
 import { captureLog, tempDir } from './helpers.js';
 import { spawnDaemon } from './process.js';
 import { startReceiver } from '../notify/receiver.js';

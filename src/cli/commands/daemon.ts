@@ -9,109 +9,32 @@ import {
   isLoadFailure,
   redisTarget,
   startDaemon,
-  tokenFileFor,
   type DaemonProfile,
   type ProfileEntry,
   type RunningDaemon,
 } from '../../daemon/index.js';
-import { absorbing, ExitCode, SyncauthError, ValidationError, type FieldIssue } from '../../errors.js';
+import { ExitCode, SyncauthError, ValidationError, type FieldIssue } from '../../errors.js';
 import { createLogger, type LogLevel, type Logger } from '../../log.js';
 import { SECRET_FILE_NAME, secretFilesOf } from '../../credentials/file.js';
-import { startSidecar } from '../../daemon/sidecar.js';
+import { startSidecar, type Sidecar, type SidecarParts } from '../../daemon/sidecar.js';
 import { exitSoon, holdSignals, reportReadiness, stopDuringStart, untilStopped, type HeldSignals } from '../../daemon/signals.js';
 import { onePass } from '../../daemon/once.js';
-import type { FileAccess } from '../../publish/file.js';
-import { SocketSink, TemplateSink, TokenFileSink, type Sink } from '../../publish/sink.js';
-import { checkTokenFilePlaces, tokenFileAccessOf, type ProfileSinks } from '../../publish/token-file.js';
-import { checkTemplate, parseTemplateFlag, type TemplateSpec } from '../../publish/template.js';
-import { placeSinks, PLACE_RULE } from '../../publish/place.js';
+import type { ProfileSinks } from '../../publish/token-file.js';
 import { removeTemporaryLeftovers } from '../../profile/files.js';
 import { openProfileStore, type ProfileStore } from '../../profile/index.js';
 import { environmentGrant, handOver, loadDaemonProfiles } from '../../daemon/profiles.js';
 import type { CommandContext } from '../context.js';
 import { openSession, readSecrets } from '../session.js';
-import { configFileLabel, notifyUrlFileLabel, prepareProfileSinks, withDaemonConfigFile, type DaemonCommandOptions } from '../daemon-config.js';
-import { checkDaemonOptions } from '../../daemon/spec.js';
-import { checkPortsFree, lockDaemonSinks, refuseHeldSinks } from '../daemon-sinks.js';
-import { checkSocketPath, socketSpecOf } from '../../publish/socket.js';
+import { configFileLabel, notifyUrlFileLabel, withDaemonConfigFile, type ConfiguredDaemon, type DaemonCommandOptions } from '../daemon-config.js';
+import { checkDaemonOptions, daemonOptionsOf, daemonStartedFields, type CheckedOptions, type DaemonInputs } from '../../daemon/spec.js';
+import type { DaemonFileConfig } from '../../daemon/config-file.js';
+import { planDaemonSinks, type SinkPlan } from '../../daemon/sink-plan.js';
+import type { NotifySettings } from '../../notify/index.js';
 import { notifySettingsOf, outboxKeyIssue, startNotifier } from './notify.js';
 import { grantHook, grantKeyOf, openReauthStores, reauthLinkFor, reauthSettingIssues, startReauthPage, type ReauthStores } from '../reauth.js';
 
 /** A temporary file this old is no write in progress (those take milliseconds): its writer died. */
 const LEFTOVER_AGE_MS = 10_000;
-
-/** How the token is handed to consumers besides the token file's path: checked before anything starts. */
-interface Handover {
-  tokenFileAccess?: FileAccess;
-  templates: TemplateSpec[];
-  socket?: { path: string; mode?: number; gid?: number };
-}
-
-/** Each sink kind checks its own settings (see src/publish/); every bad one is named at once. */
-async function checkHandover(context: CommandContext, options: DaemonCommandOptions, names: string[]): Promise<Handover> {
-  const v = context.settings.values;
-  const issues: FieldIssue[] = [];
-  const tokenFileAccess = await absorbing(issues, () =>
-    tokenFileAccessOf({ path: v.tokenFile, mode: v.tokenFileMode, group: v.tokenFileGroup, fields: { path: '--token-file or SYNCAUTH_TOKEN_FILE', mode: label(context, 'tokenFileMode'), group: label(context, 'tokenFileGroup') } }),
-  );
-  const templates: TemplateSpec[] = [];
-  for (const raw of options.template ?? []) {
-    const spec = await absorbing(issues, () => parseTemplateFlag(raw, '--template'));
-    if (!spec) continue;
-    await absorbing(issues, () => checkTemplate(spec, names, '--template'));
-    templates.push(spec);
-  }
-  const socket = await absorbing(issues, () => socketSpecOf({ path: v.socket, mode: options.socketMode, group: options.socketGroup, pathField: '--socket or SYNCAUTH_SOCKET' }));
-  if (issues.length > 0) throw new ValidationError(issues);
-  return { ...(tokenFileAccess ? { tokenFileAccess } : {}), templates, ...(socket ? { socket } : {}) };
-}
-
-/**
- * Every sink whose directory other users may write moves into the daemon's own subdirectory there (see
- * src/publish/place.ts); one that cannot (that subdirectory is someone else's, or a link) is refused with exit 2.
- * Returns the token file's path as it will be written, and updates the handover's paths.
- */
-async function placeHandover(context: CommandContext, log: Logger, tokenFile: string | undefined, handover: Handover, names: string[], once: boolean): Promise<string | undefined> {
-  // One pass serves no socket, so makes no place for it.
-  const socket = once ? undefined : handover.socket;
-  const sinks: Sink[] = [
-    ...(tokenFile ? [new TokenFileSink(tokenFile, label(context, 'tokenFile'), handover.tokenFileAccess)] : []),
-    ...handover.templates.map((spec) => new TemplateSink(spec, '--template', log)),
-    ...(socket ? [new SocketSink(socket.path, label(context, 'socket'), socket)] : []),
-  ];
-  const placed = await placeSinks(sinks.map((sink) => sink.placement()), (template) => [...new Set(names.map((name) => tokenFileFor(template, name)))]);
-  const at = sinks.map((sink, i) => {
-    const { path: where, movedBecause } = placed[i] as { path: string; movedBecause?: string };
-    if (movedBecause !== undefined) {
-      log.info(
-        { event: 'sink.moved', op: 'start', field: sink.field, configured: sink.path, path: where, reason: movedBecause },
-        `${sink.field}: ${movedBecause}, so ${sink.path} is published as ${where} (${PLACE_RULE})`,
-      );
-    }
-    return sink.placedAt(where);
-  });
-  handover.templates = at.flatMap((sink) => (sink instanceof TemplateSink ? [sink.spec] : []));
-  if (socket) socket.path = (at.find((sink) => sink.kind === 'socket') as Sink).path;
-  return at.find((sink) => sink.kind === 'token file')?.path;
-}
-
-interface DaemonSettings {
-  marginMs: number;
-  sweep: string;
-  concurrency: number;
-  maxRenewalsPerSecond: number | undefined;
-  checkIntervalMs: number | undefined;
-  maxChecksPerSecond: number | undefined;
-  shutdownTimeoutMs: number;
-  requested: string[] | undefined;
-}
-
-/** The token checks as the start line says them: how often, and so how long a revoked grant may go unnoticed. */
-function checksLogged(running: RunningDaemon): Record<string, unknown> {
-  const checks = running.status().checks;
-  if (!checks) return { checks: 'off' };
-  return { checkIntervalSeconds: checks.intervalSeconds, maxChecksPerSecond: checks.maxPerSecond, revocationNoticedWithinSeconds: checks.noticeWithinSeconds };
-}
 
 /** How a setting was given, for error messages: the flag if it came from one, else its variable. */
 function label(context: CommandContext, name: SettingName): string {
@@ -122,7 +45,7 @@ function label(context: CommandContext, name: SettingName): string {
 }
 
 /** The daemon's options and settings checked by their entries in src/daemon/spec.ts, named as they were given. */
-function checkSettings(context: CommandContext, options: DaemonCommandOptions): DaemonSettings {
+function checkSettings(context: CommandContext, options: DaemonCommandOptions): { checked: CheckedOptions; requested: string[] | undefined } {
   const v = context.settings.values;
   const issues: FieldIssue[] = [];
   const at = (name: SettingName) => label(context, name);
@@ -131,16 +54,7 @@ function checkSettings(context: CommandContext, options: DaemonCommandOptions): 
   checkDaemonOptions(v, options, at, issues, (name) => name === 'profile');
   if (issues.length > 0) throw new ValidationError(issues);
   const requested = options.profile && options.profile.length > 0 ? [...new Set(options.profile)] : undefined;
-  return {
-    marginMs: v.renewMargin * 1000,
-    sweep: v.sweep,
-    concurrency: checked.concurrency as number,
-    maxRenewalsPerSecond: checked.maxRenewalsPerSecond as number | undefined,
-    checkIntervalMs: checked.checkInterval as number | undefined,
-    maxChecksPerSecond: checked.maxChecksPerSecond as number | undefined,
-    shutdownTimeoutMs: (checked.shutdownTimeout as number) * 1000,
-    requested,
-  };
+  return { checked, requested };
 }
 
 /**
@@ -199,8 +113,34 @@ export function loadProfiles(context: CommandContext, store: ProfileStore, reque
   );
 }
 
-async function checkTokenFiles(context: CommandContext, template: string, names: string[]): Promise<void> {
-  await checkTokenFilePlaces(template, names, label(context, 'tokenFile'));
+/**
+ * The sinks planned (src/daemon/sink-plan.ts), each named as the person gave it: the flag, the variable or the
+ * configuration file's key.
+ */
+function planSinks(context: CommandContext, options: DaemonCommandOptions, names: string[], config: DaemonFileConfig | undefined, log: Logger): Promise<SinkPlan> {
+  const v = context.settings.values;
+  return planDaemonSinks({
+    names,
+    settings: v,
+    templates: options.template ?? [],
+    socketMode: options.socketMode,
+    socketGroup: options.socketGroup,
+    once: options.once === true,
+    listen: [
+      { listen: v.listen, field: label(context, 'listen') },
+      { listen: v.publicUrl ? v.reauthListen : undefined, field: label(context, 'reauthListen') },
+    ],
+    config,
+    fields: {
+      tokenFile: label(context, 'tokenFile'),
+      tokenFilePath: '--token-file or SYNCAUTH_TOKEN_FILE',
+      tokenFileMode: label(context, 'tokenFileMode'),
+      tokenFileGroup: label(context, 'tokenFileGroup'),
+      socket: label(context, 'socket'),
+      socketPath: '--socket or SYNCAUTH_SOCKET',
+    },
+    log,
+  });
 }
 
 export async function daemon(given: CommandContext, givenOptions: DaemonCommandOptions = {}): Promise<void> {
@@ -217,8 +157,96 @@ async function runDaemon(given: CommandContext, givenOptions: DaemonCommandOptio
   const configured = await withDaemonConfigFile(given, givenOptions);
   const { context, options } = configured;
   const v = context.settings.values;
+  const once = options.once === true;
+  const { checked, requested, notify, log } = checkAll(configured);
+  const store = openProfileStore(v.configDir);
+  // The profiles a reload (SIGHUP) serves are the configuration file's of then.
+  const served = { requested };
+  const load = () => loadProfiles(context, store, served.requested);
+  const initial = await loadServed(load, held, log, once);
+  if (!initial) return;
+  const names = initial.map((entry) => entry.name);
+  if (!initial.some(isLoadFailure)) checkWorkToDo(context, options, initial as DaemonProfile[], names.some((name) => configured.config?.profileSinks[name]));
+  const sinks = await planSinks(context, options, names, configured.config, log);
+  const inputs = { values: v, checked, sinks, once };
+
+  // The parts, started in order as one group (see src/daemon/sidecar.ts): a part that fails to start, or a stop
+  // during the start, closes those started before it.
+  const sidecar = await startSidecar(sidecarParts({ context, log, held, notify, names, store, initial, load, inputs }));
+  if (!sidecar) return;
+  try {
+    if (once) return await passOnce(sidecar, log, context, held);
+    await serve({ running: sidecar.daemon, log, held, notify, names, inputs, configured, store, served });
+  } finally {
+    await sidecar.close();
+  }
+  // Everything was closed; should a stray handle keep the event loop alive, do not hang the container's stop.
+  exitSoon();
+}
+
+/** One pass (--once): renew what is due, reconcile, publish, then exit with what the pass found. */
+async function passOnce(sidecar: Sidecar<Notifier>, log: Logger, context: CommandContext, held: HeldSignals): Promise<void> {
+  held.release();
+  try {
+    await onePass(sidecar.daemon, log, context.io.stderr, () => sidecar.sinks.release());
+  } finally {
+    // What the pass noticed is tried once now; what is not delivered waits in the outbox for the next run.
+    await sidecar.notifier?.tick();
+  }
+}
+
+interface Serving {
+  running: RunningDaemon;
+  log: Logger;
+  held: HeldSignals;
+  notify: NotifySettings | undefined;
+  names: string[];
+  inputs: DaemonInputs & { sinks: SinkPlan };
+  configured: ConfiguredDaemon;
+  store: ProfileStore;
+  /** The profiles asked for, which a reload of the configuration file may change. */
+  served: { requested: string[] | undefined };
+}
+
+/** The running daemon, said started, serving until stopped; SIGHUP reloads. */
+async function serve({ running, log, held, notify, names, inputs, configured, store, served }: Serving): Promise<void> {
+  log.info(
+    {
+      event: 'daemon.started',
+      op: 'start',
+      profiles: names,
+      ...daemonStartedFields(inputs, running),
+      ...(notify ? { notify: notify.targets.map((target) => target.url.origin), notifyFormat: notify.format } : {}),
+    },
+    `syncauth daemon started for ${names.length === 1 ? `profile ${names[0]}` : `${names.length} profiles`}`,
+  );
+  const readiness = reportReadiness(running, log);
+  // SIGHUP reads the configuration file again first: rejected, nothing changes; accepted, its profiles are served
+  // with their own sinks.
+  const reconfigure = async (): Promise<{ profileSinks?: Map<string, ProfileSinks> } | false> => {
+    // The profiles the reload will serve, as loadProfiles finds them (none stored: the environment's one).
+    const servedNames = async (asked: string[] | undefined): Promise<string[]> => {
+      const found = asked ?? (await store.names());
+      return found.length > 0 ? found : [configured.context.settings.values.profile];
+    };
+    const next = await configured.reread(log, servedNames, inputs.sinks.sharedTokenFile);
+    if (next === false) return false;
+    if (next) served.requested = next.requested;
+    return next ? { profileSinks: next.profileSinks } : {};
+  };
+  // From here the running handlers take the signals; one that came during the start is acted on at once.
+  held.release();
+  await untilStopped(running, log, readiness, reconfigure, held);
+}
+
+/**
+ * Every setting and option checked before anything starts (a bad URL or secret is exit 2, with nothing sent or
+ * written), then the log opened: the file's keys that flags override, and a config dir moved, said once.
+ */
+function checkAll(configured: ConfiguredDaemon): ReturnType<typeof checkSettings> & { notify: NotifySettings | undefined; log: Logger } {
+  const { context, options } = configured;
+  const v = context.settings.values;
   const settings = checkSettings(context, options);
-  // Checked before anything starts: a bad URL or secret is exit 2, with nothing sent or written.
   const notify = notifySettingsOf(context, options, label(context, 'notifyFormat'), notifyUrlFileLabel(options));
   const outboxIssues = outboxKeyIssue(notify, context);
   if (outboxIssues.length > 0) throw new ValidationError(outboxIssues);
@@ -226,13 +254,14 @@ async function runDaemon(given: CommandContext, givenOptions: DaemonCommandOptio
   configured.report(log);
   const movedBecause = context.settings.configDirVerdict?.movedBecause;
   if (movedBecause) log.info({ event: 'daemon.config_dir', op: 'start', dir: v.configDir }, `the state lives in ${v.configDir}, a directory of this user's own, because ${movedBecause}`);
-  const store = openProfileStore(v.configDir);
-  const load = () => loadProfiles(context, store, settings.requested);
+  return { ...settings, notify, log };
+}
 
-  const once = options.once === true;
+/** The profiles to serve at start; undefined when a stop came meanwhile. None, or none loaded, refuses the start. */
+async function loadServed(load: () => Promise<ProfileEntry[]>, held: HeldSignals, log: Logger, once: boolean): Promise<ProfileEntry[] | undefined> {
   log.debug({ event: 'daemon.starting', op: 'start' }, 'loading the profiles');
-  const initial: ProfileEntry[] = await load();
-  if (await stopDuringStart(held, log, once)) return;
+  const initial = await load();
+  if (await stopDuringStart(held, log, once)) return undefined;
   if (initial.length === 0) {
     throw new SyncauthError('SYNCAUTH_NO_PROFILES', 'there is no profile to serve: no profile is stored and the environment holds no Dropbox grant', {
       exitCode: ExitCode.authRequired,
@@ -241,53 +270,36 @@ async function runDaemon(given: CommandContext, givenOptions: DaemonCommandOptio
   }
   const failed = initial.filter(isLoadFailure);
   if (failed.length === initial.length) throw (failed[0] as { error: Error }).error;
-  const names = initial.map((entry) => entry.name);
-  // A profile's own token file (the configuration file's profiles.NAME.sinks) replaces the daemon-wide one for it.
-  const ownTokenFile = (name: string) => configured.config?.profileSinks[name]?.token_file !== undefined;
-  if (failed.length === 0) checkWorkToDo(context, options, initial as DaemonProfile[], names.some((name) => configured.config?.profileSinks[name]));
-  if (v.tokenFile) await checkTokenFiles(context, v.tokenFile, names.filter((name) => !ownTokenFile(name)));
-  const handover = await checkHandover(context, options, names);
-  // A sink another running process holds, then a port in use, refuse the start before a sink's private
-  // subdirectory is made (placeHandover).
-  await refuseHeldSinks({
-    names,
-    tokenFile: v.tokenFile,
-    tokenFileField: label(context, 'tokenFile'),
-    templates: handover.templates,
-    config: configured.config,
-    ...(handover.socket && !once ? { socket: { path: handover.socket.path, field: label(context, 'socket') } } : {}),
-  });
-  if (!once) {
-    await checkPortsFree([
-      { listen: v.listen, field: label(context, 'listen') },
-      { listen: v.publicUrl ? v.reauthListen : undefined, field: label(context, 'reauthListen') },
-    ]);
-  }
-  const tokenFile = await placeHandover(context, log, v.tokenFile, handover, names, options.once === true);
-  const sharedTokenFile = (name: string) => (tokenFile ? tokenFileFor(tokenFile, name) : undefined);
-  const profileSinks = await prepareProfileSinks(configured.config, names, log, sharedTokenFile);
-  // The socket's path, then the sinks' locks: a refusal before any of them has made nothing.
-  if (handover.socket && !once) await checkSocketPath(handover.socket.path);
+  return initial;
+}
+
+type Notifier = NonNullable<Awaited<ReturnType<typeof startNotifier>>>;
+
+interface PartsOf {
+  context: CommandContext;
+  log: Logger;
+  held: HeldSignals;
+  notify: NotifySettings | undefined;
+  names: string[];
+  store: ProfileStore;
+  initial: ProfileEntry[];
+  load: () => Promise<ProfileEntry[]>;
+  inputs: DaemonInputs & { sinks: SinkPlan };
+}
+
+/** The sidecar's parts (src/daemon/sidecar.ts starts them in order): the sinks' locks, the coordinator, the page's stores, the notifier, the page, the daemon. */
+function sidecarParts({ context, log, held, notify, names, store, initial, load, inputs }: PartsOf): SidecarParts<ReauthStores, Notifier> {
+  const v = context.settings.values;
+  const once = inputs.once;
   // The token checks' records in Redis are authenticated under the grant key; without it each replica checks for itself.
   const grantKey = grantKeyOf(context);
-
-  // The parts, started in order as one group (see src/daemon/sidecar.ts): a part that fails to start, or a stop
-  // during the start, closes those started before it.
-  const sidecar = await startSidecar({
+  return {
     log,
     once,
     signals: held,
     // Every sink is this run's alone before anything is published, adopted or rendered: one another running
     // process holds refuses the start (exit 2), naming it (see src/publish/sink-lock.ts).
-    sinks: () =>
-      lockDaemonSinks({
-        names,
-        sharedTokenFile: (name) => (ownTokenFile(name) ? undefined : sharedTokenFile(name)),
-        tokenFileField: label(context, 'tokenFile'),
-        templates: handover.templates,
-        profileSinks,
-        ...(handover.socket && !once ? { socket: { path: handover.socket.path, field: label(context, 'socket') } } : {}),
-      }),
+    sinks: () => inputs.sinks.lock(),
     prepare: async () => {
       // A daemon restarted after kill -9 clears what interrupted writes of state and secrets left behind.
       await removeTemporaryLeftovers([...names.flatMap((name) => [store.fileOf(name), ...secretFilesOf(v.configDir, name)]), path.join(v.configDir, SECRET_FILE_NAME)], LEFTOVER_AGE_MS);
@@ -313,7 +325,7 @@ async function runDaemon(given: CommandContext, givenOptions: DaemonCommandOptio
     // The page's listener too is opened before anything is published: a port in use refuses a start that has
     // touched nothing.
     page: (starting, stores) => relabeled(context, () => startReauthPage(context, starting, log, stores)),
-    daemon: ({ sinks, coordinator, notifier }) =>
+    daemon: ({ sinks: sinkLocks, coordinator, notifier }) =>
       relabeled(context, () =>
         startDaemon({
           // The profiles loaded above start the daemon; a reload (SIGHUP) loads them anew. Loading them a second
@@ -321,86 +333,16 @@ async function runDaemon(given: CommandContext, givenOptions: DaemonCommandOptio
           profiles: handOver(initial, load),
           loadProfile: async (name) => (await loadProfiles(context, store, [name]))[0] ?? { name, error: new Error(`profile "${name}" is gone`) },
           profileStore: store,
-          renewMarginMs: settings.marginMs,
-          // One pass runs no schedule: the sweep below is the whole of it.
-          schedule: once ? false : settings.sweep,
-          sweepOnStart: !once,
-          concurrency: settings.concurrency,
-          ...(settings.maxRenewalsPerSecond !== undefined ? { maxRenewalsPerSecond: settings.maxRenewalsPerSecond } : {}),
-          ...(settings.checkIntervalMs !== undefined ? { checkIntervalMs: settings.checkIntervalMs } : {}),
-          ...(settings.maxChecksPerSecond !== undefined ? { maxChecksPerSecond: settings.maxChecksPerSecond } : {}),
-          ...(tokenFile ? { tokenFile } : {}),
-          ...(handover.tokenFileAccess ? { tokenFileAccess: handover.tokenFileAccess } : {}),
-          ...(handover.templates.length > 0 ? { templates: handover.templates } : {}),
-          ...(profileSinks.size > 0 ? { profileSinks } : {}),
-          ...(handover.socket && !once ? { socket: handover.socket } : {}),
-          ...(v.listen && !once ? { listen: v.listen } : {}),
-          sinkLocks: sinks,
+          ...daemonOptionsOf(inputs),
+          sinkLocks,
           ...(coordinator ? { coordinator } : {}),
           ...(notifier ? { notices: notifier } : {}),
           ...(grantKey ? { grantKey } : {}),
           ...(v.onReauthorized && !once ? { onReauthorized: grantHook(context, v.onReauthorized, log) } : {}),
-          connectorFailingAfterMs: v.notifyConnectorFailingAfter * 1000,
-          shutdownTimeoutMs: settings.shutdownTimeoutMs,
           logger: log,
         }),
       ),
-  });
-  if (!sidecar) return;
-  const { daemon: running, notifier } = sidecar;
-  try {
-    if (once) {
-      held.release();
-      try {
-        await onePass(running, log, context.io.stderr, () => sidecar.sinks.release());
-      } finally {
-        // What the pass noticed is tried once now; what is not delivered waits in the outbox for the next run.
-        await notifier?.tick();
-      }
-      return;
-    }
-    log.info(
-      {
-        event: 'daemon.started',
-        op: 'start',
-        profiles: names,
-        sweep: settings.sweep,
-        renewMarginSeconds: v.renewMargin,
-        concurrency: settings.concurrency,
-        ...(settings.maxRenewalsPerSecond !== undefined ? { maxRenewalsPerSecond: settings.maxRenewalsPerSecond } : {}),
-        ...checksLogged(running),
-        ...(tokenFile ? { tokenFile } : {}),
-        ...(handover.templates.length > 0 ? { templates: handover.templates.map((t) => t.dest) } : {}),
-        ...(profileSinks.size > 0 ? { profileSinks: Object.fromEntries([...profileSinks].map(([name, own]) => [name, { tokenFile: own.tokenFile, templates: own.templates?.map((t) => t.dest) }])) } : {}),
-        ...(handover.socket ? { socket: handover.socket.path } : {}),
-        ...(running.url ? { listen: running.url } : {}),
-        ...(v.redisUrl ? { redis: redisTarget(v.redisUrl) } : {}),
-        ...(notify ? { notify: notify.targets.map((target) => target.url.origin), notifyFormat: notify.format } : {}),
-      },
-      `syncauth daemon started for ${names.length === 1 ? `profile ${names[0]}` : `${names.length} profiles`}`,
-    );
-    const readiness = reportReadiness(running, log);
-    // SIGHUP reads the configuration file again first: rejected, nothing changes; accepted, its profiles are served
-    // with their own sinks.
-    const reconfigure = async (): Promise<{ profileSinks?: Map<string, ProfileSinks> } | false> => {
-      // The profiles the reload will serve, as loadProfiles finds them (none stored: the environment's one).
-      const served = async (requested: string[] | undefined): Promise<string[]> => {
-        const found = requested ?? (await store.names());
-        return found.length > 0 ? found : [v.profile];
-      };
-      const next = await configured.reread(log, served, sharedTokenFile);
-      if (next === false) return false;
-      if (next) settings.requested = next.requested;
-      return next ? { profileSinks: next.profileSinks } : {};
-    };
-    // From here the running handlers take the signals; one that came during the start is acted on at once.
-    held.release();
-    await untilStopped(running, log, readiness, reconfigure, held);
-  } finally {
-    await sidecar.close();
-  }
-  // Everything was closed; should a stray handle keep the event loop alive, do not hang the container's stop.
-  exitSoon();
+  };
 }
 
 /** Runs `start`; a ValidationError it throws names the flags and variables the user set (see `relabel`). */

@@ -5,7 +5,7 @@ import { createServer } from 'node:http';
 import { ValidationError, type FieldIssue } from '../errors.js';
 import { listenHttp } from '../net/listen.js';
 import path from 'node:path';
-import type { DaemonFileConfig } from '../daemon/config-file.js';
+import type { DaemonFileConfig } from './config-file.js';
 import { insidePrivateSubdir, sharedBecause, tokenFileFor } from '../publish/place.js';
 import { SinkLocks, type SinkRequestForLock } from '../publish/sink-lock.js';
 import type { TemplateSpec } from '../publish/template.js';
