@@ -6,6 +6,7 @@ import { SyncauthError } from '../errors.js';
 import type { ProfileState } from '../profile/index.js';
 import { ServiceClient } from '../service/index.js';
 import { syncConnector } from '../sync/reconcile.js';
+import { due as renewalDue } from '../sync/renewal-policy.js';
 import { workspaceKey } from '../sync/family-listing.js';
 import { Backoff } from '../backoff.js';
 import { classifyFailure } from './classify.js';
@@ -295,7 +296,8 @@ export class ProfileReconciler {
     }
     // The connector's token is due when it would be renewed now: inside the margin plus the largest jitter.
     // The record's times are on this process's wall clock as the coordinator translates them (see Coordinator).
-    const due = (record: SharedReconcile | undefined): boolean => !record || record.expiresAt - this.#now() <= config.marginMs + config.jitterMs;
+    const rule = { marginMs: config.marginMs, jitterMs: config.jitterMs };
+    const due = (record: SharedReconcile | undefined): boolean => !record || renewalDue({ expiresAt: record.expiresAt }, rule, this.#now());
     try {
       const seen = await shared.lastReconcile(rt.name);
       if (!due(seen)) return this.#reconciledElsewhere(seen as SharedReconcile);
