@@ -2,6 +2,8 @@
 // real OAuth flow, a private config dir, captured log lines, and accessors that read the emulator's truth
 // (which token is live, what the connector holds) to check the daemon against.
 import { mkdtempSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach } from 'vitest';
@@ -212,4 +214,42 @@ export function tokenRequests(emu: RunningEmulator): number {
 export function connectorsNamed(emu: RunningEmulator, base: string): StoredSource[] {
   const ws = emu.state.workspaces.get('default');
   return [...(ws?.sources.values() ?? [])].filter((s) => s.name === base || new RegExp(`^${base}-\\d{14}$`).test(s.name));
+}
+
+/**
+ * A token endpoint in front of the emulator's that rotates: each answer carries a new refresh token
+ * (`rotated-refresh-token-<n>-…`, unique to the run), which it maps back to the emulator's grant on the next
+ * request. It records the refresh tokens it was sent and those it issued.
+ */
+export async function rotatingTokenEndpoint(emu: RunningEmulator): Promise<{ url: string; sent: string[]; issued: string[]; close: () => Promise<void> }> {
+  const original = new Map<string, string>();
+  const sent: string[] = [];
+  const issued: string[] = [];
+  const server: Server = createServer((req, res) => {
+    let body = '';
+    req.setEncoding('utf8').on('data', (chunk: string) => (body += chunk));
+    req.on('end', () => {
+      const form = new URLSearchParams(body);
+      const given = form.get('refresh_token') ?? '';
+      sent.push(given);
+      form.set('refresh_token', original.get(given) ?? given);
+      void fetch(emu.tokenUrl, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: form.toString() }).then(async (answer) => {
+        const json = (await answer.json()) as Record<string, unknown>;
+        if (answer.ok) {
+          const rotated = `rotated-refresh-token-${issued.length + 1}-${Math.random().toString(36).slice(2)}${'x'.repeat(30)}`;
+          original.set(rotated, form.get('refresh_token') ?? '');
+          issued.push(rotated);
+          json.refresh_token = rotated;
+        }
+        res.writeHead(answer.status, { 'content-type': 'application/json' }).end(JSON.stringify(json));
+      });
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/oauth2/token`,
+    sent,
+    issued,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
 }

@@ -1,50 +1,12 @@
 // A refresh token Dropbox rotates is stored before the renewal's access token is used (published,
 // reconciled), used for the next renewal, and never dropped when storing it fails.
 import { existsSync, readFileSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startDaemon, type RunningDaemon } from '../../src/daemon/index.js';
-import type { RunningEmulator } from '../../src/emulator/index.js';
 import { openProfileStore } from '../../src/profile/index.js';
-import { captureLog, emulator, fakeClock, obtainGrant, profileOf, tempDir } from './helpers.js';
+import { captureLog, emulator, fakeClock, obtainGrant, profileOf, rotatingTokenEndpoint, tempDir } from './helpers.js';
 
-/**
- * A token endpoint in front of the emulator's that rotates: each answer carries a new refresh token, which
- * it maps back to the emulator's grant on the next request. It records the refresh tokens it was sent.
- */
-async function rotatingTokenEndpoint(emu: RunningEmulator): Promise<{ url: string; sent: string[]; close: () => Promise<void> }> {
-  const original = new Map<string, string>();
-  const sent: string[] = [];
-  let counter = 0;
-  const server: Server = createServer((req, res) => {
-    let body = '';
-    req.setEncoding('utf8').on('data', (chunk: string) => (body += chunk));
-    req.on('end', () => {
-      const form = new URLSearchParams(body);
-      const given = form.get('refresh_token') ?? '';
-      sent.push(given);
-      form.set('refresh_token', original.get(given) ?? given);
-      void fetch(emu.tokenUrl, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: form.toString() }).then(async (answer) => {
-        const json = (await answer.json()) as Record<string, unknown>;
-        if (answer.ok) {
-          counter += 1;
-          const rotated = `rotated-refresh-token-${counter}-${'x'.repeat(40)}`;
-          original.set(rotated, form.get('refresh_token') ?? '');
-          json.refresh_token = rotated;
-        }
-        res.writeHead(answer.status, { 'content-type': 'application/json' }).end(JSON.stringify(json));
-      });
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/oauth2/token`,
-    sent,
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
-  };
-}
 
 const running: (() => Promise<void>)[] = [];
 afterEach(async () => {
