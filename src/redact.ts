@@ -3,6 +3,8 @@
 // and upper case, and the app key and secret as an HTTP Basic credential), and `redact` cuts all of them out of any text: error messages, log lines, state fields.
 // A provider that echoes a request back, or a message that quotes a setting, cannot carry a secret past it.
 
+import { createHash } from 'node:crypto';
+
 export const REDACTED = '[redacted]';
 
 // Shorter values are not registered: blanking every occurrence of a short word in every line the process
@@ -12,20 +14,43 @@ const MIN_SECRET_LENGTH = 8;
 // a connector config) can be afforded there.
 const MIN_EXTRA_LENGTH = 4;
 
+// A registered form is kept as its length and a digest, never as the text: a Dropbox access token is some 1,300
+// characters and its eight spellings some 12,000, which held as strings cost a daemon serving 10,000 profiles
+// over 100 MiB. A form is found where the hash of the text's window matches its prefix's, the text there has its
+// length and the same digest.
+interface Form {
+  /** The digest of the form (16 bytes of SHA-256 as 16 one-byte characters): the registry's key of it. */
+  readonly digest: string;
+  readonly length: number;
+}
+
 // Each registered form with the number of its holders: a form registered for good (registerSecrets) is held
 // forever; one a slot holds (registerSlotSecret) goes once no slot holds it and it was never registered for good.
 const FOR_GOOD = Number.POSITIVE_INFINITY;
 const known = new Map<string, number>();
 // The forms each slot holds now: a value learnt again and again (each new access token of a profile) replaces
 // the last one's forms rather than adding to them, so the registry does not grow with the process's age.
-const slots = new Map<string, readonly string[]>();
+const slots = new Map<string, readonly PrefixedForm[]>();
 // Every registered form, found by a hash of its first MIN_SECRET_LENGTH characters; each list longest first, so
 // a form that contains another is replaced whole. Scanning a text costs a few integer operations per character
 // whatever the number of secrets (the hash of each window is rolled on from the last, no string is made): a
 // daemon serving 10,000 profiles registers some 100,000 forms, and one regular expression alternating over them
 // all cost half a millisecond per log line and seconds to build. Forms whose prefixes share a hash share a
-// list; a candidate is taken only where the text holds it.
-const byPrefix = new Map<number, string[]>();
+// list; a candidate is taken only where the text holds it (its length there, then its digest).
+const byPrefix = new Map<number, Form[]>();
+
+interface PrefixedForm extends Form {
+  readonly prefix: number;
+}
+
+function digestOf(text: string): string {
+  return createHash('sha256').update(text, 'utf8').digest().toString('latin1', 0, 16);
+}
+
+/** A form as the registry keeps it: no reference to its text. */
+function formOf(text: string): PrefixedForm {
+  return { digest: digestOf(text), length: text.length, prefix: keyOf(windowHash(text, 0)) };
+}
 
 // Rolling hash of a window: h = c0·M^(w-1) + c1·M^(w-2) + … + c(w-1), in 32-bit integers (wrapping).
 const MULTIPLIER = 0x01000193;
@@ -69,22 +94,20 @@ function basicFormsOf(appKey: string, appSecret: string): string[] {
 }
 
 /** Adds one holder of each form (`FOR_GOOD`: held forever); a form not registered before is put in place. */
-function add(forms: readonly string[], holders = FOR_GOOD): void {
+function add(forms: readonly PrefixedForm[], holders = FOR_GOOD): void {
   for (const form of forms) {
-    if (form.length < MIN_SECRET_LENGTH) continue;
-    const held = known.get(form);
-    known.set(form, (held ?? 0) + holders);
+    const held = known.get(form.digest);
+    known.set(form.digest, (held ?? 0) + holders);
     if (held !== undefined) continue;
-    const prefix = keyOf(windowHash(form, 0));
-    const list = byPrefix.get(prefix);
-    if (!list) byPrefix.set(prefix, [form]);
+    const list = byPrefix.get(form.prefix);
+    if (!list) byPrefix.set(form.prefix, [form]);
     else {
       // Put in place rather than the list sorted again: the encoded forms of secrets that begin alike (base64,
       // hex) share a prefix, and thousands of them would make registration quadratic.
       let low = 0;
       for (let high = list.length; low < high; ) {
         const mid = (low + high) >>> 1;
-        if ((list[mid] as string).length >= form.length) low = mid + 1;
+        if ((list[mid] as Form).length >= form.length) low = mid + 1;
         else high = mid;
       }
       list.splice(low, 0, form);
@@ -93,22 +116,46 @@ function add(forms: readonly string[], holders = FOR_GOOD): void {
 }
 
 /** Takes one holder of each form away; a form no one holds any more (never one held for good) is forgotten. */
-function release(forms: readonly string[]): void {
+function release(forms: readonly PrefixedForm[]): void {
   for (const form of forms) {
-    const held = known.get(form);
+    const held = known.get(form.digest);
     if (held === undefined) continue;
     if (held > 1) {
-      known.set(form, held - 1);
+      known.set(form.digest, held - 1);
       continue;
     }
-    known.delete(form);
-    const prefix = keyOf(windowHash(form, 0));
-    const list = byPrefix.get(prefix);
-    const at = list?.indexOf(form) ?? -1;
+    known.delete(form.digest);
+    const list = byPrefix.get(form.prefix);
+    const at = list?.findIndex((entry) => entry.digest === form.digest) ?? -1;
     if (!list || at < 0) continue;
     list.splice(at, 1);
-    if (list.length === 0) byPrefix.delete(prefix);
+    if (list.length === 0) byPrefix.delete(form.prefix);
   }
+}
+
+/** The registry's forms of values: each spelling long enough, once. */
+function registryForms(values: readonly string[]): PrefixedForm[] {
+  const texts = new Set<string>();
+  for (const value of values) if (value.length >= MIN_SECRET_LENGTH) texts.add(value);
+  return [...texts].map(formOf);
+}
+
+/**
+ * The longest of `candidates` (longest first) that `text` holds at `at`. The text there is digested once per
+ * length: the tokens of many profiles begin alike (`sl.u.A…`) and share one list, all of one length.
+ */
+function formAt(text: string, at: number, candidates: readonly Form[]): Form | undefined {
+  let length = -1;
+  let digest = '';
+  for (const form of candidates) {
+    if (at + form.length > text.length) continue;
+    if (form.length !== length) {
+      length = form.length;
+      digest = digestOf(text.slice(at, at + length));
+    }
+    if (form.digest === digest) return form;
+  }
+  return undefined;
 }
 
 /** `text` with every registered form cut out, leftmost first, the longest where several start at one place. */
@@ -120,7 +167,7 @@ function replaceKnown(text: string): string {
   let h = windowHash(text, 0);
   for (let i = 0; ; ) {
     const candidates = byPrefix.get(keyOf(h));
-    const hit = candidates?.find((form) => text.startsWith(form, i));
+    const hit = candidates ? formAt(text, i, candidates) : undefined;
     if (hit === undefined) {
       if (i === last) break;
       h = (Math.imul(h - Math.imul(text.charCodeAt(i), TOP_POWER), MULTIPLIER) + text.charCodeAt(i + MIN_SECRET_LENGTH)) | 0;
@@ -138,7 +185,7 @@ function replaceKnown(text: string): string {
 
 /** Makes `redact` cut out these values, in every form they are sent in, for the rest of the process. */
 export function registerSecrets(...values: (string | undefined)[]): void {
-  for (const value of values) if (value && value.length >= MIN_SECRET_LENGTH) add(formsOf(value));
+  for (const value of values) if (value && value.length >= MIN_SECRET_LENGTH) add(registryForms(formsOf(value)));
 }
 
 /**
@@ -148,7 +195,7 @@ export function registerSecrets(...values: (string | undefined)[]): void {
  */
 export function registerSlotSecret(slot: string, value: string | undefined): void {
   const previous = slots.get(slot);
-  const forms = value && value.length >= MIN_SECRET_LENGTH ? formsOf(value).filter((form) => form.length >= MIN_SECRET_LENGTH) : [];
+  const forms = value && value.length >= MIN_SECRET_LENGTH ? registryForms(formsOf(value)) : [];
   // The new forms first: one the old value shares is never unregistered in between.
   add(forms, 1);
   if (previous) release(previous);
@@ -164,7 +211,7 @@ export function registeredFormCount(): number {
 /** Registers the app key and secret, and the HTTP Basic credential made of them. */
 export function registerAppCredentials(appKey: string | undefined, appSecret: string | undefined): void {
   registerSecrets(appKey, appSecret);
-  if (appKey && appSecret) add(basicFormsOf(appKey, appSecret));
+  if (appKey && appSecret) add(registryForms(basicFormsOf(appKey, appSecret)));
 }
 
 /**
