@@ -150,7 +150,7 @@ export function redactionRows({ count = PROFILES, timeoutMs = 600_000 } = {}) {
 export function printRedaction({ count, rows }) {
   const day1 = rows.find((r) => r.day === 1);
   const figure = (v) => (Number.isNaN(v) ? '—' : Math.round(v).toLocaleString('en-US'));
-  const ratio = (v, base) => (Number.isNaN(v) || Number.isNaN(base) ? '—' : `${(v / base).toFixed(2)}x`);
+  const ratio = (v, base) => (Number.isFinite(v / base) ? `${(v / base).toFixed(2)}x` : '—');
   const last = (r) => r === rows.at(-1);
   const header = ['at', 'renewals so far', 'registered forms', 'x day 1', 'target', 'heap used MiB', 'x day 1', 'target'];
   const table = [header, ...rows.map((r) => [
