@@ -15,6 +15,7 @@ import { floorRows } from './floor.mjs';
 import { printStored, scalingRow, storedRows } from './stored.mjs';
 import { noticeRows, printNotice } from './notice.mjs';
 import { printReconcile, reconcileRows } from './reconcile.mjs';
+import { printRedaction, redactionRows } from './redaction.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 // BENCH_ONLY=reconcile prints the last table alone (the stored path with each profile's connector in one workspace).
@@ -30,6 +31,11 @@ const startupOnly = process.env.BENCH_ONLY === 'startup';
 if (process.env.BENCH_ONLY === 'notice') {
   const sizes = (process.env.BENCH_NOTICE_SIZES ?? '1,100,1000').split(',').map(Number);
   printNotice(await noticeRows({ sizes, log: (row) => console.error(`notice bench: ${row.count} profiles done in ${row.realSeconds.toFixed(0)} s`) }));
+  process.exit(0);
+}
+// BENCH_ONLY=redaction prints the value redaction's registry and the heap over a simulated week alone.
+if (process.env.BENCH_ONLY === 'redaction') {
+  printRedaction(await redactionRows());
   process.exit(0);
 }
 const MiB = 1024 * 1024;
@@ -277,3 +283,6 @@ printReconcile(await reconcileRows());
 
 // The time from a revoked grant to its notice, on a virtual clock: last, being the longest.
 printNotice(await noticeRows());
+
+// The value redaction's registry and the daemon's heap across a simulated week of renewals.
+printRedaction(await redactionRows());
