@@ -16,39 +16,44 @@ const MIN_EXTRA_LENGTH = 4;
 
 // A registered form is kept as its length and a digest, never as the text: a Dropbox access token is some 1,300
 // characters and its eight spellings some 12,000, which held as strings cost a daemon serving 10,000 profiles
-// over 100 MiB. A form is found where the hash of the text's window matches its prefix's, the text there has its
-// length and the same digest.
+// over 200 MiB. A form is found where the hash of the text's window matches its prefix's: the text there, taken
+// at each length registered under that prefix (longest first), is digested and looked up.
 interface Form {
-  /** The digest of the form (16 bytes of SHA-256 as 16 one-byte characters): the registry's key of it. */
+  /** 16 bytes of the form's SHA-256, as 16 one-byte characters: the registry's key of it. */
   readonly digest: string;
   readonly length: number;
+  /** The map key of the hash of its first MIN_SECRET_LENGTH characters. */
+  readonly prefix: number;
 }
 
-// Each registered form with the number of its holders: a form registered for good (registerSecrets) is held
-// forever; one a slot holds (registerSlotSecret) goes once no slot holds it and it was never registered for good.
+// Each registered form (by digest) with the number of its holders: a form registered for good
+// (registerSecrets) is held forever; one a slot holds (registerSlotSecret) goes once no slot holds it and it
+// was never registered for good.
 const FOR_GOOD = Number.POSITIVE_INFINITY;
 const known = new Map<string, number>();
 // The forms each slot holds now: a value learnt again and again (each new access token of a profile) replaces
 // the last one's forms rather than adding to them, so the registry does not grow with the process's age.
-const slots = new Map<string, readonly PrefixedForm[]>();
-// Every registered form, found by a hash of its first MIN_SECRET_LENGTH characters; each list longest first, so
-// a form that contains another is replaced whole. Scanning a text costs a few integer operations per character
-// whatever the number of secrets (the hash of each window is rolled on from the last, no string is made): a
-// daemon serving 10,000 profiles registers some 100,000 forms, and one regular expression alternating over them
-// all cost half a millisecond per log line and seconds to build. Forms whose prefixes share a hash share a
-// list; a candidate is taken only where the text holds it (its length there, then its digest).
-const byPrefix = new Map<number, Form[]>();
+const slots = new Map<string, readonly Form[]>();
 
-interface PrefixedForm extends Form {
-  readonly prefix: number;
+/** The lengths of the forms registered under one prefix, longest first, each with how many forms have it. */
+interface Bucket {
+  lengths: number[];
+  counts: Map<number, number>;
 }
+// Every registered form's length, found by a hash of its first MIN_SECRET_LENGTH characters. Scanning a text
+// costs a few integer operations per character whatever the number of secrets (the hash of each window is
+// rolled on from the last, no string is made): a daemon serving 10,000 profiles registers some 50,000 forms,
+// and one regular expression alternating over them all cost half a millisecond per log line and seconds to
+// build. The encoded forms of secrets that begin alike (`sl.u.` in hex) share a prefix, and the lengths
+// under it are few: a window whose prefix is known costs a digest per length there, however many forms.
+const byPrefix = new Map<number, Bucket>();
 
 function digestOf(text: string): string {
   return createHash('sha256').update(text, 'utf8').digest().toString('latin1', 0, 16);
 }
 
 /** A form as the registry keeps it: no reference to its text. */
-function formOf(text: string): PrefixedForm {
+function formOf(text: string): Form {
   return { digest: digestOf(text), length: text.length, prefix: keyOf(windowHash(text, 0)) };
 }
 
@@ -72,9 +77,16 @@ function base64(text: string): string {
   return Buffer.from(text, 'utf8').toString('base64');
 }
 
+/** Characters that no encoding formsOf makes changes. */
+const PLAIN = /^[A-Za-z0-9._-]*$/;
+
 /** The spellings of one value: as is, percent-encoded, form-encoded, inside a JSON string, base64(url), hex. */
 function formsOf(value: string): string[] {
-  const hex = Buffer.from(value, 'utf8').toString('hex');
+  const bytes = Buffer.from(value, 'utf8');
+  const hex = bytes.toString('hex');
+  // A token's alphabet (letters, digits, `.`, `_`, `-`) reads the same percent-, form- and JSON-encoded: those
+  // three spellings are the value itself, not made again for each access token renewed.
+  if (PLAIN.test(value)) return [value, bytes.toString('base64'), bytes.toString('base64url'), hex, hex.toUpperCase()];
   return [
     value,
     encodeURIComponent(value),
@@ -94,29 +106,24 @@ function basicFormsOf(appKey: string, appSecret: string): string[] {
 }
 
 /** Adds one holder of each form (`FOR_GOOD`: held forever); a form not registered before is put in place. */
-function add(forms: readonly PrefixedForm[], holders = FOR_GOOD): void {
+function add(forms: readonly Form[], holders = FOR_GOOD): void {
   for (const form of forms) {
     const held = known.get(form.digest);
     known.set(form.digest, (held ?? 0) + holders);
     if (held !== undefined) continue;
-    const list = byPrefix.get(form.prefix);
-    if (!list) byPrefix.set(form.prefix, [form]);
-    else {
-      // Put in place rather than the list sorted again: the encoded forms of secrets that begin alike (base64,
-      // hex) share a prefix, and thousands of them would make registration quadratic.
-      let low = 0;
-      for (let high = list.length; low < high; ) {
-        const mid = (low + high) >>> 1;
-        if ((list[mid] as Form).length >= form.length) low = mid + 1;
-        else high = mid;
-      }
-      list.splice(low, 0, form);
-    }
+    let bucket = byPrefix.get(form.prefix);
+    if (!bucket) byPrefix.set(form.prefix, (bucket = { lengths: [], counts: new Map() }));
+    const count = bucket.counts.get(form.length) ?? 0;
+    bucket.counts.set(form.length, count + 1);
+    if (count > 0) continue;
+    let at = 0;
+    while (at < bucket.lengths.length && (bucket.lengths[at] as number) > form.length) at += 1;
+    bucket.lengths.splice(at, 0, form.length);
   }
 }
 
 /** Takes one holder of each form away; a form no one holds any more (never one held for good) is forgotten. */
-function release(forms: readonly PrefixedForm[]): void {
+function release(forms: readonly Form[]): void {
   for (const form of forms) {
     const held = known.get(form.digest);
     if (held === undefined) continue;
@@ -125,35 +132,30 @@ function release(forms: readonly PrefixedForm[]): void {
       continue;
     }
     known.delete(form.digest);
-    const list = byPrefix.get(form.prefix);
-    const at = list?.findIndex((entry) => entry.digest === form.digest) ?? -1;
-    if (!list || at < 0) continue;
-    list.splice(at, 1);
-    if (list.length === 0) byPrefix.delete(form.prefix);
+    const bucket = byPrefix.get(form.prefix);
+    if (!bucket) continue;
+    const count = (bucket.counts.get(form.length) ?? 1) - 1;
+    if (count > 0) {
+      bucket.counts.set(form.length, count);
+      continue;
+    }
+    bucket.counts.delete(form.length);
+    bucket.lengths.splice(bucket.lengths.indexOf(form.length), 1);
+    if (bucket.lengths.length === 0) byPrefix.delete(form.prefix);
   }
 }
 
 /** The registry's forms of values: each spelling long enough, once. */
-function registryForms(values: readonly string[]): PrefixedForm[] {
+function registryForms(values: readonly string[]): Form[] {
   const texts = new Set<string>();
   for (const value of values) if (value.length >= MIN_SECRET_LENGTH) texts.add(value);
   return [...texts].map(formOf);
 }
 
-/**
- * The longest of `candidates` (longest first) that `text` holds at `at`. The text there is digested once per
- * length: the tokens of many profiles begin alike (`sl.u.A…`) and share one list, all of one length.
- */
-function formAt(text: string, at: number, candidates: readonly Form[]): Form | undefined {
-  let length = -1;
-  let digest = '';
-  for (const form of candidates) {
-    if (at + form.length > text.length) continue;
-    if (form.length !== length) {
-      length = form.length;
-      digest = digestOf(text.slice(at, at + length));
-    }
-    if (form.digest === digest) return form;
+/** The length of the longest registered form `text` holds at `at`, of those whose prefix is `bucket`'s. */
+function formAt(text: string, at: number, bucket: Bucket): number | undefined {
+  for (const length of bucket.lengths) {
+    if (at + length <= text.length && known.has(digestOf(text.slice(at, at + length)))) return length;
   }
   return undefined;
 }
@@ -166,8 +168,8 @@ function replaceKnown(text: string): string {
   let copied = 0;
   let h = windowHash(text, 0);
   for (let i = 0; ; ) {
-    const candidates = byPrefix.get(keyOf(h));
-    const hit = candidates ? formAt(text, i, candidates) : undefined;
+    const bucket = byPrefix.get(keyOf(h));
+    const hit = bucket ? formAt(text, i, bucket) : undefined;
     if (hit === undefined) {
       if (i === last) break;
       h = (Math.imul(h - Math.imul(text.charCodeAt(i), TOP_POWER), MULTIPLIER) + text.charCodeAt(i + MIN_SECRET_LENGTH)) | 0;
@@ -175,7 +177,7 @@ function replaceKnown(text: string): string {
       continue;
     }
     out += text.slice(copied, i) + REDACTED;
-    i += hit.length;
+    i += hit;
     copied = i;
     if (i > last) break;
     h = windowHash(text, i);
@@ -195,6 +197,8 @@ export function registerSecrets(...values: (string | undefined)[]): void {
  */
 export function registerSlotSecret(slot: string, value: string | undefined): void {
   const previous = slots.get(slot);
+  // The token held again (renewed, then held by the worker): nothing changes.
+  if (previous && value && previous[0]?.length === value.length && previous[0].digest === digestOf(value)) return;
   const forms = value && value.length >= MIN_SECRET_LENGTH ? registryForms(formsOf(value)) : [];
   // The new forms first: one the old value shares is never unregistered in between.
   add(forms, 1);
