@@ -3,7 +3,7 @@
 // and upper case, and the app key and secret as an HTTP Basic credential), and `redact` cuts all of them out of any text: error messages, log lines, state fields.
 // A provider that echoes a request back, or a message that quotes a setting, cannot carry a secret past it.
 
-import { createHash } from 'node:crypto';
+import type * as Crypto from 'node:crypto';
 
 export const REDACTED = '[redacted]';
 
@@ -48,8 +48,13 @@ interface Bucket {
 // under it are few: a window whose prefix is known costs a digest per length there, however many forms.
 const byPrefix = new Map<number, Bucket>();
 
+// node:crypto is loaded when the first secret is registered, not by every command (it costs a tenth of Node's
+// start-up, and `--version` or `--help` registers none).
+let hashes: typeof Crypto | undefined;
+
 function digestOf(text: string): string {
-  return createHash('sha256').update(text, 'utf8').digest().toString('latin1', 0, 16);
+  hashes ??= process.getBuiltinModule('node:crypto');
+  return hashes.createHash('sha256').update(text, 'utf8').digest().toString('latin1', 0, 16);
 }
 
 /** A form as the registry keeps it: no reference to its text. */
