@@ -6,6 +6,7 @@
 import { resolveSettings, type SettingInputs, type SettingName } from '../config.js';
 import { loadDaemonProfiles } from '../daemon/profiles.js';
 import type { ProfileEntry } from '../daemon/types.js';
+import { readConfigFile } from '../profile/config-file.js';
 import { openProfileStore, type ProfileStore } from '../profile/index.js';
 import { checkOptions } from '../service/options.js';
 import { openProfileSession, readSecrets } from '../sync/profile-session.js';
@@ -42,18 +43,24 @@ export async function storedProfiles(options: StoredProfilesOptions = {}): Promi
   const { values, configDirVerdict } = resolveSettings(given);
   const inputs: SettingInputs = { ...given, ...(configDirVerdict ? { configDirVerdict } : {}) };
   const profileStore = openProfileStore(values.configDir);
-  const loading = {
-    values,
-    store: profileStore,
-    open: async (name: string, opened: { existing?: boolean } = {}) => {
-      const session = await openProfileSession({ inputs, name, ...(opened.existing ? { existing: true } : {}) });
-      return { session, secrets: await readSecrets(session) };
-    },
+  // Each load reads what setup recorded in the config dir once (a reload sees a profile set up since), and hands
+  // it to every profile's session.
+  const loading = async () => {
+    const configFile = await readConfigFile(values.configDir);
+    const recorded: SettingInputs = configFile ? { ...inputs, configFile } : inputs;
+    return {
+      values,
+      store: profileStore,
+      open: async (name: string, opened: { existing?: boolean } = {}) => {
+        const session = await openProfileSession({ inputs: recorded, name, ...(opened.existing ? { existing: true } : {}) });
+        return { session, secrets: await readSecrets(session) };
+      },
+    };
   };
   const requested = options.profiles ? [...options.profiles] : undefined;
   return {
-    profiles: () => loadDaemonProfiles(loading, requested),
-    loadProfile: async (name) => (await loadDaemonProfiles(loading, [name]))[0] ?? { name, error: new Error(`profile "${name}" is gone`) },
+    profiles: async () => loadDaemonProfiles(await loading(), requested),
+    loadProfile: async (name) => (await loadDaemonProfiles(await loading(), [name]))[0] ?? { name, error: new Error(`profile "${name}" is gone`) },
     profileStore,
   };
 }

@@ -76,10 +76,12 @@ async function defaultSecretStore(options: OpenSecretStoreOptions): Promise<Secr
 
 export async function openProfileSession(options: OpenProfileSessionOptions): Promise<ProfileSession> {
   const { onNotice } = options;
-  const first = resolveSettings(options.inputs).values;
-  const name = options.name ?? first.profile;
+  // Settings are resolved in stages: the command's (only when the caller has not given the profile or the config
+  // file, which a daemon loading thousands of profiles has), the profile's store, then its state.
+  const first = options.name === undefined || options.inputs.configFile === undefined ? resolveSettings(options.inputs).values : undefined;
+  const name = options.name ?? (first as Settings).profile;
   // What setup recorded in the config dir (a caller that has read it, the CLI, hands it in; the library does not).
-  const configFile = options.inputs.configFile ?? (await readConfigFile(first.configDir));
+  const configFile = options.inputs.configFile ?? (await readConfigFile((first as Settings).configDir));
   const given: SettingInputs = configFile ? { ...options.inputs, configFile } : options.inputs;
   // Resolved for this profile: the store its config file entry names (unless a flag or the environment says
   // otherwise) decides where its secrets are, so it is known before anything of the profile is read.
