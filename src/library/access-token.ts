@@ -4,9 +4,9 @@
 // left, otherwise renewed under the profile's lock, so that callers in several processes (a daemon, `syncauth
 // token`, this) cost one renewal between them. Within one process, concurrent calls for a profile share one
 // flight. The logic is sync/access-token.ts's, which the CLI uses too; this only maps the options.
-import { resolveSettings, type SettingInputs, type SettingName } from '../config.js';
 import { checkOptions } from '../service/options.js';
 import { profileAccessToken } from '../sync/access-token.js';
+import { libraryInputs } from './inputs.js';
 
 export interface GetAccessTokenOptions {
   /** The profile; default `SYNCAUTH_PROFILE` from `env`, else `default`. */
@@ -29,19 +29,7 @@ export interface AccessToken {
 /** A fresh access token of the profile: cached, single-flight, and safe across processes. */
 export async function getAccessToken(options: GetAccessTokenOptions = {}): Promise<AccessToken> {
   checkOptions('getAccessToken', options, ['profile', 'configDir', 'store', 'force', 'env'] satisfies (keyof GetAccessTokenOptions)[]);
-  const token = await profileAccessToken({ inputs: await settingInputs(options), reuse: options.force === true ? 'never' : 'margin' });
+  const { inputs } = await libraryInputs(options);
+  const token = await profileAccessToken({ inputs, reuse: options.force === true ? 'never' : 'margin' });
   return { accessToken: token.accessToken, expiresAt: new Date(token.expiresAt) };
-}
-
-/** What settings are resolved from, as a command would take them, from the options and environment given (never a `.env`). */
-async function settingInputs(options: GetAccessTokenOptions): Promise<SettingInputs> {
-  const flags: Partial<Record<SettingName, unknown>> = {};
-  if (options.profile !== undefined) flags.profile = options.profile;
-  if (options.configDir !== undefined) flags.configDir = options.configDir;
-  if (options.store !== undefined) flags.store = options.store;
-  const { default: envPaths } = await import('env-paths');
-  const inputs: SettingInputs = { flags, env: { ...(options.env ?? process.env) }, dotenv: {}, defaultConfigDir: envPaths('syncauth', { suffix: '' }).config };
-  // The config dir is judged here, once (config-dir.ts): one others may write is refused before it is read.
-  const { configDirVerdict } = resolveSettings(inputs);
-  return { ...inputs, ...(configDirVerdict ? { configDirVerdict } : {}) };
 }

@@ -3,13 +3,14 @@
 // grant where it lives. A rotated refresh token, a grant from the re-authorization page and each fresh access
 // token are then kept as the command keeps them, and `syncauth token` in another process reuses them. The config
 // dir is judged first, as every command judges it (config-dir.ts). No `.env` file is read.
-import { resolveSettings, type SettingInputs, type SettingName } from '../config.js';
+import type { SettingInputs } from '../config.js';
 import { loadDaemonProfiles } from '../daemon/profiles.js';
 import type { ProfileEntry } from '../daemon/types.js';
 import { readConfigFile } from '../profile/config-file.js';
 import { openProfileStore, type ProfileStore } from '../profile/index.js';
 import { checkOptions } from '../service/options.js';
 import { openProfileSession, readSecrets } from '../sync/profile-session.js';
+import { libraryInputs } from './inputs.js';
 
 export interface StoredProfilesOptions {
   /** The profiles to serve; default every stored one. */
@@ -34,14 +35,8 @@ export interface StoredProfiles {
 
 export async function storedProfiles(options: StoredProfilesOptions = {}): Promise<StoredProfiles> {
   checkOptions('storedProfiles', options, ['profiles', 'configDir', 'store', 'env'] satisfies (keyof StoredProfilesOptions)[]);
-  const flags: Partial<Record<SettingName, unknown>> = {};
-  if (options.configDir !== undefined) flags.configDir = options.configDir;
-  if (options.store !== undefined) flags.store = options.store;
-  const { default: envPaths } = await import('env-paths');
-  const given: SettingInputs = { flags, env: { ...(options.env ?? process.env) }, dotenv: {}, defaultConfigDir: envPaths('syncauth', { suffix: '' }).config };
   // The config dir is judged here, once: one others may write is refused before anything in it is read.
-  const { values, configDirVerdict } = resolveSettings(given);
-  const inputs: SettingInputs = { ...given, ...(configDirVerdict ? { configDirVerdict } : {}) };
+  const { inputs, values } = await libraryInputs(options);
   const profileStore = openProfileStore(values.configDir);
   // Each load reads what setup recorded in the config dir once (a reload sees a profile set up since), and hands
   // it to every profile's session.
