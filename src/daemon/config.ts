@@ -4,11 +4,11 @@
 import { ValidationError } from '../errors.js';
 import type { BackoffPolicy } from '../backoff.js';
 import { checkSchedule } from './cron.js';
-import { checkNumber, RENEWALS_PER_SECOND } from './spec.js';
+import { checkNumber, DEFAULT_CONCURRENCY, DEFAULT_SHUTDOWN_TIMEOUT_SECONDS, RENEWALS_PER_SECOND } from './spec.js';
 import type { DaemonOptions } from './types.js';
 
 export const DEFAULT_SCHEDULE = '* * * * *';
-export const DEFAULT_CONCURRENCY = 4;
+export { DEFAULT_CONCURRENCY };
 export const DEFAULT_CONNECTOR_FAILING_AFTER_MS = 15 * 60_000;
 /** How often each profile's published token is checked with Dropbox (`users/get_current_account`). */
 export const DEFAULT_CHECK_INTERVAL_MS = 15 * 60_000;
@@ -101,7 +101,7 @@ export function resolveDaemonConfig(options: DaemonOptions): DaemonConfig {
     tokenTimeoutMs: options.tokenTimeoutMs ?? 15_000,
     lockWaitMs: options.lockWaitMs ?? 15_000,
     reconcileTimeoutMs: options.reconcileTimeoutMs ?? DEFAULT_RECONCILE_TIMEOUT_MS,
-    shutdownTimeoutMs: options.shutdownTimeoutMs ?? 10_000,
+    shutdownTimeoutMs: options.shutdownTimeoutMs ?? DEFAULT_SHUTDOWN_TIMEOUT_SECONDS * 1000,
     serviceCallMs: DEFAULT_SERVICE_CALL_MS,
     serviceRetry: Object.freeze({ ...(options.serviceRetry ?? DEFAULT_SERVICE_RETRY) }),
     needsOwnToken: publishes || options.socket !== undefined || options.coordinator !== undefined,

@@ -141,6 +141,11 @@ const NAME_RULE = 'must be 1-64 letters, digits, dot, dash or underscore, starti
 /** A template of the file as its flag takes it, `SRC:DEST[:MODE]`. */
 const template = (t: { source: string; dest: string; mode?: string }): string => `${t.source}:${t.dest}${t.mode !== undefined ? `:${t.mode}` : ''}`;
 
+/** Renewals and reconciles running at once, when neither the flag, the file nor the library's option says. */
+export const DEFAULT_CONCURRENCY = 4;
+/** How long a stop waits for in-flight work, in seconds, when nothing says. */
+export const DEFAULT_SHUTDOWN_TIMEOUT_SECONDS = 10;
+
 const RENEW_MARGIN = wholeNumber(1, 14_399);
 const CONCURRENCY = wholeNumber(1, 1000);
 /** The cap of renewals a second: the library's option takes the same rule as the flag and the file. */
@@ -177,7 +182,7 @@ export const DAEMON_SPEC = {
   renewMargin: setting('renewMargin', 'daemon.renew_margin', { form: 'number', rule: RENEW_MARGIN }),
   sweep: setting('sweep', 'daemon.sweep', { form: 'text' }, { check: checkSchedule, commandChecks: true }),
   redisUrl: setting('redisUrl', 'daemon.redis_url', { form: 'text' }, { check: checkRedisUrl, commandChecks: true }),
-  concurrency: text('--concurrency', 'daemon.concurrency', { form: 'number', rule: CONCURRENCY }, numberCheck(CONCURRENCY), { default: 4 }),
+  concurrency: text('--concurrency', 'daemon.concurrency', { form: 'number', rule: CONCURRENCY }, numberCheck(CONCURRENCY), { default: DEFAULT_CONCURRENCY }),
   maxRenewalsPerSecond: text('--max-renewals-per-second', 'daemon.max_renewals_per_second', { form: 'number', rule: RENEWALS_PER_SECOND }, numberCheck(RENEWALS_PER_SECOND)),
   // How often each published token is checked with Dropbox ("15m", seconds, or 0/"off"), and at most how many a second.
   checkInterval: text(
@@ -187,7 +192,7 @@ export const DAEMON_SPEC = {
     named(parseCheckInterval),
   ),
   maxChecksPerSecond: text('--max-checks-per-second', 'daemon.max_checks_per_second', { form: 'number', rule: CHECKS_PER_SECOND }, numberCheck(CHECKS_PER_SECOND)),
-  shutdownTimeout: text('--shutdown-timeout', 'daemon.shutdown_timeout', { form: 'number', rule: SHUTDOWN_TIMEOUT }, numberCheck(SHUTDOWN_TIMEOUT), { default: 10 }),
+  shutdownTimeout: text('--shutdown-timeout', 'daemon.shutdown_timeout', { form: 'number', rule: SHUTDOWN_TIMEOUT }, numberCheck(SHUTDOWN_TIMEOUT), { default: DEFAULT_SHUTDOWN_TIMEOUT_SECONDS }),
   logLevel: setting('logLevel', 'daemon.log_level', { form: 'text' }),
   // Who is told when a person is needed, and the re-authorization page, are set up once at start. Their secrets
   // are never keys of the file. SYNCAUTH_NOTIFY_URL wins over the file as the flag does.
