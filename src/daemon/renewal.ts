@@ -17,7 +17,7 @@ import { accessTokenSlot, type HeldToken, type Parked, type ProfileRuntime, type
 import { registerSecrets, registerSlotSecret } from '../redact.js';
 import { isGrantStoreReadOnly } from '../sync/grant-store.js';
 import type { DaemonGrant, ParkReason, RenewalOutcome } from './types.js';
-import type { WorkerContext } from './worker-context.js';
+import { drawJitter, type WorkerContext } from './worker-context.js';
 
 /** What a renewal asks of the worker it is part of: to hold the token it got (until it expires), or to park the profile. */
 export interface RenewalWorker {
@@ -40,10 +40,6 @@ export class ProfileRenewer {
 
   #now(): number {
     return this.#ctx.clock.wall();
-  }
-
-  #drawJitter(): number {
-    return this.#ctx.random() * this.#ctx.config.jitterMs;
   }
 
   #readState(): Promise<ProfileState | undefined> {
@@ -85,7 +81,7 @@ export class ProfileRenewer {
     const { store, config, rateGate, clock } = this.#ctx;
     // Another process may have renewed while this one waited for the lock.
     const state = await this.#readState();
-    if (state?.accessTokenExpiresAt) rt.learnExpiry(Date.parse(state.accessTokenExpiresAt), this.#drawJitter());
+    if (state?.accessTokenExpiresAt) rt.learnExpiry(Date.parse(state.accessTokenExpiresAt), drawJitter(this.#ctx));
     if (!rt.renewalDue(this.#now(), config.marginMs, config.needsOwnToken)) {
       rt.backoff = Backoff.none;
       return { renewal: this.#settle('fresh') };

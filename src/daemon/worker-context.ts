@@ -47,3 +47,8 @@ export interface WorkerContext {
   /** The coordinator's reachability is the daemon's, told once however many workers notice. */
   readonly coordinatorHealth: { down(error: unknown): void; up(): void };
 }
+
+/** This cycle's share of the jitter: renew up to this much before the margin (a draw per profile and cycle). */
+export function drawJitter(ctx: Pick<WorkerContext, 'random' | 'config'>): number {
+  return ctx.random() * ctx.config.jitterMs;
+}

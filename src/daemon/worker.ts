@@ -23,7 +23,7 @@ import { registerAppCredentials, registerSecrets, registerSlotSecret } from '../
 import { healthOf, profileStatus } from './status.js';
 import type { ReauthorizationResult, ReauthorizedGrant } from './events.js';
 import type { CheckOutcome, DaemonGrant, ParkReason, ProfileEntry, ProfileLoadFailure, ProfileStatus, ReconcileOutcome, SweepEntry } from './types.js';
-import type { WorkerContext } from './worker-context.js';
+import { drawJitter, type WorkerContext } from './worker-context.js';
 import type { SealedGrant } from './grant-record.js';
 
 export function isLoadFailure(entry: ProfileEntry): entry is ProfileLoadFailure {
@@ -552,10 +552,6 @@ export class ProfileWorker {
     return this.#ctx.clock.wall();
   }
 
-  #drawJitter(): number {
-    return this.#ctx.random() * this.#ctx.config.jitterMs;
-  }
-
   #dropToken(): Promise<void> {
     const rt = this.#rt;
     rt.token = undefined;
@@ -572,7 +568,7 @@ export class ProfileWorker {
     clearTimeout(rt.expiryTimer);
     rt.token = token;
     rt.renewSoon = undefined;
-    rt.learnExpiry(token.expiresAt, this.#drawJitter(), token.monoExpiresAt);
+    rt.learnExpiry(token.expiresAt, drawJitter(this.#ctx), token.monoExpiresAt);
     this.#armExpiry();
   }
 
@@ -703,7 +699,7 @@ export class ProfileWorker {
       }
     }
     rt.secretsVersion = state?.secretsVersion;
-    if (state?.accessTokenExpiresAt) rt.learnExpiry(Date.parse(state.accessTokenExpiresAt), this.#drawJitter());
+    if (state?.accessTokenExpiresAt) rt.learnExpiry(Date.parse(state.accessTokenExpiresAt), drawJitter(this.#ctx));
     this.#unpark(parked.until === 'readable' ? 'its state file is readable again' : 'new secrets were stored');
   }
 
@@ -722,7 +718,7 @@ export class ProfileWorker {
       rt.connectorId = state?.connectorId;
       rt.seenFailureAt = state?.lastError?.at;
       this.#learnState(state);
-      if (state?.accessTokenExpiresAt) rt.learnExpiry(Date.parse(state.accessTokenExpiresAt), this.#drawJitter());
+      if (state?.accessTokenExpiresAt) rt.learnExpiry(Date.parse(state.accessTokenExpiresAt), drawJitter(this.#ctx));
       if (state?.needsReauthorization) {
         // Flagged by an earlier run or by another command: known now, not at the next renewal hours from now.
         const failure: Failure = {
