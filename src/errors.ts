@@ -125,6 +125,17 @@ export class ValidationError extends SyncauthError {
   }
 }
 
+/** `absorbing` for a check that does not wait: its ValidationError's issues join `issues`, undefined returned. */
+export function absorbed<T>(issues: FieldIssue[], check: () => T): T | undefined {
+  try {
+    return check();
+  } catch (error) {
+    if (!(error instanceof ValidationError)) throw error;
+    issues.push(...error.issues);
+    return undefined;
+  }
+}
+
 /**
  * Runs a check; a ValidationError it throws joins `issues` (undefined is returned), so that every bad setting is
  * named at once. Any other error is thrown.

@@ -4,7 +4,7 @@
 import { SETTINGS, type SettingName } from '../config.js';
 import { parseGrantKey } from '../daemon/grant-record.js';
 import type { DaemonGrant, RunningDaemon } from '../daemon/index.js';
-import { ValidationError, type FieldIssue } from '../errors.js';
+import { absorbed, ValidationError, type FieldIssue } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { FolderAccess } from '../oauth/index.js';
 import type { LinkStore } from '../reauth/links.js';
@@ -32,16 +32,10 @@ export function reauthSettingIssues(context: CommandContext, label: (name: Setti
 function grantSharingIssues(context: CommandContext, label: (name: SettingName) => string, notifying: boolean): FieldIssue[] {
   const v = context.settings.values;
   const issues: FieldIssue[] = [];
-  if (v.grantKey !== undefined) {
+  const grantKey = v.grantKey;
+  if (grantKey !== undefined) {
     if (!v.redisUrl) issues.push({ field: label('grantKey'), message: 'is used only with --redis-url (SYNCAUTH_REDIS_URL): it seals the grant replicas share' });
-    else {
-      try {
-        parseGrantKey(v.grantKey, label('grantKey')).fill(0);
-      } catch (error) {
-        if (!(error instanceof ValidationError)) throw error;
-        issues.push(...error.issues);
-      }
-    }
+    else absorbed(issues, () => parseGrantKey(grantKey, label('grantKey')).fill(0));
   } else if (v.redisUrl && v.reauthListen) {
     issues.push({
       field: label('grantKey'),

@@ -2,7 +2,7 @@
 // (see src/publish/sink-lock.ts): a sink held by another running process refuses the start with exit 2,
 // naming that process, and nothing of it is touched.
 import { createServer } from 'node:http';
-import { ValidationError, type FieldIssue } from '../errors.js';
+import { absorbing, ValidationError, type FieldIssue } from '../errors.js';
 import { listenHttp } from '../net/listen.js';
 import path from 'node:path';
 import type { DaemonFileConfig } from './config-file.js';
@@ -53,13 +53,10 @@ export async function checkPortsFree(addresses: readonly { listen: { host: strin
   const issues: FieldIssue[] = [];
   for (const { listen, field } of addresses) {
     if (!listen || listen.port === 0) continue;
-    try {
+    await absorbing(issues, async () => {
       const bound = await listenHttp(createServer(), listen, field);
       await bound.close();
-    } catch (error) {
-      if (!(error instanceof ValidationError)) throw error;
-      issues.push(...error.issues);
-    }
+    });
   }
   if (issues.length > 0) throw new ValidationError(issues);
 }

@@ -9,7 +9,7 @@
 // What has no flag (a profile's own sinks) is the file's structure, in config-file.ts.
 import * as z from 'zod';
 import { SETTINGS, type SettingName, type Settings, type SettingSource } from '../config.js';
-import { ValidationError, type FieldIssue } from '../errors.js';
+import { absorbed, ValidationError, type FieldIssue } from '../errors.js';
 import { parseNotifyUrl } from '../notify/targets.js';
 import { isProfileName } from '../profile/index.js';
 import { parseMode, parseSocketMode } from '../publish/file.js';
@@ -260,14 +260,7 @@ export function valueAt(config: object, key: string): unknown {
  */
 export function fileValueIssues(values: object, where: (key: readonly (string | number)[]) => string): FieldIssue[] {
   const issues: FieldIssue[] = [];
-  const run = (check: Check, raw: string, keys: (string | number)[]): void => {
-    try {
-      check(raw, where(keys));
-    } catch (error) {
-      if (!(error instanceof ValidationError)) throw error;
-      issues.push(...error.issues);
-    }
-  };
+  const run = (check: Check, raw: string, keys: (string | number)[]): void => void absorbed(issues, () => check(raw, where(keys)));
   const daemonFirst = [...FILE_OPTIONS].sort(([, a], [, b]) => Number(!a.key.startsWith('daemon.')) - Number(!b.key.startsWith('daemon.')));
   for (const [, spec] of daemonFirst) {
     const value = valueAt(values, spec.key);
@@ -322,12 +315,8 @@ export function checkDaemonOptions(
     if (spec.kind === 'setting') {
       const value = values[spec.name];
       if (value === undefined || spec.check === undefined) continue;
-      try {
-        spec.check(String(value), label(spec.name));
-      } catch (error) {
-        if (!(error instanceof ValidationError)) throw error;
-        issues.push(...error.issues);
-      }
+      const check = spec.check;
+      absorbed(issues, () => check(String(value), label(spec.name)));
       checked[name] = value;
     } else {
       checked[name] = checkFlag(spec, options[name as FlagNames], spec.flag, issues);

@@ -1,7 +1,7 @@
 // Where notices go, checked before anything is sent: each URL https, or http only to this machine (a receiver
 // on loopback, a test), without a user name or password. A URL is named in messages and logs only by its
 // origin: the path of a Slack incoming webhook is its secret.
-import { ValidationError, type FieldIssue } from '../errors.js';
+import { absorbed, ValidationError, type FieldIssue } from '../errors.js';
 import { parseUrl } from '../net/http.js';
 import { isLoopback } from '../net/proxy.js';
 import { NOTIFY_FORMATS, type NotifyFormat } from './payload.js';
@@ -44,24 +44,16 @@ export function resolveNotifySettings(input: { urls: readonly string[]; urlField
   const issues: FieldIssue[] = [];
   const targets: NotifyTarget[] = [];
   for (const raw of splitUrls(input.urls)) {
-    try {
-      targets.push(parseNotifyUrl(raw, input.urlField));
-    } catch (error) {
-      if (!(error instanceof ValidationError)) throw error;
-      issues.push(...error.issues);
-    }
+    const target = absorbed(issues, () => parseNotifyUrl(raw, input.urlField));
+    if (target) targets.push(target);
   }
   const format = (input.format ?? 'standard').trim() as NotifyFormat;
   if (!NOTIFY_FORMATS.includes(format)) issues.push({ field: input.formatField ?? '--notify-format', message: `must be one of: ${NOTIFY_FORMATS.join(', ')}` });
   let key: Buffer | undefined;
   const secretField = input.secretField ?? SECRET_VARIABLE;
   if (input.secret !== undefined && input.secret.trim() !== '') {
-    try {
-      key = parseNotifySecret(input.secret, secretField);
-    } catch (error) {
-      if (!(error instanceof ValidationError)) throw error;
-      issues.push(...error.issues);
-    }
+    const secret = input.secret;
+    key = absorbed(issues, () => parseNotifySecret(secret, secretField));
   } else if (targets.length > 0 && format === 'standard') {
     issues.push({ field: secretField, message: `is required with ${input.urlField}: notices are signed (set it to whsec_ and the base64 of at least 16 random bytes, e.g. \`echo whsec_$(openssl rand -base64 32)\`)` });
   }

@@ -7,7 +7,7 @@
 // that no group or other user may write. Anything else there is refused at start (exit 2).
 import { chmod, chown, lstat, mkdir, stat } from 'node:fs/promises';
 import path from 'node:path';
-import { SyncauthError, ValidationError } from '../errors.js';
+import { absorbing, SyncauthError, ValidationError } from '../errors.js';
 import { modeText, ownSubdirProblem, privateSubdirName } from '../own-subdir.js';
 
 // The config dir's checks (config-dir.ts) judge their own subdirectory by the same rule; it lives beside both.
@@ -125,12 +125,7 @@ export async function placeSinks(requests: readonly SinkRequest[], expand: (temp
     placed.push({ path: moved, movedBecause });
   }
   for (const [dir, { gid, field }] of groups) {
-    try {
-      await ensurePrivateSubdir(dir, field, gid);
-    } catch (error) {
-      if (!(error instanceof ValidationError)) throw error;
-      issues.push(...error.issues);
-    }
+    await absorbing(issues, () => ensurePrivateSubdir(dir, field, gid));
   }
   if (issues.length > 0) throw new ValidationError(issues);
   return placed;
