@@ -4,6 +4,7 @@
 // others know it is done for this lifetime. The Redis implementation is in redis.ts; anything with the same
 // semantics (a database row, etcd) could stand in.
 import { SyncauthError } from '../errors.js';
+import type { FleetBackend } from './fleet.js';
 import type { CheckOutcome } from './types.js';
 
 export interface Lease {
@@ -56,6 +57,11 @@ export interface Coordinator {
   recordCheck?(profile: string, cycle: number, outcome: CheckOutcome, ttlMs: number): Promise<void>;
   /** What the check of interval `cycle` found: `pending` while it runs, undefined when nobody claimed it. */
   peekCheck?(profile: string, cycle: number): Promise<CheckOutcome | 'pending' | undefined>;
+  /**
+   * The fleet's membership (fleet.ts): present when the backend can authenticate member records (Redis with
+   * SYNCAUTH_GRANT_KEY). Without it a replica cannot run in fleet mode.
+   */
+  readonly fleet?: FleetBackend;
   /** Whether the backend answered recently; false means reconciles wait (renewals go on). */
   isAvailable(): boolean;
   /**

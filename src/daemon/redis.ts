@@ -19,6 +19,7 @@ import { closeRedisClient, newRedisClient } from '../net/redis.js';
 import type { Logger } from '../log.js';
 import { openRecord, RefusedOnce, signRecord, subkey, type RecordRefusal } from '../record-keys.js';
 import { CoordinatorUnavailableError, type Coordinator, type Lease, type SharedReconcile } from './coordinator.js';
+import type { FleetBackend } from './fleet.js';
 import type { CheckOutcome } from './types.js';
 
 const CHECK_OUTCOMES: ReadonlySet<string> = new Set<CheckOutcome>(['valid', 'invalid', 'expired', 'missing_scope', 'account_mismatch', 'failed', 'shared']);
@@ -72,6 +73,18 @@ if current then
 end
 redis.call('SET', KEYS[1], ARGV[1])
 return 1`;
+// The fleet's members, one round trip: Redis's time, and the hash unless a writer has bloated it past the bound
+// (then the caller treats Redis as unusable, and falls back, rather than reading without end).
+const MEMBERS = `local t = redis.call('TIME')
+local n = redis.call('HLEN', KEYS[1])
+if n > tonumber(ARGV[1]) then return {t[1], t[2], n} end
+return {t[1], t[2], n, redis.call('HGETALL', KEYS[1])}`;
+const HSET_IF = `if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then return redis.call('HSET', KEYS[1], ARGV[1], ARGV[3]) else return 0 end`;
+const HDEL_IF = `if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then return redis.call('HDEL', KEYS[1], ARGV[1]) else return 0 end`;
+/** More members than any fleet has: past it the hash is someone's flood. */
+const MAX_MEMBERS = 256;
+/** Version of a member's record: `{ v, until, mac }`, until on Redis's clock (ms). */
+const MEMBER_VERSION = 1;
 // Long enough to outlive any token it describes; short enough that records of removed profiles go away.
 const RECORD_TTL_MS = 7 * 24 * 3600 * 1000;
 
@@ -158,6 +171,74 @@ export async function createRedisCoordinator(options: RedisCoordinatorOptions): 
   const now = options.now ?? Date.now;
 
   const checks = options.grantKey ? checkSharing(options.grantKey) : {};
+  const fleet = options.grantKey ? fleetMembers(options.grantKey) : undefined;
+
+  /**
+   * The fleet's members (fleet.ts): a hash `<prefix>:fleet:members`, a field per replica holding its lease's end
+   * on Redis's clock, authenticated under a subkey of `grantKey` together with the field's name. A record that
+   * does not verify is no member (logged once); one whose lease has ended long ago is removed.
+   */
+  function fleetMembers(grantKey: Buffer): FleetBackend {
+    const macKey = subkey(grantKey, 'fleet-records');
+    const hash = `${prefix}:fleet:members`;
+    const refused = new RefusedOnce();
+    const written = new Map<string, string>();
+    const at = (replica: string): string => `${hash}#${replica}`;
+    const millis = (seconds: unknown, micros: unknown): number => Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+    return {
+      async heartbeat(replica, ttlMs) {
+        const [seconds, micros] = await command('renew this replica\'s fleet lease', () => client.time());
+        const now = millis(seconds, micros);
+        const record = signRecord(macKey, at(replica), { v: MEMBER_VERSION, until: now + Math.ceil(ttlMs) });
+        await command('renew this replica\'s fleet lease', () => client.hset(hash, replica, record));
+        written.set(replica, record);
+        return now;
+      },
+
+      async members() {
+        const reply = (await command('read the fleet\'s members', () => client.eval(MEMBERS, 1, hash, String(MAX_MEMBERS)))) as [unknown, unknown, unknown, string[]?];
+        const now = millis(reply[0], reply[1]);
+        const fields = reply[3];
+        if (!fields) throw unavailable(`read the fleet's members: ${String(reply[2])} records are there, more than a fleet has`);
+        const live: string[] = [];
+        const left: string[] = [];
+        const ended: string[] = [];
+        const stale: [string, string][] = [];
+        for (let i = 0; i + 1 < fields.length; i += 2) {
+          const replica = fields[i] as string;
+          const raw = fields[i + 1] as string;
+          const opened = openRecord(macKey, at(replica), raw, MEMBER_VERSION);
+          const until = 'fields' in opened ? opened.fields.until : undefined;
+          if (typeof until !== 'number') {
+            const reason: RecordRefusal = 'fields' in opened ? 'malformed' : opened.refused;
+            if (refused.first(at(replica), raw)) {
+              log?.warn({ event: 'fleet.record_refused', op: 'coordinate', reason }, `a fleet member's record in Redis was refused (${CHECK_REASONS[reason]}); it is not counted as a replica`);
+            }
+            continue;
+          }
+          const said = 'fields' in opened && opened.fields.left === true;
+          if (said) left.push(replica);
+          else if (until > now) live.push(replica);
+          else ended.push(replica);
+          if (until < now - 10 * Math.max(leaseMs, 30_000)) stale.push([replica, raw]);
+        }
+        for (const [replica, raw] of stale) void client.eval(HDEL_IF, 1, hash, replica, raw).catch(() => undefined);
+        return { now, live, left, ended };
+      },
+
+      // A record that says so, signed as the others are: the others drop this replica at their next look, rather
+      // than a lease later (a record merely gone could be Redis restarted).
+      async leave(replica) {
+        const record = written.get(replica);
+        if (!record || closed || client.status !== 'ready') return;
+        const [seconds, micros] = await client.time().catch(() => [0, 0] as const);
+        const now = millis(seconds, micros);
+        if (now <= 0) return;
+        const gone = signRecord(macKey, at(replica), { v: MEMBER_VERSION, until: now, left: true });
+        await client.eval(HSET_IF, 1, hash, replica, record, gone).catch(() => undefined);
+      },
+    };
+  }
 
   /** The token checks' claims and findings, authenticated under a subkey of `grantKey`. */
   function checkSharing(grantKey: Buffer): Pick<Coordinator, 'claimCheck' | 'recordCheck' | 'peekCheck'> {
@@ -313,6 +394,7 @@ export async function createRedisCoordinator(options: RedisCoordinatorOptions): 
     },
 
     ...checks,
+    ...(fleet ? { fleet } : {}),
 
     isAvailable() {
       return !closed && client.status === 'ready';

@@ -1,4 +1,5 @@
 import type { Coordinator, CoordinatorUnavailableError } from '../../src/daemon/coordinator.js';
+import type { FleetBackend } from '../../src/daemon/fleet.js';
 import type { DaemonGrant } from '../../src/daemon/index.js';
 import type { EmulatorApp, RunningEmulator } from '../../src/emulator/index.js';
 import type { exchangeCode } from '../../src/oauth/index.js';
@@ -8,8 +9,15 @@ export interface MemoryRedis {
   now(): number;
   leases: Map<string, { owner: string; until: number }>;
   records: Map<string, unknown>;
+  /** The fleet's members and their lease ends; made on first use. */
+  members?: Map<string, number | 'left'>;
+  /** Sealed grant records by profile; made on first use. */
+  grants?: Map<string, string>;
   down?: boolean;
 }
+
+/** The fleet's membership on `redis.now()`, as the Redis coordinator keeps it. */
+export declare function memoryFleet(redis: MemoryRedis, unavailable: typeof CoordinatorUnavailableError): FleetBackend;
 
 /**
  * A coordinator like the Redis one: leases and records kept on `redis.now()`, translated to and from the

@@ -36,8 +36,54 @@ export function memoryCoordinator(redis, replicaId, CoordinatorUnavailableError,
       const stored = shift(record, redis.now() - replicaNow());
       if (!current || current.expiresAt <= stored.expiresAt) redis.records.set(profile, stored);
     },
+    async readGrantRecord(profile) {
+      check();
+      return (redis.grants ??= new Map()).get(profile);
+    },
+    async writeGrantRecord(profile, record, issuedAt) {
+      check();
+      const grants = (redis.grants ??= new Map());
+      const current = grants.get(profile);
+      if (current && JSON.parse(current).issuedAt >= issuedAt) return false;
+      grants.set(profile, record);
+      return true;
+    },
+    fleet: memoryFleet(redis, CoordinatorUnavailableError),
     isAvailable: () => !redis.down,
     async close() {},
+  };
+}
+
+/**
+ * The fleet's membership as the Redis coordinator keeps it (src/daemon/redis.ts), in `redis.members` on
+ * `redis.now()`: each replica's lease end. Records are not signed here; the Redis tests try forged ones.
+ */
+export function memoryFleet(redis, CoordinatorUnavailableError) {
+  const check = () => {
+    if (redis.down) throw new CoordinatorUnavailableError('the coordinator is restarting');
+  };
+  const members = () => (redis.members ??= new Map());
+  return {
+    async heartbeat(replica, ttlMs) {
+      check();
+      const now = redis.now();
+      members().set(replica, now + ttlMs);
+      return now;
+    },
+    async members() {
+      check();
+      const now = redis.now();
+      const all = [...members()];
+      return {
+        now,
+        live: all.filter(([, until]) => until !== 'left' && until > now).map(([id]) => id),
+        left: all.filter(([, until]) => until === 'left').map(([id]) => id),
+        ended: all.filter(([, until]) => until !== 'left' && until <= now).map(([id]) => id),
+      };
+    },
+    async leave(replica) {
+      if (!redis.down) members().set(replica, 'left');
+    },
   };
 }
 
