@@ -1,7 +1,7 @@
 // The daemon's settings, resolved once: every option checked and every default applied in one place, into a
 // frozen object that the parts read and never change. A setting that has no sense alone (the retry cap
 // follows the margin, the safety window too) is derived here, so no part derives it differently.
-import { ValidationError } from '../errors.js';
+import { ValidationError, type FieldIssue } from '../errors.js';
 import type { BackoffPolicy } from '../backoff.js';
 import { checkSchedule } from './cron.js';
 import { checkNumber, DEFAULT_CONCURRENCY, DEFAULT_SHUTDOWN_TIMEOUT_SECONDS, RENEWALS_PER_SECOND } from './spec.js';
@@ -82,6 +82,7 @@ export function resolveDaemonConfig(options: DaemonOptions): DaemonConfig {
   if (!(Number.isFinite(checkInterval) && checkInterval >= 0)) throw new ValidationError([{ field: 'checkIntervalMs', message: 'must be 0 (off) or a positive number' }]);
   const checkRate = options.maxChecksPerSecond ?? DEFAULT_MAX_CHECKS_PER_SECOND;
   if (!(Number.isFinite(checkRate) && checkRate > 0)) throw new ValidationError([{ field: 'maxChecksPerSecond', message: 'must be a positive number' }]);
+  checkFleet(options);
   const schedule = options.schedule === undefined ? DEFAULT_SCHEDULE : options.schedule;
   if (schedule !== false) checkSchedule(schedule);
   const templates = options.templates !== undefined && options.templates.length > 0;
@@ -109,4 +110,24 @@ export function resolveDaemonConfig(options: DaemonOptions): DaemonConfig {
     connectorFailingAfterMs: options.connectorFailingAfterMs ?? DEFAULT_CONNECTOR_FAILING_AFTER_MS,
     checks: Object.freeze({ intervalMs: checkInterval, perSecond: checkRate, timeoutMs: options.checkTimeoutMs ?? CHECK_TIMEOUT_MS }),
   });
+}
+
+/**
+ * Fleet mode needs its membership (a coordinator that keeps it: Redis with SYNCAUTH_GRANT_KEY) and the grant key,
+ * through which the next owner of a profile gets a rotated refresh token; its times must be usable.
+ */
+function checkFleet(options: DaemonOptions): void {
+  const fleet = options.fleet;
+  if (!fleet) return;
+  if (fleet !== true && (typeof fleet !== 'object' || fleet === null)) throw new ValidationError([{ field: 'fleet', message: 'must be true, false or an object with leaseMs and fallbackMs' }]);
+  const issues: FieldIssue[] = [];
+  if (!options.coordinator) issues.push({ field: 'fleet', message: 'needs Redis to share the profiles among replicas: give --redis-url (daemon.redis_url)' });
+  else if (!options.coordinator.fleet || !options.grantKey) issues.push({ field: 'fleet', message: 'needs SYNCAUTH_GRANT_KEY: the replicas authenticate their fleet records in Redis with it, and hand a rotated refresh token to the next owner sealed under it' });
+  if (fleet !== true) {
+    for (const key of ['leaseMs', 'fallbackMs'] as const) {
+      const value = fleet[key];
+      if (value !== undefined && !(Number.isFinite(value) && value >= 100)) issues.push({ field: `fleet.${key}`, message: 'must be a number of milliseconds of at least 100' });
+    }
+  }
+  if (issues.length > 0) throw new ValidationError(issues);
 }

@@ -20,6 +20,7 @@ import { startHealthServer } from './server.js';
 import type { ReauthorizationResult, ReauthorizedGrant } from './events.js';
 import type { DaemonOptions, DaemonStatus, ProfileEntry, RunningDaemon, SweepEntry, SweepReport } from './types.js';
 import { GrantSharing } from './grant-sharing.js';
+import { DEFAULT_FLEET_FALLBACK_MS, Fleet } from './fleet.js';
 import { FamilyListings } from '../sync/family-listing.js';
 import { ProfileWorker } from './worker.js';
 import type { WorkerContext } from './worker-context.js';
@@ -69,6 +70,11 @@ export class Daemon implements RunningDaemon {
   #publishedCheckNext: Promise<void> | undefined;
   /** The profiles have been started: the socket, open before them, answers for them from now on. */
   #started = false;
+  /** Every profile configured, served here or not (fleet mode serves only this replica's share of the shared ones). */
+  #entries = new Map<string, ProfileEntry>();
+  /** Fleet mode's membership and shares; undefined without a fleet. */
+  readonly #fleet: Fleet | undefined;
+  #fleetSync: Promise<void> | undefined;
 
   /** Checks every option; nothing is started until `start()`. */
   constructor(options: DaemonOptions) {
@@ -121,6 +127,8 @@ export class Daemon implements RunningDaemon {
       profiles: () => this.#workers.values(),
       busy: () => this.#sweeping > 0,
     });
+    this.#fleet = fleetOf(options, this.#config.marginMs, this.#log, () => this.#fleetChanged());
+    const fleet = this.#fleet;
     const rate = this.#config.maxRenewalsPerSecond;
     this.#ctx = Object.freeze({
       config: this.#config,
@@ -147,6 +155,7 @@ export class Daemon implements RunningDaemon {
       notices: options.notices,
       grants: GrantSharing.of(options.coordinator, options.grantKey, this.#log),
       onReauthorized: options.onReauthorized,
+      fleet: fleet ? { confirm: (name: string) => (this.#shared(name) ? fleet.confirm(name) : Promise.resolve(true)) } : undefined,
       coordinatorHealth: { down: (error: unknown) => this.#coordinatorDown(error), up: () => this.#coordinatorUp() },
     });
   }
@@ -189,10 +198,19 @@ export class Daemon implements RunningDaemon {
       });
       const initial = await this.#loadEntries();
       this.#checkTemplate(initial);
+      const fleet = this.#fleet;
+      if (fleet) {
+        // Joined before any profile starts, so the first share is computed from the members already there.
+        await fleet.start();
+        this.#closers.push({ what: 'fleet membership', close: () => fleet.close() });
+      }
       for (const entry of initial) {
-        if (this.#workers.has(entry.name)) continue;
+        if (this.#entries.has(entry.name)) continue;
+        this.#entries.set(entry.name, entry);
+        if (!this.#serves(entry.name)) continue;
         this.#workers.set(entry.name, await ProfileWorker.start(entry, this.#ctx));
       }
+      if (fleet) this.#logShare();
       this.#started = true;
     } catch (error) {
       // Nothing half started stays behind: what this start opened is closed. The coordinator was the caller's
@@ -252,6 +270,10 @@ export class Daemon implements RunningDaemon {
   }
 
   async #sweepAt(at: number): Promise<SweepReport> {
+    if (this.#fleet) {
+      await this.#fleet.tick();
+      await this.#matchShare();
+    }
     const workers = [...this.#workers.values()];
     const width = this.#config.concurrency;
     await eachBounded(workers, width, (worker) => worker.expire(at));
@@ -279,11 +301,14 @@ export class Daemon implements RunningDaemon {
     const coordinator = this.#options.coordinator;
     const checks = this.#config.checks;
     const within = noticeWithinMs(checks, profiles.length);
+    const fleet = this.#fleet;
     return {
-      // Without the coordinator only reconciles wait: every consumer here still gets a fresh token.
-      ready: profiles.length > 0 && profiles.every((p) => p.ready),
+      // Without the coordinator only reconciles wait: every consumer here still gets a fresh token. A fleet
+      // replica may serve none of the shared profiles (more replicas than profiles) and still be ready.
+      ready: (profiles.length > 0 || (fleet !== undefined && this.#entries.size > 0)) && profiles.every((p) => p.ready),
       ...(within !== undefined ? { checks: { intervalSeconds: checks.intervalMs / 1000, maxPerSecond: checks.perSecond, noticeWithinSeconds: Math.ceil(within / 1000) } } : {}),
       ...(coordinator ? { coordinator: { available: coordinator.isAvailable() } } : {}),
+      ...(fleet ? { fleet: this.#fleetView() } : {}),
       profiles,
     };
   }
@@ -291,9 +316,18 @@ export class Daemon implements RunningDaemon {
   async reauthorized(profile: string, grant: ReauthorizedGrant): Promise<ReauthorizationResult> {
     const worker = this.#workers.get(profile);
     if (this.#closing) return { stored: false, error: 'the daemon is stopping' };
-    if (!worker) return { stored: false, error: `the daemon does not serve profile "${profile}"` };
+    const entry = this.#entries.get(profile);
+    if (!worker && !(this.#fleet && entry)) return { stored: false, error: `the daemon does not serve profile "${profile}"` };
     try {
-      return await worker.reauthorized(grant, REAUTH_CHECK_TIMEOUT_MS);
+      if (worker) return await worker.reauthorized(grant, REAUTH_CHECK_TIMEOUT_MS);
+      // A fleet's page may be reached on any replica: one that does not own the profile completes the loop with
+      // a worker of its own for the while, and shares the grant (sealed, in Redis), which the owner takes.
+      const visiting = await ProfileWorker.start(entry as ProfileEntry, this.#ctx);
+      try {
+        return await visiting.reauthorized(grant, REAUTH_CHECK_TIMEOUT_MS);
+      } finally {
+        await visiting.dispose({ keepPublished: false });
+      }
     } catch (error) {
       return { stored: false, error: classifyFailure(error).message };
     }
@@ -312,11 +346,12 @@ export class Daemon implements RunningDaemon {
       return;
     }
     const wanted = new Map(entries.map((e) => [e.name, e]));
+    this.#entries = wanted;
     const left: string[] = [];
     for (const worker of [...this.#workers.values()]) {
       // A profile whose own sinks change starts again on the new ones: its token file at the old place goes.
       const moved = sinks !== undefined && !sameProfileSinks(this.#files.sinksOf(worker.name), sinks.get(worker.name));
-      if (wanted.has(worker.name) && !moved) continue;
+      if (wanted.has(worker.name) && !moved && this.#serves(worker.name, sinks)) continue;
       this.#workers.delete(worker.name);
       await worker.dispose({ keepPublished: false });
       left.push(...this.#sinkPaths(worker.name));
@@ -328,7 +363,7 @@ export class Daemon implements RunningDaemon {
     for (const entry of wanted.values()) {
       const worker = this.#workers.get(entry.name);
       if (worker) await worker.apply(entry);
-      else this.#workers.set(entry.name, await ProfileWorker.start(entry, this.#ctx));
+      else if (this.#serves(entry.name)) this.#workers.set(entry.name, await ProfileWorker.start(entry, this.#ctx));
     }
     this.#log.info({ event: 'daemon.reloaded', op: 'load', profiles: [...this.#workers.keys()] }, 'profiles reloaded');
   }
@@ -340,6 +375,82 @@ export class Daemon implements RunningDaemon {
   }
 
   // ---- inside ----
+
+  /** Whether the profile is shared in the fleet: this replica publishes its token nowhere. */
+  #shared(name: string, sinks?: ReadonlyMap<string, ProfileSinks>): boolean {
+    if (this.#fleet === undefined || this.#files.servesEveryProfile) return false;
+    const own = sinks ? sinks.get(name) : this.#files.sinksOf(name);
+    return own === undefined || (own.tokenFile === undefined && (own.templates?.length ?? 0) === 0);
+  }
+
+  /**
+   * Whether this replica serves the profile: always when it publishes it here (with `sinks`, the own sinks a
+   * reload is about to set), else when the fleet gives it this replica.
+   */
+  #serves(name: string, sinks?: ReadonlyMap<string, ProfileSinks>): boolean {
+    return !this.#shared(name, sinks) || (this.#fleet as Fleet).owns(name);
+  }
+
+  #fleetChanged(): void {
+    if (!this.#started || this.#closing || !this.#schedule) return;
+    // A member gone or joined: its profiles are taken (or given) now, not at the next sweep.
+    void this.sweep().catch((error: unknown) => this.#log.error({ event: 'sweep.failed', op: 'sweep', err: error }, 'the sweep after the fleet changed failed'));
+  }
+
+  /**
+   * The workers matched to this replica's share: a shared profile it now owns is started (it renews at once:
+   * no access token crosses Redis), one it no longer owns is stopped, and its runtime state dropped.
+   */
+  #matchShare(): Promise<void> {
+    if (this.#fleetSync) return this.#fleetSync;
+    const running = this.#matchShareNow().finally(() => {
+      if (this.#fleetSync === running) this.#fleetSync = undefined;
+    });
+    this.#fleetSync = running;
+    return running;
+  }
+
+  async #matchShareNow(): Promise<void> {
+    const taken: ProfileEntry[] = [];
+    const given: ProfileWorker[] = [];
+    for (const [name, entry] of this.#entries) {
+      const worker = this.#workers.get(name);
+      const serves = this.#serves(name);
+      if (serves && !worker) taken.push(entry);
+      else if (!serves && worker) given.push(worker);
+    }
+    if (taken.length === 0 && given.length === 0) return;
+    for (const worker of given) this.#workers.delete(worker.name);
+    await eachBounded(given, this.#config.concurrency, (worker) => worker.dispose({ keepPublished: false }));
+    await eachBounded(taken, this.#config.concurrency, async (entry) => {
+      if (this.#closing || this.#workers.has(entry.name) || this.#entries.get(entry.name) !== entry) return;
+      this.#workers.set(entry.name, await ProfileWorker.start(entry, this.#ctx));
+    });
+    this.#log.info(
+      { event: 'fleet.share_changed', op: 'coordinate', taken: taken.length, given: given.length, served: this.#workers.size },
+      `this replica took ${taken.length} shared profile${taken.length === 1 ? '' : 's'} and handed over ${given.length}; it serves ${this.#workers.size} now`,
+    );
+  }
+
+  #fleetView(): NonNullable<DaemonStatus['fleet']> {
+    const fleet = this.#fleet as Fleet;
+    let shared = 0;
+    let served = 0;
+    for (const name of this.#entries.keys()) {
+      if (!this.#shared(name)) continue;
+      shared += 1;
+      if (this.#workers.has(name)) served += 1;
+    }
+    return { replica: fleet.replicaId, members: fleet.members.length, mode: fleet.mode, served, shared };
+  }
+
+  #logShare(): void {
+    const view = this.#fleetView();
+    this.#log.info(
+      { event: 'fleet.joined', op: 'start', replica: view.replica, members: view.members, served: view.served, shared: view.shared },
+      `joined a fleet of ${view.members} replica${view.members === 1 ? '' : 's'}: this one serves ${view.served} of the ${view.shared} shared profiles, and every profile it publishes here`,
+    );
+  }
 
   async #closeAll(): Promise<void> {
     const deadline = performance.now() + this.#config.shutdownTimeoutMs + CLOSE_GRACE_MS;
@@ -471,4 +582,23 @@ async function settleWithin(pending: Promise<unknown>[], ms: number): Promise<bo
   const finished = await Promise.race([done, timeout]);
   clearTimeout(timer);
   return finished;
+}
+
+/** The fleet of the options, when fleet mode is on; its checks are resolveDaemonConfig's. */
+function fleetOf(options: DaemonOptions, marginMs: number, log: Logger, onChange: () => void): Fleet | undefined {
+  const fleet = options.fleet;
+  if (!fleet) return undefined;
+  const backend = options.coordinator?.fleet;
+  if (!backend || !options.coordinator) return undefined;
+  const more = fleet === true ? {} : fleet;
+  return new Fleet({
+    backend,
+    replicaId: options.coordinator.replicaId,
+    ...(more.leaseMs !== undefined ? { leaseMs: more.leaseMs } : {}),
+    fallbackMs: more.fallbackMs ?? Math.min(DEFAULT_FLEET_FALLBACK_MS, marginMs / 2),
+    ...(options.monotonicNow ? { mono: options.monotonicNow } : {}),
+    ...(more.timers === false ? { timers: false } : {}),
+    log,
+    onChange,
+  });
 }

@@ -91,6 +91,9 @@ export class ProfileRenewer {
       rt.secretsVersion = state?.secretsVersion;
     }
     const grant = rt.grant as NonNullable<typeof rt.grant>;
+    // In a fleet, the owner of a shared profile is read again here, against Redis's clock: a replica that was
+    // stopped past its lease, or has seen another join, leaves the renewal to the owner.
+    if (this.#ctx.fleet && !(await this.#ctx.fleet.confirm(rt.name))) return { renewal: this.#settle('handed_over') };
     // A token refused by Dropbox, or a grant another process found revoked: a token kept from it is no better.
     if (config.needsOwnToken && rt.renewSoon === undefined && (await this.#adoptKept(profile, grant))) {
       rt.backoff = Backoff.none;
@@ -155,6 +158,7 @@ export class ProfileRenewer {
     registerSecrets(refreshToken);
     // In memory first: whatever happens to the store, this process keeps the grant alive.
     if (rt.grant) rt.grant = { ...rt.grant, refreshToken };
+    await this.#shareRotated();
     try {
       await profile.grants.keepRefreshToken(refreshToken);
     } catch (error) {
@@ -173,6 +177,27 @@ export class ProfileRenewer {
       });
     }
     this.#ctx.log.info({ profile: rt.name, event: 'grant.rotated', op: 'renew' }, `Dropbox rotated the refresh token of profile "${rt.name}"; the new one is stored`);
+  }
+
+  /**
+   * In a fleet, the next owner of the profile must renew with the rotated refresh token: it goes to the sealed
+   * grant record in Redis (grant-record.ts), which a replica reads when it takes the profile. A failure is logged;
+   * the store's copy, when writable, still carries it.
+   */
+  async #shareRotated(): Promise<void> {
+    const rt = this.#rt;
+    const { fleet, grants, clock, log } = this.#ctx;
+    if (!fleet || !grants || !rt.grant) return;
+    const issuedAt = Math.max(Math.round(clock.wall()), (rt.grantIssuedAt ?? 0) + 1);
+    try {
+      await grants.write(rt.name, { ...rt.grant, ...(rt.accountId ? { accountId: rt.accountId } : {}), issuedAt });
+      rt.grantIssuedAt = issuedAt;
+    } catch (error) {
+      log.warn(
+        { profile: rt.name, event: 'grant.rotated_unshared', op: 'renew', error: classifyFailure(error).message },
+        `could not share the rotated refresh token of profile "${rt.name}" with the fleet; the replica that takes the profile next may find its grant refused`,
+      );
+    }
   }
 
   /** A failure to share the token with other processes costs them a renewal of their own, not this one. */

@@ -150,6 +150,15 @@ export interface DaemonOptions {
   sinkLocks?: SinkLocks;
   /** Shares the work among replicas: per-profile leases and a shared record of the last renewal. */
   coordinator?: Coordinator;
+  /**
+   * Fleet mode: each profile this replica publishes nowhere (no token file, template or socket here) is renewed,
+   * checked and reconciled by one live replica of the fleet, not by every one (see fleet.ts). Needs a coordinator
+   * that keeps fleet membership (Redis with SYNCAUTH_GRANT_KEY) and `grantKey`, through which a rotated refresh
+   * token or a re-authorization's grant reaches the next owner. `leaseMs`: a member's lease (default 30 s);
+   * `fallbackMs`: how long Redis may be away before this replica serves every profile (default the smaller of
+   * 5 min and half the margin); `timers: false` leaves the heartbeat to the sweeps (the soak's virtual time).
+   */
+  fleet?: boolean | { leaseMs?: number; fallbackMs?: number; timers?: boolean };
   logger?: Logger;
   /** Clock in epoch milliseconds. Default Date.now. */
   now?: () => number;
@@ -207,6 +216,8 @@ export type RenewalOutcome =
    */
   | 'fresh'
   | 'rate_limited'
+  /** Fleet mode: another live replica owns the shared profile now (fleet.ts), so this one sent no token request. */
+  | 'handed_over'
   | 'failed'
   | 'reauthorization_needed'
   | 'configuration_error';
@@ -273,6 +284,11 @@ export interface DaemonStatus {
    */
   checks?: { intervalSeconds: number; maxPerSecond: number; noticeWithinSeconds: number };
   coordinator?: { available: boolean };
+  /**
+   * Fleet mode: this replica's id, the live members it sees, how it decides (`shares`; `last_owned` or `all`
+   * while Redis is away), and how many shared profiles it serves of those configured.
+   */
+  fleet?: { replica: string; members: number; mode: 'shares' | 'last_owned' | 'all'; served: number; shared: number };
   profiles: ProfileStatus[];
 }
 

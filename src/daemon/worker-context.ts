@@ -44,6 +44,11 @@ export interface WorkerContext {
   readonly grants: GrantSharing | undefined;
   /** The operator's command for a re-authorization's grant (--on-reauthorized). */
   readonly onReauthorized: DaemonOptions['onReauthorized'];
+  /**
+   * Fleet mode: just before a renewal, whether this replica still owns the profile (true for a profile it
+   * publishes, which every replica renews for its own consumers). Undefined without a fleet.
+   */
+  readonly fleet: { confirm(profile: string): Promise<boolean> } | undefined;
   /** The coordinator's reachability is the daemon's, told once however many workers notice. */
   readonly coordinatorHealth: { down(error: unknown): void; up(): void };
 }

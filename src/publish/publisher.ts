@@ -78,6 +78,11 @@ export class TokenPublisher {
     return this.#shared.some(writesFiles) || this.#profileSinks.size > 0;
   }
 
+  /** Whether a daemon-wide sink (the token file, a template, the socket) serves every profile here. */
+  get servesEveryProfile(): boolean {
+    return this.#shared.length > 0;
+  }
+
   /** The profile's own sinks, if it has any. */
   sinksOf(name: string): ProfileSinks | undefined {
     return this.#profileSinks.get(name);

@@ -1,0 +1,214 @@
+// Fleet mode in one process: three daemons over one Redis stand-in (test/helpers/replicas.mjs, the same
+// membership the Redis coordinator keeps) and the emulator, on one hand-moved clock, with four-hour tokens and
+// thirty profiles that no replica publishes. Each profile is renewed by one replica; a replica that stops
+// answering has its profiles taken within one sweep after its lease ends; while Redis is away each replica
+// renews what it owned, and after the bound every profile; once Redis is back each profile is renewed once again.
+import { randomBytes } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { CoordinatorUnavailableError } from '../../src/daemon/coordinator.js';
+import { Fleet, ownerOf } from '../../src/daemon/fleet.js';
+import { startDaemon, type DaemonGrant, type DaemonProfile, type RunningDaemon } from '../../src/daemon/index.js';
+import { openProfileStore } from '../../src/profile/index.js';
+import { memoryCoordinator, memoryFleet, type MemoryRedis } from '../helpers/replicas.mjs';
+import { captureLog, emulator, fakeClock, obtainGrant, profileOf, renewalsOf, seededRandom, tempDir } from './helpers.js';
+
+const HOUR = 3_600_000;
+const MINUTE = 60_000;
+const LEASE = 30_000;
+/** The daemons' lease, with their heartbeat left to the sweeps (one a minute here, as the default schedule). */
+const DAEMON_LEASE = 3 * MINUTE;
+/** How long Redis may be away before a daemon serves every profile (the default is 5 min with the 15 min margin). */
+const FALLBACK = 20 * MINUTE;
+
+describe('rendezvous ownership', () => {
+  const names = Array.from({ length: 1_000 }, (_, i) => `profile-${i}`);
+
+  it('spreads a thousand profiles evenly over three members, and one leaving moves only its own', () => {
+    const members = ['replica-a', 'replica-b', 'replica-c'];
+    const count = new Map<string, number>();
+    for (const name of names) count.set(ownerOf(name, members) as string, (count.get(ownerOf(name, members) as string) ?? 0) + 1);
+    for (const member of members) expect(count.get(member)).toBeGreaterThan(290);
+    for (const member of members) expect(count.get(member)).toBeLessThan(380);
+    for (const name of names) {
+      const before = ownerOf(name, members);
+      const after = ownerOf(name, ['replica-a', 'replica-b']);
+      if (before !== 'replica-c') expect(after).toBe(before);
+    }
+  });
+
+  it('gives the same owner whatever the order the members are read in', () => {
+    for (const name of names.slice(0, 50)) expect(ownerOf(name, ['x', 'y', 'z'])).toBe(ownerOf(name, ['z', 'x', 'y']));
+  });
+});
+
+describe('a member of the fleet', () => {
+  const world = () => {
+    let t = 1_000_000;
+    let mono = 0;
+    const redis: MemoryRedis = { now: () => t, leases: new Map(), records: new Map() };
+    const fleet = (id: string, fallbackMs = 5 * MINUTE) => new Fleet({ backend: memoryFleet(redis, CoordinatorUnavailableError), replicaId: id, leaseMs: LEASE, fallbackMs, mono: () => mono, timers: false });
+    return { redis, fleet, advance: (ms: number) => ((t += ms), (mono += ms)) };
+  };
+
+  it('renews nothing once its lease has run out on the backend\'s clock (a process stopped and resumed), until it has joined again', async () => {
+    const w = world();
+    const a = w.fleet('a');
+    const b = w.fleet('b');
+    await a.start();
+    await b.start();
+    await a.tick();
+    const mine = Array.from({ length: 40 }, (_, i) => `p${i}`).find((name) => a.owns(name)) as string;
+    expect(await a.confirm(mine)).toBe(true);
+    // a is stopped past its lease; b keeps its heartbeat and takes over.
+    w.advance(LEASE + 1);
+    await b.tick();
+    expect(b.members).toEqual(['b']);
+    expect(b.owns(mine)).toBe(true);
+    // a resumes in the middle of a renewal: refused on the backend's clock, whatever it last computed.
+    expect(a.owns(mine)).toBe(true);
+    expect(await a.confirm(mine)).toBe(false);
+    // It joins again (the confirm started the heartbeat), and owns its share once b has seen it too.
+    await a.tick();
+    await b.tick();
+    expect(a.members).toEqual(['a', 'b']);
+    expect(await a.confirm(mine)).toBe(true);
+    expect(b.owns(mine)).toBe(false);
+  });
+
+  it('with Redis away keeps what it owned, after the bound serves everything, and returns to its share', async () => {
+    const w = world();
+    const a = w.fleet('a', 2 * MINUTE);
+    const b = w.fleet('b', 2 * MINUTE);
+    await a.start();
+    await b.start();
+    await a.tick();
+    const names = Array.from({ length: 60 }, (_, i) => `p${i}`);
+    const share = names.filter((name) => a.owns(name));
+    expect(share.length).toBeGreaterThan(10);
+    expect(share.length).toBeLessThan(50);
+    w.redis.down = true;
+    await a.tick();
+    expect(a.mode).toBe('last_owned');
+    expect(names.filter((name) => a.owns(name))).toEqual(share);
+    // A renewal's confirm answers by the same rule while Redis is away.
+    expect(await a.confirm(share[0] as string)).toBe(true);
+    w.advance(2 * MINUTE);
+    await a.tick();
+    expect(a.mode).toBe('all');
+    expect(names.every((name) => a.owns(name))).toBe(true);
+    w.redis.down = false;
+    await a.tick();
+    await b.tick();
+    expect(a.mode).toBe('shares');
+    expect(names.filter((name) => a.owns(name))).toEqual(share);
+  });
+});
+
+interface Replica {
+  id: string;
+  daemon: RunningDaemon;
+  running: boolean;
+}
+
+async function fleetWorld(count: number) {
+  const clock = fakeClock();
+  let mono = 0;
+  const emu = await emulator({ tokenLifetimeSeconds: 4 * 3600, now: clock.now });
+  const redis: MemoryRedis = { now: clock.now, leases: new Map(), records: new Map() };
+  const grantKey = randomBytes(32);
+  const names = Array.from({ length: count }, (_, i) => `f${String(i).padStart(2, '0')}`);
+  const grants = new Map<string, DaemonGrant>();
+  for (const name of names) grants.set(name, await obtainGrant(emu));
+  const profiles = (): Promise<DaemonProfile[]> => Promise.resolve(names.map((name) => profileOf(emu, { name, grant: grants.get(name) as DaemonGrant })));
+  const log = captureLog('info');
+  const replicas: Replica[] = [];
+  const start = async (id: string): Promise<Replica> => {
+    const daemon = await startDaemon({
+      profiles,
+      profileStore: openProfileStore(tempDir()),
+      renewMarginMs: 15 * MINUTE,
+      schedule: false,
+      checkIntervalMs: 0,
+      logger: log.logger.child({ replica: id }),
+      now: clock.now,
+      monotonicNow: () => mono,
+      random: seededRandom(),
+      coordinator: memoryCoordinator(redis, id, CoordinatorUnavailableError, clock.now),
+      grantKey,
+      fleet: { timers: false, leaseMs: DAEMON_LEASE, fallbackMs: FALLBACK },
+    });
+    const replica = { id, daemon, running: true };
+    replicas.push(replica);
+    return replica;
+  };
+  const sweepAll = async (): Promise<void> => {
+    for (const r of replicas) if (r.running) await r.daemon.sweep();
+  };
+  /** Moves the clock a minute at a time, every running replica sweeping at each minute (its heartbeat with it). */
+  const advance = async (ms: number): Promise<void> => {
+    for (let left = ms; left > 0; left -= MINUTE) {
+      const step = Math.min(MINUTE, left);
+      clock.advance(step);
+      mono += step;
+      await sweepAll();
+    }
+  };
+  const renewals = (): Map<string, number> => new Map(names.map((name) => [name, renewalsOf(emu, (grants.get(name) as DaemonGrant).refreshToken)]));
+  const served = (r: Replica): string[] => r.daemon.status().profiles.map((p) => p.name);
+  const close = async (): Promise<void> => {
+    for (const r of replicas) await r.daemon.close();
+  };
+  return { emu, redis, names, replicas, start, advance, sweepAll, renewals, served, close, log };
+}
+
+describe('three daemons in fleet mode', () => {
+  it('renew each profile once, take a silent replica\'s profiles within a sweep of its lease ending, and fall back while Redis is away', async () => {
+    const w = await fleetWorld(30);
+    try {
+      const [a, b, c] = [await w.start('a'), await w.start('b'), await w.start('c')] as [Replica, Replica, Replica];
+      await w.sweepAll();
+      await w.sweepAll();
+      // Each profile renewed once across the fleet (each replica's first look at a profile it owns renews it).
+      expect([...w.renewals().values()]).toEqual(w.names.map(() => 1));
+      const shares = [a, b, c].map((r) => w.served(r));
+      expect(shares.flat().sort()).toEqual(w.names);
+      for (const share of shares) expect(share.length).toBeGreaterThan(2);
+      for (const r of [a, b, c]) expect(r.daemon.status()).toMatchObject({ ready: true, fleet: { members: 3, mode: 'shares', shared: 30 } });
+
+      // A whole lifetime later, still one renewal per profile per lifetime.
+      await w.advance(4 * HOUR - 14 * MINUTE);
+      expect([...w.renewals().values()]).toEqual(w.names.map(() => 2));
+
+      // c stops answering (killed, or stopped): nothing moves until its lease ends, then the next sweep takes it all.
+      c.running = false;
+      const cShare = w.served(c);
+      await w.advance(DAEMON_LEASE - MINUTE);
+      expect([...w.renewals().values()]).toEqual(w.names.map(() => 2));
+      await w.advance(2 * MINUTE);
+      const after = w.renewals();
+      for (const name of w.names) expect(after.get(name)).toBe(cShare.includes(name) ? 3 : 2);
+      expect([...w.served(a), ...w.served(b)].sort()).toEqual(w.names);
+
+      // Redis away past the due time: a and b each renew what they owned; after the bound, a renews every
+      // profile it does not hold, b too; once back, one renewal per profile per lifetime again.
+      await w.advance(4 * HOUR - 30 * MINUTE);
+      w.redis.down = true;
+      await w.advance(16 * MINUTE);
+      const owned = w.renewals();
+      for (const name of w.names) expect(owned.get(name)).toBe((after.get(name) as number) + 1);
+      await w.advance(FALLBACK - 16 * MINUTE + MINUTE);
+      for (const r of [a, b]) expect(r.daemon.status().fleet?.mode).toBe('all');
+      for (const r of [a, b]) expect(w.served(r).sort()).toEqual(w.names);
+      const fallback = w.renewals();
+      for (const name of w.names) expect(fallback.get(name)).toBe((owned.get(name) as number) + 1);
+      w.redis.down = false;
+      await w.advance(2 * MINUTE);
+      expect([...w.served(a), ...w.served(b)].sort()).toEqual(w.names);
+      await w.advance(4 * HOUR);
+      const back = w.renewals();
+      for (const name of w.names) expect(back.get(name)).toBe((fallback.get(name) as number) + 1);
+    } finally {
+      await w.close();
+    }
+  }, 60_000);
+});
