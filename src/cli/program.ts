@@ -221,6 +221,7 @@ Examples:
       .option('--check-interval <duration>', "check each profile's published token with Dropbox this often, so a revoked grant is seen before the next renewal (default 15m; 0 or off: never)")
       .option('--max-checks-per-second <n>', 'cap on token checks per second, per daemon and per Dropbox account (default 1)')
       .option('--shutdown-timeout <seconds>', 'how long SIGTERM and SIGINT wait for in-flight work (default 10)')
+      .option('--fleet', 'share the profiles this replica publishes nowhere among the replicas of one Redis: each is renewed, checked and reconciled by one of them (needs --redis-url and SYNCAUTH_GRANT_KEY; docs/daemon.md, "Fleets")')
       .option('--once', 'one pass: renew what is due, reconcile, publish, then exit: 0 when every profile is fresh, 4 when one needs re-authorization, 1 otherwise')
       .option('--template <SRC:DEST[:MODE]>', 'render DEST from the template SRC after each renewal (repeatable; MODE default 0600; fields in docs/daemon.md)',
         (value: string, previous: string[] | undefined) => [...(previous ?? []), value])

@@ -207,6 +207,15 @@ export const DAEMON_SPEC = {
   reauthListen: setting('reauthListen', 'daemon.reauth_listen', { form: 'text' }, { startOnly: true }),
   publicUrl: setting('publicUrl', 'daemon.public_url', { form: 'text' }, { startOnly: true }),
   reauthLinkTtl: setting('reauthLinkTtl', 'daemon.reauth_link_ttl', { form: 'text', schema: z.union([z.string(), z.number().int()]) }, { startOnly: true }),
+  /**
+   * Fleet mode: the profiles this replica publishes nowhere are shared among the replicas of one Redis, each
+   * renewed by one of them (fleet.ts). Needs --redis-url and SYNCAUTH_GRANT_KEY.
+   */
+  fleet: {
+    kind: 'option', raw: 'switch', flag: '--fleet', envSetting: absent, key: 'daemon.fleet', startOnly: true, default: false, check: absent, commandChecks: true,
+    file: { form: 'text', schema: z.boolean({ error: 'must be true or false' }) },
+    asFlag: (value: unknown) => value === true,
+  } satisfies DaemonFlagSpec<boolean>,
   /** One pass: renew what is due, reconcile, publish, exit (init containers, Jobs, cron). */
   once: { kind: 'option', raw: 'switch', flag: '--once', envSetting: absent, key: absent, file: absent, startOnly: false, default: false, check: absent, commandChecks: false } satisfies DaemonFlagSpec<boolean>,
 } as const satisfies Record<string, DaemonOptionSpec>;
@@ -437,6 +446,7 @@ export function daemonOptionsOf({ values, checked, sinks, once }: DaemonInputs) 
     ...(sinks.profileSinks.size > 0 ? { profileSinks: sinks.profileSinks } : {}),
     ...(sinks.socket && !once ? { socket: sinks.socket } : {}),
     ...(values.listen && !once ? { listen: values.listen } : {}),
+    ...(checked.fleet === true ? { fleet: true } : {}),
     connectorFailingAfterMs: values.notifyConnectorFailingAfter * 1000,
     shutdownTimeoutMs: (checked.shutdownTimeout as number) * 1000,
   } satisfies Partial<DaemonOptions>;
@@ -462,5 +472,6 @@ export function daemonStartedFields({ values, checked, sinks }: DaemonInputs, ru
     ...(sinks.socket ? { socket: sinks.socket.path } : {}),
     ...(running.url ? { listen: running.url } : {}),
     ...(values.redisUrl ? { redis: redisTarget(values.redisUrl) } : {}),
+    ...(checked.fleet === true ? { fleet: true } : {}),
   };
 }

@@ -110,7 +110,7 @@ describe('the daemon spec', () => {
   });
 
   it('says which keys a reload cannot change, and which change only at a restart', () => {
-    expect(START_ONLY_KEYS).toEqual(['daemon.notify_urls', 'daemon.notify_format', 'daemon.notify_connector_failing_after', 'daemon.reauth_listen', 'daemon.public_url', 'daemon.reauth_link_ttl']);
+    expect(START_ONLY_KEYS).toEqual(['daemon.notify_urls', 'daemon.notify_format', 'daemon.notify_connector_failing_after', 'daemon.reauth_listen', 'daemon.public_url', 'daemon.reauth_link_ttl', 'daemon.fleet']);
     expect(RESTART_KEYS).not.toContain('profiles');
     expect(RESTART_KEYS).toEqual(expect.arrayContaining(['sinks.token_file.path', 'sinks.templates', 'daemon.concurrency', 'daemon.sweep']));
     expect(RESTART_KEYS.filter((key) => START_ONLY_KEYS.includes(key))).toEqual([]);

@@ -51,10 +51,22 @@ function checkSettings(context: CommandContext, options: DaemonCommandOptions): 
   const at = (name: SettingName) => label(context, name);
   const checked = checkDaemonOptions(v, options, at, issues, (name) => name !== 'profile');
   issues.push(...reauthSettingIssues(context, at, (options.notifyUrl?.length ?? 0) > 0 || Boolean(v.notifyUrl)));
+  if (checked.fleet === true) issues.push(...fleetIssues(context));
   checkDaemonOptions(v, options, at, issues, (name) => name === 'profile');
   if (issues.length > 0) throw new ValidationError(issues);
   const requested = options.profile && options.profile.length > 0 ? [...new Set(options.profile)] : undefined;
   return { checked, requested };
+}
+
+/** Fleet mode shares profiles through Redis, and the next owner's grant through records sealed under the grant key. */
+function fleetIssues(context: CommandContext): FieldIssue[] {
+  const v = context.settings.values;
+  const field = '--fleet';
+  if (!v.redisUrl) return [{ field, message: 'needs Redis to share the profiles among replicas: give --redis-url (or SYNCAUTH_REDIS_URL, daemon.redis_url)' }];
+  if (v.grantKey === undefined) {
+    return [{ field, message: `needs ${SETTINGS.grantKey.env} (32 random bytes in base64, the same in every replica): the fleet's records in Redis are authenticated under it, and a rotated refresh token reaches the next owner sealed under it` }];
+  }
+  return [];
 }
 
 /**
