@@ -75,6 +75,8 @@ export class Daemon implements RunningDaemon {
   /** Fleet mode's membership and shares; undefined without a fleet. */
   readonly #fleet: Fleet | undefined;
   #fleetSync: Promise<void> | undefined;
+  /** The fleet's generation the workers were last matched to; undefined after a reload. */
+  #matched: string | undefined;
 
   /** Checks every option; nothing is started until `start()`. */
   constructor(options: DaemonOptions) {
@@ -210,7 +212,10 @@ export class Daemon implements RunningDaemon {
         if (!this.#serves(entry.name)) continue;
         this.#workers.set(entry.name, await ProfileWorker.start(entry, this.#ctx));
       }
-      if (fleet) this.#logShare();
+      if (fleet) {
+        this.#matched = fleet.generation;
+        this.#logShare();
+      }
       this.#started = true;
     } catch (error) {
       // Nothing half started stays behind: what this start opened is closed. The coordinator was the caller's
@@ -347,6 +352,7 @@ export class Daemon implements RunningDaemon {
     }
     const wanted = new Map(entries.map((e) => [e.name, e]));
     this.#entries = wanted;
+    this.#matched = undefined;
     const left: string[] = [];
     for (const worker of [...this.#workers.values()]) {
       // A profile whose own sinks change starts again on the new ones: its token file at the old place goes.
@@ -411,6 +417,10 @@ export class Daemon implements RunningDaemon {
   }
 
   async #matchShareNow(): Promise<void> {
+    // Once per change of the members or the mode (or a reload): a sweep with nothing changed hashes nothing.
+    const generation = (this.#fleet as Fleet).generation;
+    if (generation === this.#matched) return;
+    this.#matched = generation;
     const taken: ProfileEntry[] = [];
     const given: ProfileWorker[] = [];
     for (const [name, entry] of this.#entries) {

@@ -106,6 +106,8 @@ export class Fleet {
   readonly #lastLive = new Map<string, number>();
   /** Since when (mono) the backend has answered without a break. */
   #upSince: number;
+  /** Counts the changes of the members seen. */
+  #changes = 0;
   #timer: NodeJS.Timeout | undefined;
   #ticking: Promise<void> | undefined;
   #closed = false;
@@ -142,6 +144,11 @@ export class Fleet {
   get mode(): FleetMode {
     if (this.#downSince === undefined) return 'shares';
     return this.#mono() - this.#downSince >= this.fallbackMs ? 'all' : 'last_owned';
+  }
+
+  /** Changes whenever what `owns` answers may have changed (the members, or the mode): shares are computed again only then. */
+  get generation(): string {
+    return `${this.#changes}:${this.mode}`;
   }
 
   /** The live members as last seen (this replica among them). */
@@ -226,6 +233,7 @@ export class Fleet {
     this.#members = members;
     this.#lastOwnedMembers = members;
     if (!changed) return;
+    this.#changes += 1;
     this.#log?.info({ event: 'fleet.members', op: 'coordinate', members: members.length }, `the fleet has ${members.length} live replica${members.length === 1 ? '' : 's'}; this one serves its share of the shared profiles`);
     this.#onChange?.();
   }

@@ -119,6 +119,20 @@ describe('daemon: every exit 2 leaves everything as it was', () => {
     await expectRefused(w, ['daemon'], { ...w.env, SYNCAUTH_TOKEN_FILE: path.join(open, 'token') }, /syncauth-/);
   }, 30_000);
 
+  it('--fleet without Redis, without SYNCAUTH_GRANT_KEY, or with --once; daemon.fleet from the file alike', async () => {
+    const w = await world();
+    const key = Buffer.alloc(32, 7).toString('base64');
+    await expectRefused(w, ['daemon', '--fleet'], { ...w.env, SYNCAUTH_GRANT_KEY: key }, /--fleet: needs Redis .*--redis-url/);
+    const redis = { ...w.env, SYNCAUTH_REDIS_URL: 'redis://127.0.0.1:9' };
+    await expectRefused(w, ['daemon', '--fleet'], redis, /--fleet: needs SYNCAUTH_GRANT_KEY/);
+    await expectRefused(w, ['daemon', '--fleet', '--once'], { ...redis, SYNCAUTH_GRANT_KEY: key }, /--fleet: cannot be used with --once/);
+    const file = path.join(w.home, 'syncauth.yaml');
+    writeFileSync(file, 'version: 1\ndaemon:\n  fleet: true\n', { mode: 0o600 });
+    await expectRefused(w, ['daemon', '--config', file], redis, /--fleet: needs SYNCAUTH_GRANT_KEY/);
+    writeFileSync(file, 'version: 1\ndaemon:\n  fleet: "yes"\n', { mode: 0o600 });
+    await expectRefused(w, ['daemon', '--config', file], redis, /daemon\.fleet: must be true or false/);
+  }, 60_000);
+
   it('nothing to do: no sink, no connector, a store that keeps nothing', async () => {
     const w = await world();
     const env = { ...w.env };

@@ -51,7 +51,7 @@ function checkSettings(context: CommandContext, options: DaemonCommandOptions): 
   const at = (name: SettingName) => label(context, name);
   const checked = checkDaemonOptions(v, options, at, issues, (name) => name !== 'profile');
   issues.push(...reauthSettingIssues(context, at, (options.notifyUrl?.length ?? 0) > 0 || Boolean(v.notifyUrl)));
-  if (checked.fleet === true) issues.push(...fleetIssues(context));
+  if (checked.fleet === true) issues.push(...fleetIssues(context, options.once === true));
   checkDaemonOptions(v, options, at, issues, (name) => name === 'profile');
   if (issues.length > 0) throw new ValidationError(issues);
   const requested = options.profile && options.profile.length > 0 ? [...new Set(options.profile)] : undefined;
@@ -59,9 +59,11 @@ function checkSettings(context: CommandContext, options: DaemonCommandOptions): 
 }
 
 /** Fleet mode shares profiles through Redis, and the next owner's grant through records sealed under the grant key. */
-function fleetIssues(context: CommandContext): FieldIssue[] {
+function fleetIssues(context: CommandContext, once: boolean): FieldIssue[] {
   const v = context.settings.values;
   const field = '--fleet';
+  // One pass would renew only this replica's share and leave: the rest of the fleet's profiles are not its to renew.
+  if (once) return [{ field, message: 'cannot be used with --once: a single pass of one replica would renew only its share of the profiles' }];
   if (!v.redisUrl) return [{ field, message: 'needs Redis to share the profiles among replicas: give --redis-url (or SYNCAUTH_REDIS_URL, daemon.redis_url)' }];
   if (v.grantKey === undefined) {
     return [{ field, message: `needs ${SETTINGS.grantKey.env} (32 random bytes in base64, the same in every replica): the fleet's records in Redis are authenticated under it, and a rotated refresh token reaches the next owner sealed under it` }];
