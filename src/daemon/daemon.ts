@@ -75,6 +75,8 @@ export class Daemon implements RunningDaemon {
   /** Fleet mode's membership and shares; undefined without a fleet. */
   readonly #fleet: Fleet | undefined;
   #fleetSync: Promise<void> | undefined;
+  /** Profiles this replica serves for the while of a re-authorization completed here, though another owns them. */
+  readonly #visiting = new Set<string>();
   /** The fleet's generation the workers were last matched to; undefined after a reload. */
   #matched: string | undefined;
 
@@ -157,7 +159,7 @@ export class Daemon implements RunningDaemon {
       notices: options.notices,
       grants: GrantSharing.of(options.coordinator, options.grantKey, this.#log),
       onReauthorized: options.onReauthorized,
-      fleet: fleet ? { confirm: (name: string) => (this.#shared(name) ? fleet.confirm(name) : Promise.resolve(true)) } : undefined,
+      fleet: fleet ? { confirm: (name: string) => (this.#shared(name) && !this.#visiting.has(name) ? fleet.confirm(name) : Promise.resolve(true)) } : undefined,
       coordinatorHealth: { down: (error: unknown) => this.#coordinatorDown(error), up: () => this.#coordinatorUp() },
     });
   }
@@ -326,11 +328,18 @@ export class Daemon implements RunningDaemon {
     try {
       if (worker) return await worker.reauthorized(grant, REAUTH_CHECK_TIMEOUT_MS);
       // A fleet's page may be reached on any replica: one that does not own the profile completes the loop with
-      // a worker of its own for the while, and shares the grant (sealed, in Redis), which the owner takes.
-      const visiting = await ProfileWorker.start(entry as ProfileEntry, this.#ctx);
+      // a worker of its own for the while (it renews with the grant, gives the connector the token and runs the
+      // service's check, so the person sees the loop closed), and shares the grant, sealed, which the owner takes.
+      if (this.#visiting.has(profile)) return { stored: false, error: `a re-authorization of profile "${profile}" is being completed here already` };
+      this.#visiting.add(profile);
+      const visiting = await ProfileWorker.start(entry as ProfileEntry, this.#ctx).catch((error: unknown) => {
+        this.#visiting.delete(profile);
+        throw error;
+      });
       try {
         return await visiting.reauthorized(grant, REAUTH_CHECK_TIMEOUT_MS);
       } finally {
+        this.#visiting.delete(profile);
         await visiting.dispose({ keepPublished: false });
       }
     } catch (error) {

@@ -10,7 +10,9 @@ import { Fleet, ownerOf } from '../../src/daemon/fleet.js';
 import { startDaemon, type DaemonGrant, type DaemonProfile, type RunningDaemon } from '../../src/daemon/index.js';
 import { openProfileStore } from '../../src/profile/index.js';
 import { memoryCoordinator, memoryFleet, type MemoryRedis } from '../helpers/replicas.mjs';
-import { captureLog, emulator, fakeClock, obtainGrant, profileOf, renewalsOf, seededRandom, tempDir } from './helpers.js';
+import type { RunningEmulator } from '../../src/emulator/index.js';
+import type { ProfileSinks } from '../../src/publish/token-file.js';
+import { captureLog, emulator, fakeClock, obtainGrant, profileOf, renewalsOf, rotatingTokenEndpoint, seededRandom, tempDir } from './helpers.js';
 
 const HOUR = 3_600_000;
 const MINUTE = 60_000;
@@ -110,16 +112,21 @@ interface Replica {
   running: boolean;
 }
 
-async function fleetWorld(count: number) {
+async function fleetWorld(count: number, options: { tokenUrl?: (emu: RunningEmulator) => Promise<string>; sinks?: (name: string) => ProfileSinks | undefined } = {}) {
   const clock = fakeClock();
   let mono = 0;
   const emu = await emulator({ tokenLifetimeSeconds: 4 * 3600, now: clock.now });
+  const tokenUrl = options.tokenUrl ? await options.tokenUrl(emu) : emu.tokenUrl;
   const redis: MemoryRedis = { now: clock.now, leases: new Map(), records: new Map() };
   const grantKey = randomBytes(32);
   const names = Array.from({ length: count }, (_, i) => `f${String(i).padStart(2, '0')}`);
   const grants = new Map<string, DaemonGrant>();
   for (const name of names) grants.set(name, await obtainGrant(emu));
-  const profiles = (): Promise<DaemonProfile[]> => Promise.resolve(names.map((name) => profileOf(emu, { name, grant: grants.get(name) as DaemonGrant })));
+  const profiles = (): Promise<DaemonProfile[]> => Promise.resolve(names.map((name) => ({ ...profileOf(emu, { name, grant: grants.get(name) as DaemonGrant }), tokenUrl })));
+  const profileSinks = new Map(names.flatMap((name) => {
+    const own = options.sinks?.(name);
+    return own ? [[name, own] as const] : [];
+  }));
   const log = captureLog('info');
   const replicas: Replica[] = [];
   const start = async (id: string): Promise<Replica> => {
@@ -136,6 +143,7 @@ async function fleetWorld(count: number) {
       coordinator: memoryCoordinator(redis, id, CoordinatorUnavailableError, clock.now),
       grantKey,
       fleet: { timers: false, leaseMs: DAEMON_LEASE, fallbackMs: FALLBACK },
+      ...(profileSinks.size > 0 ? { profileSinks } : {}),
     });
     const replica = { id, daemon, running: true };
     replicas.push(replica);
@@ -158,7 +166,7 @@ async function fleetWorld(count: number) {
   const close = async (): Promise<void> => {
     for (const r of replicas) await r.daemon.close();
   };
-  return { emu, redis, names, replicas, start, advance, sweepAll, renewals, served, close, log };
+  return { emu, redis, names, grants, replicas, start, advance, sweepAll, renewals, served, close, log };
 }
 
 describe('three daemons in fleet mode', () => {
@@ -207,6 +215,88 @@ describe('three daemons in fleet mode', () => {
       await w.advance(4 * HOUR);
       const back = w.renewals();
       for (const name of w.names) expect(back.get(name)).toBe((fallback.get(name) as number) + 1);
+    } finally {
+      await w.close();
+    }
+  }, 60_000);
+});
+
+describe('what passes from one owner to the next', () => {
+  it('a rotated refresh token: the replica that takes the profile renews with the token the last owner was given', async () => {
+    let proxy: Awaited<ReturnType<typeof rotatingTokenEndpoint>> | undefined;
+    const w = await fleetWorld(8, {
+      tokenUrl: async (emu) => {
+        proxy = await rotatingTokenEndpoint(emu);
+        return proxy.url;
+      },
+    });
+    const rotation = proxy as NonNullable<typeof proxy>;
+    try {
+      const [a, b] = [await w.start('a'), await w.start('b')] as [Replica, Replica];
+      await w.sweepAll();
+      await w.sweepAll();
+      const aShare = w.served(a);
+      expect(aShare.length).toBeGreaterThan(0);
+      expect(rotation.issued).toHaveLength(8);
+      // Which rotated token each of a's profiles was given, by the original it was sent.
+      const original = new Map(w.names.map((name) => [(w.grants.get(name) as DaemonGrant).refreshToken, name]));
+      const rotatedFor = new Map(rotation.sent.map((sent, i) => [original.get(sent) as string, rotation.issued[i] as string]));
+      a.running = false;
+      await w.advance(DAEMON_LEASE + MINUTE);
+      expect(w.served(b).sort()).toEqual(w.names);
+      const sentSince = rotation.sent.slice(8);
+      expect(sentSince).toHaveLength(aShare.length);
+      for (const name of aShare) expect(sentSince).toContain(rotatedFor.get(name));
+      for (const name of aShare) expect(sentSince).not.toContain((w.grants.get(name) as DaemonGrant).refreshToken);
+      for (const line of w.log.lines) for (const token of rotation.issued) expect(line).not.toContain(token);
+    } finally {
+      await w.close();
+      await rotation.close();
+    }
+  }, 60_000);
+
+  it("a re-authorization completed on a replica that does not own the profile reaches the owner, which leaves re-authorization", async () => {
+    const w = await fleetWorld(6);
+    try {
+      const [a, b] = [await w.start('a'), await w.start('b')] as [Replica, Replica];
+      await w.sweepAll();
+      await w.sweepAll();
+      const name = w.served(a)[0] as string;
+      expect(w.served(b)).not.toContain(name);
+      w.emu.revokeGrant((w.grants.get(name) as DaemonGrant).refreshToken);
+      await w.advance(4 * HOUR);
+      const parked = a.daemon.status().profiles.find((p) => p.name === name);
+      expect(parked?.ready).toBe(false);
+      expect(parked?.reason).toMatch(/re-?authori[sz]/i);
+      const fresh = await obtainGrant(w.emu);
+      // b renews with it and runs the page's checks, so the person sees the loop closed, then shares it.
+      const result = await b.daemon.reauthorized(name, { ...fresh, accountId: '' });
+      expect(result).toMatchObject({ stored: true });
+      expect(result.error).toBeUndefined();
+      expect(renewalsOf(w.emu, fresh.refreshToken)).toBe(1);
+      // b served it only for the while: it still serves its own share alone.
+      expect(w.served(b)).not.toContain(name);
+      await w.advance(2 * MINUTE);
+      expect(a.daemon.status().profiles.find((p) => p.name === name)?.ready).toBe(true);
+      expect(renewalsOf(w.emu, fresh.refreshToken)).toBeGreaterThanOrEqual(2);
+      expect(await b.daemon.reauthorized('no-such-profile', { ...fresh, accountId: '' })).toMatchObject({ stored: false, error: expect.stringContaining('does not serve') });
+    } finally {
+      await w.close();
+    }
+  }, 60_000);
+
+  it('a profile with a token file of its own here is renewed by every replica, the others by one', async () => {
+    const dir = tempDir();
+    const w = await fleetWorld(6, { sinks: (name) => (name === 'f00' ? { tokenFile: `${dir}/f00.token` } : undefined) });
+    try {
+      const replicas = [await w.start('a'), await w.start('b')];
+      await w.sweepAll();
+      await w.sweepAll();
+      for (const r of replicas) expect(w.served(r)).toContain('f00');
+      for (const r of replicas) expect(r.daemon.status().fleet).toMatchObject({ shared: 5 });
+      const renewals = w.renewals();
+      expect(renewals.get('f00')).toBe(2);
+      for (const name of w.names.filter((n) => n !== 'f00')) expect(renewals.get(name)).toBe(1);
     } finally {
       await w.close();
     }
