@@ -301,4 +301,27 @@ describe('what passes from one owner to the next', () => {
       await w.close();
     }
   }, 60_000);
+
+  it('a reload (SIGHUP) that adds and removes profiles: each added one is served by one replica, a removed one by none', async () => {
+    const w = await fleetWorld(6);
+    try {
+      const replicas = [await w.start('a'), await w.start('b'), await w.start('c')];
+      await w.sweepAll();
+      const removed = w.names.shift() as string;
+      for (const name of ['g1', 'g2', 'g3', 'g4']) {
+        w.grants.set(name, await obtainGrant(w.emu));
+        w.names.push(name);
+      }
+      for (const r of replicas) await r.daemon.reload();
+      await w.sweepAll();
+      const served = replicas.flatMap((r) => w.served(r));
+      expect(served.sort()).toEqual([...w.names].sort());
+      expect(served).not.toContain(removed);
+      const renewals = w.renewals();
+      for (const name of ['g1', 'g2', 'g3', 'g4']) expect(renewals.get(name)).toBe(1);
+      for (const r of replicas) expect(r.daemon.status().fleet).toMatchObject({ shared: 9 });
+    } finally {
+      await w.close();
+    }
+  }, 60_000);
 });
