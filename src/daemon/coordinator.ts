@@ -4,6 +4,7 @@
 // others know it is done for this lifetime. The Redis implementation is in redis.ts; anything with the same
 // semantics (a database row, etcd) could stand in.
 import { SyncauthError } from '../errors.js';
+import type { PauseBackend } from './account-pause.js';
 import type { FleetBackend } from './fleet.js';
 import type { CheckOutcome } from './types.js';
 
@@ -62,6 +63,11 @@ export interface Coordinator {
    * SYNCAUTH_GRANT_KEY). Without it a replica cannot run in fleet mode.
    */
   readonly fleet?: FleetBackend;
+  /**
+   * Pauses of a Dropbox account's token calls after a 429 (account-pause.ts), shared by every replica: present
+   * when the backend can authenticate them (Redis with SYNCAUTH_GRANT_KEY).
+   */
+  readonly pauses?: PauseBackend;
   /** Whether the backend answered recently; false means reconciles wait (renewals go on). */
   isAvailable(): boolean;
   /**

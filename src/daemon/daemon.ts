@@ -21,6 +21,7 @@ import type { ReauthorizationResult, ReauthorizedGrant } from './events.js';
 import type { DaemonOptions, DaemonStatus, ProfileEntry, RunningDaemon, SweepEntry, SweepReport } from './types.js';
 import { GrantSharing } from './grant-sharing.js';
 import { DEFAULT_FLEET_FALLBACK_MS, Fleet } from './fleet.js';
+import { AccountPauses } from './account-pause.js';
 import { FamilyListings } from '../sync/family-listing.js';
 import { ProfileWorker } from './worker.js';
 import type { WorkerContext } from './worker-context.js';
@@ -159,6 +160,7 @@ export class Daemon implements RunningDaemon {
       notices: options.notices,
       grants: GrantSharing.of(options.coordinator, options.grantKey, this.#log),
       onReauthorized: options.onReauthorized,
+      pauses: new AccountPauses({ backend: options.coordinator?.pauses, now, log: this.#log }),
       fleet: fleet ? { confirm: (name: string) => (this.#shared(name) && !this.#visiting.has(name) ? fleet.confirm(name) : Promise.resolve(true)) } : undefined,
       coordinatorHealth: { down: (error: unknown) => this.#coordinatorDown(error), up: () => this.#coordinatorUp() },
     });

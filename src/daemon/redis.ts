@@ -19,6 +19,7 @@ import { closeRedisClient, newRedisClient } from '../net/redis.js';
 import type { Logger } from '../log.js';
 import { openRecord, RefusedOnce, signRecord, subkey, type RecordRefusal } from '../record-keys.js';
 import { CoordinatorUnavailableError, type Coordinator, type Lease, type SharedReconcile } from './coordinator.js';
+import type { PauseBackend } from './account-pause.js';
 import type { FleetBackend } from './fleet.js';
 import type { CheckOutcome } from './types.js';
 
@@ -83,6 +84,8 @@ const HSET_IF = `if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then return 
 const HDEL_IF = `if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then return redis.call('HDEL', KEYS[1], ARGV[1]) else return 0 end`;
 /** More members than any fleet has: past it the hash is someone's flood. */
 const MAX_MEMBERS = 256;
+/** Version of an account's pause: `{ v, until, mac }`, until on Redis's clock (ms). */
+const PAUSE_VERSION = 1;
 /** Version of a member's record: `{ v, until, mac }`, until on Redis's clock (ms). */
 const MEMBER_VERSION = 1;
 // Long enough to outlive any token it describes; short enough that records of removed profiles go away.
@@ -172,6 +175,44 @@ export async function createRedisCoordinator(options: RedisCoordinatorOptions): 
 
   const checks = options.grantKey ? checkSharing(options.grantKey) : {};
   const fleet = options.grantKey ? fleetMembers(options.grantKey) : undefined;
+  const pauses = options.grantKey ? accountPauses(options.grantKey) : undefined;
+
+  /**
+   * Pauses of an account's token calls (account-pause.ts): `<prefix>:pause:<account>`, holding the pause's end on
+   * Redis's clock, authenticated under a subkey of `grantKey` with the key's name, and expiring with the pause. A
+   * record that does not verify pauses nothing (logged once).
+   */
+  function accountPauses(grantKey: Buffer): PauseBackend {
+    const macKey = subkey(grantKey, 'pause-records');
+    const refused = new RefusedOnce();
+    const at = (account: string): string => `${prefix}:pause:${account}`;
+    const read = async (account: string): Promise<{ until: number | undefined; skew: number }> => {
+      const [raw, skew] = await Promise.all([command('read a pause', () => client.get(at(account))), skewMs('read a pause')]);
+      if (raw === null) return { until: undefined, skew };
+      const opened = openRecord(macKey, at(account), raw, PAUSE_VERSION);
+      const until = 'fields' in opened ? opened.fields.until : undefined;
+      if (typeof until === 'number') return { until, skew };
+      if (refused.first(at(account), raw)) {
+        const reason: RecordRefusal = 'fields' in opened ? 'malformed' : opened.refused;
+        log?.warn({ event: 'pause.record_refused', op: 'renew', reason }, `a pause of a Dropbox account's token requests in Redis was refused (${CHECK_REASONS[reason]}); it pauses nothing`);
+      }
+      return { until: undefined, skew };
+    };
+    return {
+      async readPause(account) {
+        const { until, skew } = await read(account);
+        return until === undefined ? undefined : until - skew;
+      },
+      async writePause(account, until) {
+        const { until: current, skew } = await read(account);
+        const end = Math.ceil(until + skew);
+        if (current !== undefined && current >= end) return;
+        const ttl = end - (now() + skew);
+        if (ttl <= 0) return;
+        await command('record a pause', () => client.set(at(account), signRecord(macKey, at(account), { v: PAUSE_VERSION, until: end }), 'PX', String(ttl)));
+      },
+    };
+  }
 
   /**
    * The fleet's members (fleet.ts): a hash `<prefix>:fleet:members`, a field per replica holding its lease's end
@@ -395,6 +436,7 @@ export async function createRedisCoordinator(options: RedisCoordinatorOptions): 
 
     ...checks,
     ...(fleet ? { fleet } : {}),
+    ...(pauses ? { pauses } : {}),
 
     isAvailable() {
       return !closed && client.status === 'ready';

@@ -3,6 +3,7 @@
 // token, and on failure backs off (a Retry-After bounded by the token's expiry) or parks the profile. It publishes
 // the token it gets, which the worker holds (and drops at expiry); the reconcile that follows is reconciler.ts's.
 import { SyncauthError } from '../errors.js';
+import { RESUME_SPREAD_MS } from './account-pause.js';
 import { isOAuthError, type TokenSet } from '../oauth/index.js';
 import { isProfileStoreError, type ProfileState } from '../profile/index.js';
 import { reauthorizeCommand } from '../profile/name.js';
@@ -75,6 +76,28 @@ export class ProfileRenewer {
     }
   }
 
+  /**
+   * Whether the profile's Dropbox account is paused after a 429 (here or on another replica): then no request is
+   * sent, and the renewal waits until a point drawn within a minute after the pause, never past the token's
+   * expiry less the safety window.
+   */
+  async #accountPaused(): Promise<boolean> {
+    const rt = this.#rt;
+    const { pauses, config, clock, random } = this.#ctx;
+    const account = rt.knownAccount;
+    if (account === undefined) return false;
+    const until = await pauses.pausedUntil(account);
+    const at = this.#now();
+    if (until === undefined || until <= at) return false;
+    let resumeAt = until + random() * Math.min(RESUME_SPREAD_MS, until - at);
+    const expiresAt = rt.expiry(at);
+    if (expiresAt !== undefined) resumeAt = Math.min(resumeAt, expiresAt - config.safetyMs);
+    if (resumeAt <= at) return false;
+    rt.backoff = rt.backoff.waitUntil(clock.mono() + (resumeAt - at));
+    this.#ctx.log.debug({ profile: rt.name, event: 'renewal.paused', op: 'renew', resumeAt: new Date(resumeAt).toISOString() }, `profile "${rt.name}": its Dropbox account is paused; renewing at ${new Date(resumeAt).toISOString()}`);
+    return true;
+  }
+
   /** The renewal itself, holding the profile's lock; `signal` aborts when the lock is lost or the daemon stops. */
   async #renewHolding(profile: ServedProfile, signal: AbortSignal): Promise<{ renewal: RenewalOutcome; adopted?: boolean }> {
     const rt = this.#rt;
@@ -94,6 +117,7 @@ export class ProfileRenewer {
     // In a fleet, the owner of a shared profile is read again here, against Redis's clock: a replica that was
     // stopped past its lease, or has seen another join, leaves the renewal to the owner.
     if (this.#ctx.fleet && !(await this.#ctx.fleet.confirm(rt.name))) return { renewal: this.#settle('handed_over') };
+    if (await this.#accountPaused()) return { renewal: this.#settle('rate_limited') };
     // A token refused by Dropbox, or a grant another process found revoked: a token kept from it is no better.
     if (config.needsOwnToken && rt.renewSoon === undefined && (await this.#adoptKept(profile, grant))) {
       rt.backoff = Backoff.none;
@@ -272,6 +296,9 @@ export class ProfileRenewer {
       return this.#settle(reason);
     }
     rt.notices?.renewalFailed({ code: failure.code, message: failure.message });
+    // Dropbox's limits are per linked user: the other profiles of the account wait as well (account-pause.ts).
+    const account = rt.knownAccount;
+    if (failure.kind === 'rate_limited' && failure.retryAfterMs !== undefined && account !== undefined) await this.#ctx.pauses.pause(account, at + failure.retryAfterMs, rt.name);
     const wait = next.retryInMs;
     if (next.cappedByExpiry) {
       // A Retry-After is honoured, but never past the token's expiry less a safety window (the policy's rule).

@@ -206,6 +206,11 @@ export class ProfileRuntime {
   }
 
   /** Whether renewals wait (backoff or Retry-After). */
+  /** The profile's Dropbox account as far as it is known: recorded, found by a check, or learnt for a template. */
+  get knownAccount(): string | undefined {
+    return this.recordedAccountId ?? this.check.account ?? this.accountId;
+  }
+
   inBackoff(): boolean {
     return !this.backoff.ready(this.#clock.mono());
   }

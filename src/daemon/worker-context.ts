@@ -1,5 +1,6 @@
 // What a profile's worker, and each of its parts (renewal.ts, reconciler.ts), may use of the daemon.
 import type { Logger } from '../log.js';
+import type { AccountPauses } from './account-pause.js';
 import type { ProfileStore } from '../profile/index.js';
 import type { TemplateSpec } from '../publish/template.js';
 import type { TokenPublisher } from '../publish/publisher.js';
@@ -49,6 +50,8 @@ export interface WorkerContext {
    * publishes, which every replica renews for its own consumers). Undefined without a fleet.
    */
   readonly fleet: { confirm(profile: string): Promise<boolean> } | undefined;
+  /** Pauses of a Dropbox account's token calls after a 429, here and (with Redis and the key) on every replica. */
+  readonly pauses: AccountPauses;
   /** The coordinator's reachability is the daemon's, told once however many workers notice. */
   readonly coordinatorHealth: { down(error: unknown): void; up(): void };
 }

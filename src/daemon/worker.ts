@@ -204,7 +204,9 @@ export class ProfileWorker {
   checkKey(at: number): string | undefined {
     const rt = this.#rt;
     if (rt.removed || rt.parked || rt.check.off !== undefined || !rt.config?.dropboxApiUrl || !rt.holdsToken(at)) return undefined;
-    const account = rt.recordedAccountId ?? rt.check.account ?? rt.accountId;
+    const account = rt.knownAccount;
+    // A 429 of the token endpoint paused the account (account-pause.ts): its checks wait too.
+    if (account !== undefined && this.#ctx.pauses.pausedHere(account) !== undefined) return undefined;
     return account !== undefined ? `account:${account}` : `profile:${rt.name}`;
   }
 

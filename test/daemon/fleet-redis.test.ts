@@ -7,6 +7,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRedisCoordinator, type RedisCoordinator } from '../../src/daemon/index.js';
 import type { FleetBackend } from '../../src/daemon/fleet.js';
+import type { PauseBackend } from '../../src/daemon/account-pause.js';
 import { isCoordinatorUnavailable } from '../../src/daemon/coordinator.js';
 import { redisAvailability, startRedisServer, type RedisServer } from '../helpers/redis.js';
 import { captureLog } from './helpers.js';
@@ -107,5 +108,35 @@ describe.skipIf(availability.skip)('fleet members in a real redis-server', () =>
     await a.heartbeat('a', 30_000);
     await a.leave('a');
     expect(await b.members()).toMatchObject({ live: ['b'], left: ['a'] });
+  });
+
+  it("an account's pause: one replica's is read by another; a forged or lengthened one pauses nothing; it ends with its time", async () => {
+    prefix += 1;
+    const keyPrefix = `pause-${prefix}`;
+    const open = async (id: string) => {
+      const c = await createRedisCoordinator({ url: redis.url, keyPrefix, replicaId: id, grantKey: key, logger: log.logger });
+      await c.ready();
+      coordinators.push(c);
+      return c.pauses as PauseBackend;
+    };
+    const [a, b] = [await open('a'), await open('b')];
+    const until = Date.now() + 60_000;
+    await a.writePause('dbid:one', until);
+    expect(Math.abs((await b.readPause('dbid:one')) as number - until)).toBeLessThan(1_000);
+    // An earlier end never shortens it.
+    await b.writePause('dbid:one', Date.now() + 10_000);
+    expect(Math.abs((await a.readPause('dbid:one')) as number - until)).toBeLessThan(1_000);
+    // A writer without the key: a forged pause, and a real one moved to another account or lengthened.
+    const at = (account: string) => `${keyPrefix}:pause:${account}`;
+    const real = (await writer.get(at('dbid:one'))) as string;
+    await writer.set(at('dbid:two'), real);
+    await writer.set(at('dbid:three'), JSON.stringify({ v: 1, until: Date.now() + 3_600_000, mac: 'AAAA' }));
+    const lengthened = JSON.parse(real) as Record<string, unknown>;
+    await writer.set(at('dbid:four'), JSON.stringify({ ...lengthened, until: (lengthened.until as number) + 3_600_000 }));
+    for (const account of ['dbid:two', 'dbid:three', 'dbid:four']) expect(await b.readPause(account)).toBeUndefined();
+    expect(log.records().filter((r) => r.event === 'pause.record_refused').length).toBeGreaterThanOrEqual(3);
+    // It lives no longer than the pause.
+    await a.writePause('dbid:short', Date.now() + 300);
+    expect(await writer.pttl(at('dbid:short'))).toBeLessThanOrEqual(1_300);
   });
 });

@@ -12,7 +12,7 @@ import { openProfileStore } from '../../src/profile/index.js';
 import { memoryCoordinator, memoryFleet, type MemoryRedis } from '../helpers/replicas.mjs';
 import type { RunningEmulator } from '../../src/emulator/index.js';
 import type { ProfileSinks } from '../../src/publish/token-file.js';
-import { captureLog, emulator, fakeClock, obtainGrant, profileOf, renewalsOf, rotatingTokenEndpoint, seededRandom, tempDir } from './helpers.js';
+import { captureLog, emulator, fakeClock, obtainGrant, profileOf, renewalsOf, rotatingTokenEndpoint, seededRandom, tempDir, tokensOf } from './helpers.js';
 
 const HOUR = 3_600_000;
 const MINUTE = 60_000;
@@ -112,7 +112,10 @@ interface Replica {
   running: boolean;
 }
 
-async function fleetWorld(count: number, options: { tokenUrl?: (emu: RunningEmulator) => Promise<string>; sinks?: (name: string) => ProfileSinks | undefined } = {}) {
+async function fleetWorld(
+  count: number,
+  options: { tokenUrl?: (emu: RunningEmulator) => Promise<string>; sinks?: (name: string) => ProfileSinks | undefined; account?: string; concurrency?: number } = {},
+) {
   const clock = fakeClock();
   let mono = 0;
   const emu = await emulator({ tokenLifetimeSeconds: 4 * 3600, now: clock.now });
@@ -130,9 +133,12 @@ async function fleetWorld(count: number, options: { tokenUrl?: (emu: RunningEmul
   const log = captureLog('info');
   const replicas: Replica[] = [];
   const start = async (id: string): Promise<Replica> => {
+    const profileStore = openProfileStore(tempDir());
+    // The account the profiles' state records (as setup records it).
+    if (options.account) for (const name of names) await profileStore.update(name, () => ({ accountId: options.account }));
     const daemon = await startDaemon({
       profiles,
-      profileStore: openProfileStore(tempDir()),
+      profileStore,
       renewMarginMs: 15 * MINUTE,
       schedule: false,
       checkIntervalMs: 0,
@@ -144,6 +150,7 @@ async function fleetWorld(count: number, options: { tokenUrl?: (emu: RunningEmul
       grantKey,
       fleet: { timers: false, leaseMs: DAEMON_LEASE, fallbackMs: FALLBACK },
       ...(profileSinks.size > 0 ? { profileSinks } : {}),
+      ...(options.concurrency ? { concurrency: options.concurrency } : {}),
     });
     const replica = { id, daemon, running: true };
     replicas.push(replica);
@@ -166,7 +173,7 @@ async function fleetWorld(count: number, options: { tokenUrl?: (emu: RunningEmul
   const close = async (): Promise<void> => {
     for (const r of replicas) await r.daemon.close();
   };
-  return { emu, redis, names, grants, replicas, start, advance, sweepAll, renewals, served, close, log };
+  return { emu, redis, names, grants, replicas, start, advance, sweepAll, renewals, served, close, log, now: clock.now };
 }
 
 describe('three daemons in fleet mode', () => {
@@ -320,6 +327,41 @@ describe('what passes from one owner to the next', () => {
       const renewals = w.renewals();
       for (const name of ['g1', 'g2', 'g3', 'g4']) expect(renewals.get(name)).toBe(1);
       for (const r of replicas) expect(r.daemon.status().fleet).toMatchObject({ shared: 9 });
+    } finally {
+      await w.close();
+    }
+  }, 60_000);
+});
+
+describe('a 429 of the token endpoint pauses the Dropbox account on every replica', () => {
+  it("one replica meets Retry-After: the account's profiles on the others send nothing until it ends, then resume spread, never past a token's expiry less the safety window", async () => {
+    // One renewal at a time per replica: a request already on its way when the 429 arrives is not what is tested.
+    const w = await fleetWorld(12, { account: 'dbid:shared-account', concurrency: 1 });
+    try {
+      const replicas = [await w.start('a'), await w.start('b'), await w.start('c')];
+      await w.sweepAll();
+      await w.sweepAll();
+      expect([...w.renewals().values()]).toEqual(w.names.map(() => 1));
+      // The next renewals fall due over a few minutes (jitter); the first one meets a 429 asking for 10 minutes.
+      w.emu.setFaults([{ route: 'token', status: 429, retryAfterSeconds: 600, times: 1 }]);
+      const before = w.emu.state.requests.filter((r) => r.route === 'token').length;
+      await w.advance(4 * HOUR - 18 * MINUTE);
+      await w.advance(8 * MINUTE);
+      // One request met the 429; every other profile of the account, on every replica, sent nothing since.
+      expect(w.emu.state.requests.filter((r) => r.route === 'token').length).toBe(before + 1);
+      expect(w.log.records().filter((r) => r.event === 'renewal.account_paused')).toHaveLength(1);
+      // After the pause (10 min from the 429) each profile renews once, and not all in the same minute.
+      const resumed = new Map<number, number>();
+      const start = w.emu.state.requests.length;
+      for (let minute = 0; minute < 10; minute += 1) {
+        await w.advance(MINUTE);
+        resumed.set(minute, w.emu.state.requests.slice(start).filter((r) => r.route === 'token').length);
+      }
+      expect([...w.renewals().values()]).toEqual(w.names.map(() => 2));
+      // Every token is still alive: none was left to expire by the pause.
+      for (const name of w.names) expect(tokensOf(w.emu, (w.grants.get(name) as DaemonGrant).refreshToken).at(-1)?.expiresAt).toBeGreaterThan(w.now() + 3 * HOUR);
+      expect(Math.max(...[...resumed.values()].map((n, i, all) => n - (all[i - 1] ?? 0)))).toBeLessThan(12);
+      for (const r of replicas) expect(r.daemon.status().ready).toBe(true);
     } finally {
       await w.close();
     }

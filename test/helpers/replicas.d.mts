@@ -11,6 +11,8 @@ export interface MemoryRedis {
   records: Map<string, unknown>;
   /** The fleet's members and their lease ends; made on first use. */
   members?: Map<string, number | 'left'>;
+  /** Pauses' ends by Dropbox account; made on first use. */
+  pauses?: Map<string, number>;
   /** Sealed grant records by profile; made on first use. */
   grants?: Map<string, string>;
   down?: boolean;

@@ -49,6 +49,19 @@ export function memoryCoordinator(redis, replicaId, CoordinatorUnavailableError,
       return true;
     },
     fleet: memoryFleet(redis, CoordinatorUnavailableError),
+    pauses: {
+      async readPause(account) {
+        check();
+        const until = (redis.pauses ??= new Map()).get(account);
+        return until === undefined || until <= redis.now() ? undefined : until + (replicaNow() - redis.now());
+      },
+      async writePause(account, until) {
+        check();
+        const pauses = (redis.pauses ??= new Map());
+        const end = until + (redis.now() - replicaNow());
+        if ((pauses.get(account) ?? 0) < end) pauses.set(account, end);
+      },
+    },
     isAvailable: () => !redis.down,
     async close() {},
   };
