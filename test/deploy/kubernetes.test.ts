@@ -773,7 +773,12 @@ describe('the manifests run the real CLI', () => {
         return agreed && served === names.length ? seen : undefined;
       }, 45_000);
       await settled(listens, replicas);
-      for (const listen of listens) expect((await fetch(`${listen}${fleetSyncauth.readinessProbe?.httpGet?.path ?? ''}`)).status).toBe(200);
+      for (const listen of listens) {
+        const ready = await fetch(`${listen}${fleetSyncauth.readinessProbe?.httpGet?.path ?? ''}`);
+        expect(ready.status).toBe(200);
+        // What the operator reads there: this replica's view of the fleet.
+        expect(((await ready.json()) as { fleet?: unknown }).fleet).toMatchObject({ members: replicas, mode: 'shares', shared: names.length });
+      }
       // One connector per profile, setup's, holding a live token.
       for (const name of names) {
         const connectors = connectorsNamed(ob.emulator, `dropbox-${name}`);
