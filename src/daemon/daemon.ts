@@ -118,6 +118,7 @@ export class Daemon implements RunningDaemon {
       now,
       marginMs: this.#config.marginMs,
       ...(options.coordinator ? { coordinatorUp: () => (options.coordinator as NonNullable<typeof options.coordinator>).isAvailable() } : {}),
+      fleet: () => (this.#fleet ? this.#fleetView() : undefined),
       profiles: () => {
         const at = now();
         return [...this.#workers.values()].map((worker) => ({ name: worker.name, ...worker.health(at) }));

@@ -6,6 +6,7 @@
 import { createRequire } from 'node:module';
 import type * as PromClient from 'prom-client';
 import type { Registry } from 'prom-client';
+import type { FleetMode } from './fleet.js';
 import type { CheckOutcome, ReconcileOutcome, RenewalOutcome } from './types.js';
 
 export type ProfileHealth = 'ready' | 'pending' | 'backoff' | 'reauthorization_needed' | 'configuration_error' | 'unavailable';
@@ -21,7 +22,19 @@ export interface MetricsView {
   profiles(): { name: string; expiresAt: number | undefined; health: ProfileHealth }[];
   /** Whether the replicas' coordinator answers; undefined when the daemon runs without one. */
   coordinatorUp?: () => boolean;
+  /** Fleet mode's view (the status's `fleet`); undefined, or answering undefined, without a fleet. */
+  fleet?: () => FleetMetricsView | undefined;
 }
+
+/** What the fleet's gauges show: the live members this replica sees, its mode, and the shared profiles it serves. */
+export interface FleetMetricsView {
+  members: number;
+  mode: FleetMode;
+  served: number;
+  shared: number;
+}
+
+const FLEET_MODES: readonly FleetMode[] = ['shares', 'last_owned', 'all'];
 
 /** Reconcile outcomes that gave the connector a fresh token. */
 const RECONCILED: ReadonlySet<ReconcileOutcome> = new Set(['created', 'adopted', 'updated', 'recreated', 'replaced']);
@@ -117,7 +130,7 @@ export class DaemonMetrics {
         });
       }
     };
-    counter('syncauth_renewals_total', 'Renewal attempts by outcome (renewed, fresh, rate_limited, failed, reauthorization_needed, configuration_error)', this.#renewals);
+    counter('syncauth_renewals_total', 'Renewal attempts by outcome (renewed, fresh, rate_limited, failed, reauthorization_needed, configuration_error, handed_over)', this.#renewals);
     counter('syncauth_token_checks_total', 'Checks of the published access token with Dropbox, by outcome (valid, invalid, expired, missing_scope, account_mismatch, failed, shared)', this.#checks);
     counter('syncauth_reconciles_total', 'Connector reconciles by outcome (created, adopted, updated, recreated, replaced, failed, skipped, deferred)', this.#reconciles);
     perProfile('syncauth_sweep_skipped_total', 'Sweeps that skipped the profile because its previous cycle was still running (a slow service or endpoint)', this.#skipped, 'counter');
@@ -176,6 +189,32 @@ export class DaemonMetrics {
         registers,
         collect() {
           coordinator.set(up() ? 1 : 0);
+        },
+      });
+    }
+    const fleet = view.fleet;
+    if (fleet?.() !== undefined) {
+      // Fleet mode: a share unserved shows as the served profiles summed across replicas below the shared count.
+      const fleetGauge = (name: string, help: string, pick: (f: FleetMetricsView) => number): void => {
+        const gauge: PromClient.Gauge = new prom.Gauge({
+          name, help, registers,
+          collect() {
+            const now = fleet();
+            if (now) gauge.set(pick(now));
+          },
+        });
+      };
+      fleetGauge('syncauth_fleet_members', 'Live members of the fleet as this replica last saw them, itself included', (f) => f.members);
+      fleetGauge('syncauth_fleet_served_profiles', 'Shared profiles this replica serves (renews, checks and reconciles) now', (f) => f.served);
+      fleetGauge('syncauth_fleet_shared_profiles', 'Profiles shared in the fleet: those this replica publishes nowhere', (f) => f.shared);
+      const mode: PromClient.Gauge<'mode'> = new prom.Gauge({
+        name: 'syncauth_fleet_mode',
+        help: "1 for the replica's fleet mode: shares (Redis answers), last_owned (Redis away: what it owned last), all (Redis away past the bound: every profile)",
+        labelNames: ['mode'],
+        registers,
+        collect() {
+          const now = fleet();
+          if (now) for (const m of FLEET_MODES) mode.set({ mode: m }, now.mode === m ? 1 : 0);
         },
       });
     }

@@ -367,3 +367,78 @@ describe('a 429 of the token endpoint pauses the Dropbox account on every replic
     }
   }, 60_000);
 });
+
+describe('the fleet on /metrics', () => {
+  /** One replica's fleet series, as a scrape shows them. */
+  const fleetSeries = async (r: Replica): Promise<Record<string, number>> => {
+    const text = await r.daemon.registry.metrics();
+    const out: Record<string, number> = {};
+    for (const line of text.split('\n')) {
+      const match = /^(syncauth_fleet_[a-z_]+(?:\{[^}]*\})?) (\S+)$/.exec(line);
+      if (match) out[match[1] as string] = Number(match[2]);
+    }
+    return out;
+  };
+  const sum = (values: number[]): number => values.reduce((a, b) => a + b, 0);
+
+  it("show each replica's members, mode and share; a dead replica's share unserved while Redis is away, until every replica serves all", async () => {
+    const w = await fleetWorld(9);
+    try {
+      const [a, b, c] = [await w.start('a'), await w.start('b'), await w.start('c')] as [Replica, Replica, Replica];
+      await w.sweepAll();
+      await w.sweepAll();
+      const all = await Promise.all([a, b, c].map(fleetSeries));
+      for (const series of all) {
+        expect(series).toMatchObject({
+          syncauth_fleet_members: 3,
+          syncauth_fleet_shared_profiles: 9,
+          'syncauth_fleet_mode{mode="shares"}': 1,
+          'syncauth_fleet_mode{mode="last_owned"}': 0,
+          'syncauth_fleet_mode{mode="all"}': 0,
+        });
+      }
+      // Every shared profile served by one replica: the sum across the fleet is the shared count.
+      expect(sum(all.map((s) => s.syncauth_fleet_served_profiles as number))).toBe(9);
+      for (const [r, s] of [[a, all[0]], [b, all[1]], [c, all[2]]] as const) expect(s?.syncauth_fleet_served_profiles).toBe(w.served(r).length);
+
+      // c dies and Redis goes away before its lease ends: a and b serve what they owned, c's share is served by none.
+      c.running = false;
+      const cShare = w.served(c).length;
+      expect(cShare).toBeGreaterThan(0);
+      w.redis.down = true;
+      await w.advance(MINUTE);
+      const away = await Promise.all([a, b].map(fleetSeries));
+      for (const series of away) expect(series).toMatchObject({ 'syncauth_fleet_mode{mode="shares"}': 0, 'syncauth_fleet_mode{mode="last_owned"}': 1, syncauth_fleet_shared_profiles: 9 });
+      expect(sum(away.map((s) => s.syncauth_fleet_served_profiles as number))).toBe(9 - cShare);
+
+      // After the bound each serves every profile.
+      await w.advance(FALLBACK);
+      for (const series of await Promise.all([a, b].map(fleetSeries))) {
+        expect(series).toMatchObject({ 'syncauth_fleet_mode{mode="all"}': 1, 'syncauth_fleet_mode{mode="last_owned"}': 0, syncauth_fleet_served_profiles: 9 });
+      }
+    } finally {
+      await w.close();
+    }
+  }, 60_000);
+
+  it('are absent without a fleet', async () => {
+    const emu = await emulator({ tokenLifetimeSeconds: 4 * 3600 });
+    const grant = await obtainGrant(emu);
+    const daemon = await startDaemon({
+      profiles: () => Promise.resolve([profileOf(emu, { name: 'solo', grant })]),
+      profileStore: openProfileStore(tempDir()),
+      renewMarginMs: 15 * MINUTE,
+      schedule: false,
+      checkIntervalMs: 0,
+      logger: captureLog('info').logger,
+    });
+    try {
+      await daemon.sweep();
+      const text = await daemon.registry.metrics();
+      expect(text).toContain('syncauth_renewals_total');
+      expect(text).not.toContain('syncauth_fleet_');
+    } finally {
+      await daemon.close();
+    }
+  });
+});

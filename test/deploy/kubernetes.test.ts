@@ -4,13 +4,14 @@
 // guide (docs/production.md) relies on, and its syncauth containers' arguments and environment run the real CLI: the sidecar's
 // replicas become ready on the paths their probes name and publish the token as the pod's group can read it,
 // and the Job's one-shot run exits 0 with the connector reconciled.
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { createServer as createHttpsServer } from 'node:https';
-import { chmodSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { Deployment } from 'kubernetes-models/apps/v1/Deployment';
 import { CronJob } from 'kubernetes-models/batch/v1/CronJob';
 import { Job } from 'kubernetes-models/batch/v1/Job';
+import { PodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget';
 import { Secret } from 'kubernetes-models/v1/Secret';
 import { Service } from 'kubernetes-models/v1/Service';
 import { ServiceAccount } from 'kubernetes-models/v1/ServiceAccount';
@@ -28,6 +29,7 @@ import { defaultConnectorName } from '../../src/sync/reconcile.js';
 import { CLI, ROOT, tempDir } from '../helpers/cli.js';
 import { redisAvailability, startRedisServer, type RedisServer } from '../helpers/redis.js';
 import { waitFor } from '../helpers/wait.js';
+import { grantRefreshToken, onboardingEnv, runCli, startOnboarding } from '../helpers/onboarding.js';
 import { connectorsNamed, emulator, latestTokenOf, obtainGrant } from '../daemon/helpers.js';
 
 const DIR = path.join(ROOT, 'deploy/kubernetes');
@@ -160,6 +162,11 @@ const sidecarPod = podOf(sidecar);
 const syncauth = syncauthOf(sidecar);
 const job = find('Job', 'syncauth-once');
 const secret = find('Secret', 'syncauth');
+const fleet = find('Deployment', 'syncauth-fleet');
+const fleetPod = podOf(fleet);
+const fleetSyncauth = syncauthOf(fleet);
+/** The fleet's init container, which copies the profiles' Secret into the replica's config dir. */
+const fleetSeed = (fleetPod.initContainers ?? []).find((c) => c.name === 'profiles') as Container;
 
 // ---- the schemas ----
 
@@ -167,6 +174,7 @@ const MODELS: Record<string, new (data: never) => { validate(): void }> = {
   'apps/v1/Deployment': Deployment,
   'batch/v1/Job': Job,
   'batch/v1/CronJob': CronJob,
+  'policy/v1/PodDisruptionBudget': PodDisruptionBudget,
   'v1/Secret': Secret,
   'v1/Service': Service,
   'v1/ServiceAccount': ServiceAccount,
@@ -178,6 +186,7 @@ const TYPES: Record<string, { module: string; type: string }> = {
   'apps/v1/Deployment': { module: 'kubernetes-models/apps/v1/Deployment', type: 'IDeployment' },
   'batch/v1/Job': { module: 'kubernetes-models/batch/v1/Job', type: 'IJob' },
   'batch/v1/CronJob': { module: 'kubernetes-models/batch/v1/CronJob', type: 'ICronJob' },
+  'policy/v1/PodDisruptionBudget': { module: 'kubernetes-models/policy/v1/PodDisruptionBudget', type: 'IPodDisruptionBudget' },
   'v1/Secret': { module: 'kubernetes-models/v1/Secret', type: 'ISecret' },
   'v1/Service': { module: 'kubernetes-models/v1/Service', type: 'IService' },
   'v1/ServiceAccount': { module: 'kubernetes-models/v1/ServiceAccount', type: 'IServiceAccount' },
@@ -224,7 +233,7 @@ function typeCheck(docs: Manifest[]): string[] {
 
 describe('the Kubernetes manifests', () => {
   it('are valid against the Kubernetes schemas', () => {
-    expect(FILES).toEqual(expect.arrayContaining(['sidecar.yaml', 'redis.yaml', 'job.yaml', 'secret.example.yaml', 'reauth.yaml', 'rbac.yaml']));
+    expect(FILES).toEqual(expect.arrayContaining(['sidecar.yaml', 'redis.yaml', 'job.yaml', 'secret.example.yaml', 'reauth.yaml', 'rbac.yaml', 'fleet.yaml']));
     for (const { file, doc } of documents) {
       const Model = MODELS[`${doc.apiVersion}/${doc.kind}`];
       expect([file, doc.kind, Model !== undefined]).toEqual([file, doc.kind, true]);
@@ -384,6 +393,46 @@ describe('the Kubernetes manifests', () => {
     const tokenVolume = pod.volumes.find((v) => v.projected?.sources.some((source) => source.serviceAccountToken?.path === 'token'));
     expect(syncauth.volumeMounts).toContainEqual({ name: tokenVolume?.name, mountPath: '/var/run/secrets/kubernetes.io/serviceaccount', readOnly: true });
     for (const c of pod.containers) expect((c.volumeMounts ?? []).map((m) => m.name)).not.toContain(tokenVolume?.name);
+  });
+
+  it('run a fleet of three replicas sharing every profile: --fleet, nothing published, Redis and the grant key from the Secret, the file store named, a budget for disruptions', () => {
+    expect((fleet.spec as { replicas: number }).replicas).toBe(3);
+    const args = fleetSyncauth.args ?? [];
+    expect(args.slice(0, 2)).toEqual(['daemon', '--fleet']);
+    // Nothing published here: every profile is shared, and served by one replica.
+    for (const flag of ['--token-file', '--template', '--socket', '--config', '--once']) expect(args).not.toContain(flag);
+    for (const variable of ['SYNCAUTH_TOKEN_FILE', 'SYNCAUTH_SOCKET', 'SYNCAUTH_DAEMON_CONFIG', 'SYNCAUTH_PROFILE']) expect(envOf(fleetSyncauth, variable)).toBeUndefined();
+    expect(fleetPod.containers.map((c) => c.name)).toEqual(['syncauth']);
+    // Redis: the Service of redis.yaml, the password expanded from a variable defined before the URL.
+    const service = find('Service', 'syncauth-redis') as Manifest & { spec: { ports: { port: number }[] } };
+    const url = new URL(envOf(fleetSyncauth, 'SYNCAUTH_REDIS_URL')?.value ?? '');
+    expect([url.protocol, url.hostname, Number(url.port), decodeURIComponent(url.password)]).toEqual(['redis:', service.metadata.name, service.spec.ports[0]?.port, '$(REDIS_PASSWORD)']);
+    const names = (fleetSyncauth.env ?? []).map((e) => e.name);
+    expect(names.indexOf('REDIS_PASSWORD')).toBeGreaterThanOrEqual(0);
+    expect(names.indexOf('REDIS_PASSWORD')).toBeLessThan(names.indexOf('SYNCAUTH_REDIS_URL'));
+    for (const name of ['SYNCAUTH_GRANT_KEY', 'SYNCAUTH_STORE_KEY', 'REDIS_PASSWORD']) expect(envOf(fleetSyncauth, name)?.valueFrom?.secretKeyRef?.name).toBe(secret.metadata.name);
+    // The profiles' store, named: the file store in the config dir the init container fills from the Secret.
+    expect(envOf(fleetSyncauth, 'SYNCAUTH_STORE')?.value).toBe('file');
+    const configDir = envOf(fleetSyncauth, 'SYNCAUTH_CONFIG_DIR')?.value as string;
+    const state = fleetSyncauth.volumeMounts?.find((m) => m.mountPath === configDir);
+    expect(fleetSeed.volumeMounts).toContainEqual({ name: state?.name, mountPath: configDir });
+    expect(fleetSeed.command?.join('\n')).toContain(`${configDir}/syncauth-${NODE_UID}`);
+    expect(fleetSeed.securityContext?.runAsUser).toBe(fleetSyncauth.securityContext?.runAsUser);
+    const profilesMount = fleetSeed.volumeMounts?.find((m) => m.name !== state?.name);
+    expect(profilesMount?.readOnly).toBe(true);
+    expect(fleetSyncauth.volumeMounts?.map((m) => m.name)).not.toContain(profilesMount?.name);
+    const volume = (fleetPod.volumes as unknown as { name: string; projected?: { sources: { secret?: { name: string } }[] } }[]).find((v) => v.name === profilesMount?.name);
+    expect(volume?.projected?.sources.map((source) => source.secret?.name)).toEqual(['syncauth-profiles']);
+    // Readiness on /readyz, liveness on /healthz, on the port the daemon listens on.
+    expect(flagValue(args, '--listen')).toBe('0.0.0.0:9464');
+    expect(fleetSyncauth.readinessProbe?.httpGet).toEqual({ path: '/readyz', port: 'health' });
+    expect(fleetSyncauth.livenessProbe?.httpGet).toEqual({ path: '/healthz', port: 'health' });
+    expect(fleetSyncauth.ports?.find((p) => p.name === 'health')?.containerPort).toBe(9464);
+    // A disruption budget over the same pods, one at a time.
+    const budget = find('PodDisruptionBudget', 'syncauth-fleet') as Manifest & { spec: { maxUnavailable?: number; selector: { matchLabels: Record<string, string> } } };
+    const labels = (fleet.spec as { template: { metadata: { labels: Record<string, string> } } }).template.metadata.labels;
+    for (const [key, value] of Object.entries(budget.spec.selector.matchLabels)) expect(labels[key]).toBe(value);
+    expect(budget.spec.maxUnavailable).toBe(1);
   });
 
   it('run the one-shot mode in the Job and the CronJob', () => {
@@ -652,6 +701,103 @@ describe('the manifests run the real CLI', () => {
       process.kill(-(server.pid as number), 'SIGKILL');
     }
   });
+
+  it.skipIf(redisCheck.skip)("the fleet's replicas, each filling its config dir from the profiles' Secret through the init container, serve each profile once between them, and take a stopped replica's share", async () => {
+    if (!redis) {
+      redis = await startRedisServer(redisCheck);
+      const admin = new RedisClient(redis.url);
+      await admin.config('SET', 'requirepass', REDIS_PASSWORD);
+      admin.disconnect();
+    }
+    // Profiles made as the operator makes them: `syncauth setup` in the file store, on a machine of theirs.
+    const ob = await startOnboarding({ emulator: { tokenLifetimeSeconds: 3600 } });
+    const pods: { run: Run }[] = [];
+    try {
+      const root = tempDir('syncauth-fleet-');
+      const made = path.join(root, 'setup-host', 'config');
+      mkdirSync(path.dirname(made), { recursive: true });
+      const storeKey = 'a-store-key-for-the-fleet-recipe-0123456789';
+      const names = ['alpha', 'bravo', 'charlie', 'delta', 'echo', 'foxtrot'];
+      for (const name of names) {
+        const env = onboardingEnv(ob, { dir: root, configDir: made, storeKey }, { SYNCAUTH_REFRESH_TOKEN: await grantRefreshToken(ob), SYNCAUTH_CONNECTOR_NAME: `dropbox-${name}` });
+        const result = await runCli(['setup', '--yes', '--json', '--profile', name], { env, cwd: path.dirname(made), timeoutMs: 30_000 });
+        expect(result.code, result.stderr).toBe(0);
+      }
+      // The Secret's keys, as deploy/README.md's `kubectl create secret generic syncauth-profiles` makes them.
+      const secretFiles = path.join(root, 'syncauth-profiles');
+      mkdirSync(secretFiles);
+      copyFileSync(path.join(made, 'secrets.enc'), path.join(secretFiles, 'keyring'));
+      if (existsSync(path.join(made, 'config.json'))) copyFileSync(path.join(made, 'config.json'), path.join(secretFiles, 'config'));
+      for (const [dir, suffix] of [['profiles', '.json'], ['secrets', '.enc']] as const) {
+        for (const file of readdirSync(path.join(made, dir)).filter((f) => f.endsWith(suffix))) copyFileSync(path.join(made, dir, file), path.join(secretFiles, file));
+      }
+      const world = {
+        emuUrl: ob.emulator.url,
+        tokenUrl: ob.emulator.tokenUrl,
+        secrets: { 'store-key': storeKey, 'redis-password': REDIS_PASSWORD, 'grant-key': Buffer.alloc(32, 9).toString('base64') },
+        workflowId: '',
+      };
+      const replicas = (fleet.spec as { replicas: number }).replicas;
+      const configDir = envOf(fleetSyncauth, 'SYNCAUTH_CONFIG_DIR')?.value as string;
+      const secretMount = fleetSeed.volumeMounts?.find((m) => m.mountPath !== configDir)?.mountPath as string;
+      for (let i = 0; i < replicas; i += 1) {
+        const home = tempDir(`syncauth-fleet-pod${i}-`);
+        // The pod's volumes: the Secret's files (read-only to the pod) and the emptyDir, as the kubelet makes it.
+        mkdirSync(path.join(home, 'profiles'));
+        for (const file of readdirSync(secretFiles)) copyFileSync(path.join(secretFiles, file), path.join(home, 'profiles', file));
+        mkdirSync(path.join(home, 'syncauth-state'));
+        chmodSync(path.join(home, 'syncauth-state'), 0o2777);
+        const script = (fleetSeed.command?.[2] as string)
+          .replaceAll(secretMount, path.join(home, 'profiles'))
+          .replaceAll(configDir, path.join(home, 'syncauth-state'))
+          .replaceAll(`syncauth-${NODE_UID}`, `syncauth-${process.geteuid?.() ?? 0}`);
+        expect(fleetSeed.command?.slice(0, 2)).toEqual(['/bin/sh', '-c']);
+        const seeded = spawnSync('/bin/sh', ['-c', script], { env: { PATH: process.env.PATH ?? '/usr/bin:/bin' }, encoding: 'utf8' });
+        expect(seeded.status, seeded.stderr).toBe(0);
+        pods.push(await runContainer(fleetSyncauth, world, home));
+      }
+      const listens = await Promise.all(pods.map(({ run }) => waitFor('the start line', () => {
+        if (run.child.exitCode !== null) throw new Error(`syncauth exited (${run.child.exitCode}):\n${run.out.stdout}\n${run.out.stderr}`);
+        const line = run.out.stdout.split('\n').find((l) => l.includes('daemon started'));
+        return line ? (JSON.parse(line) as { listen: string }).listen : undefined;
+      }, 20_000)));
+      const gauges = async (listen: string): Promise<Record<string, number>> => {
+        const text = await (await fetch(`${listen}/metrics`)).text();
+        return Object.fromEntries([...text.matchAll(/^(syncauth_fleet_[a-z_]+(?:\{[^}]*\})?) (\S+)$/gm)].map((m) => [m[1] as string, Number(m[2])]));
+      };
+      /** Waits until each listed replica sees `members` and they serve every profile once between them. */
+      const settled = (listening: string[], members: number) => waitFor(`${members} replicas sharing the ${names.length} profiles`, async () => {
+        const seen = await Promise.all(listening.map(gauges));
+        const served = seen.reduce((sum, g) => sum + (g.syncauth_fleet_served_profiles ?? 0), 0);
+        const agreed = seen.every((g) => g.syncauth_fleet_members === members && g.syncauth_fleet_shared_profiles === names.length && g['syncauth_fleet_mode{mode="shares"}'] === 1);
+        return agreed && served === names.length ? seen : undefined;
+      }, 45_000);
+      await settled(listens, replicas);
+      for (const listen of listens) {
+        const ready = await fetch(`${listen}${fleetSyncauth.readinessProbe?.httpGet?.path ?? ''}`);
+        expect(ready.status).toBe(200);
+        // What the operator reads there: this replica's view of the fleet.
+        expect(((await ready.json()) as { fleet?: unknown }).fleet).toMatchObject({ members: replicas, mode: 'shares', shared: names.length });
+      }
+      // One connector per profile, setup's, holding a live token.
+      for (const name of names) {
+        const connectors = connectorsNamed(ob.emulator, `dropbox-${name}`);
+        expect(connectors.map((c) => c.name)).toEqual([`dropbox-${name}`]);
+        expect(ob.emulator.state.accessTokens.get(connectors[0]?.config.token as string)?.expiresAt ?? 0).toBeGreaterThan(Date.now());
+      }
+      // A replica stopped (a rolling update, a drain) leaves at once: the others take its share.
+      const [last] = pods.splice(replicas - 1, 1) as [{ run: Run }];
+      last.run.child.kill('SIGTERM');
+      expect(await last.run.exited).toBe(0);
+      await settled(listens.slice(0, replicas - 1), replicas - 1);
+      for (const { run } of pods) run.child.kill('SIGTERM');
+      for (const { run } of pods) expect(await run.exited).toBe(0);
+      for (const { run } of [...pods, last]) expect(run.out.stdout).toContain('"event":"fleet.joined"');
+    } finally {
+      for (const { run } of pods) if (run.child.exitCode === null && run.child.signalCode === null) run.child.kill('SIGKILL');
+      await ob.emulator.close();
+    }
+  }, 120_000);
 
   it("the Job's one-shot run exits 0 with the connector holding a fresh token", async () => {
     const w = await world();

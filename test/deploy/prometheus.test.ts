@@ -1,8 +1,10 @@
 // deploy/prometheus: the alerting rules pass `promtool check rules` and their own unit tests
 // (`promtool test rules`), and their expressions hold against the daemon's real /metrics: a daemon serving a
 // healthy profile, a revoked one and one whose connector cannot be updated is scraped, its samples become
-// promtool's input series, and exactly the alerts that should fire do.
+// promtool's input series, and exactly the alerts that should fire do. The fleet's alerts likewise, against
+// three replicas of a fleet: one dies while Redis is away, and the others' metrics show its share unserved.
 import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { copyFileSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -14,6 +16,8 @@ import { isCI } from '../helpers/secret-service.js';
 import { captureLog, emulator, fakeClock, obtainGrant, profileOf, seededRandom } from '../daemon/helpers.js';
 import { openProfileStore } from '../../src/profile/index.js';
 import { findExecutable } from '../helpers/executables.js';
+import { CoordinatorUnavailableError } from '../../src/daemon/coordinator.js';
+import { memoryCoordinator, type MemoryRedis } from '../helpers/replicas.mjs';
 
 const RULES_DIR = path.join(ROOT, 'deploy/prometheus');
 const RULES = path.join(RULES_DIR, 'syncauth-rules.yml');
@@ -84,7 +88,8 @@ describe.skipIf(skip)('the alerting rules', () => {
     for (const rule of rules) {
       expect([rule.alert, rule.labels?.severity]).toEqual([rule.alert, expect.stringMatching(/^(warning|critical)$/)]);
       expect([rule.alert, typeof rule.annotations?.summary, typeof rule.annotations?.description]).toEqual([rule.alert, 'string', 'string']);
-      if (rule.expr.includes('profile') || /reconcile|reauthorization|token_expiry/.test(rule.expr)) {
+      // About a profile: a `profile` label in the expression (not the fleet's counts of profiles), or a per-profile series.
+      if (/\bprofile\b/.test(rule.expr) || /reconcile|reauthorization|token_expiry/.test(rule.expr)) {
         expect([rule.alert, rule.annotations?.description]).toEqual([rule.alert, expect.stringMatching(/\{\{ \$labels\.profile \}\}[\s\S]*`syncauth [a-z]+ --profile \{\{ \$labels\.profile \}\}`/)]);
       }
     }
@@ -96,17 +101,17 @@ describe.skipIf(skip)('the alerting rules', () => {
 const LABELS = { job: 'syncauth', instance: 'daemon:9464' };
 const MINUTES = 75;
 
-/** Prometheus text exposition → promtool input series: syncauth's samples only, with job and instance added. */
-function inputSeries(text: string, scrapedAtSeconds: number): { series: string; values: string }[] {
+/** Prometheus text exposition → promtool input series: syncauth's samples only (those starting with `prefix`), with job and instance added. */
+function inputSeries(text: string, scrapedAtSeconds: number, labels: Record<string, string> = LABELS, prefix = 'syncauth_'): { series: string; values: string }[] {
   const out: { series: string; values: string }[] = [];
   for (const line of text.split('\n')) {
-    if (!line.startsWith('syncauth_')) continue;
+    if (!line.startsWith(prefix)) continue;
     const match = /^([a-z_:][a-z0-9_:]*)(?:\{(.*)\})? (\S+)$/i.exec(line);
     if (!match) throw new Error(`cannot read the sample: ${line}`);
-    const [, name, labels = '', raw] = match as unknown as [string, string, string | undefined, string];
+    const [, name, own = '', raw] = match as unknown as [string, string, string | undefined, string];
     const value = Number(raw);
     if (!Number.isFinite(value)) throw new Error(`not a finite sample: ${line}`);
-    const all = [labels, ...Object.entries(LABELS).map(([k, v]) => `${k}="${v}"`)].filter((l) => l !== '').join(',');
+    const all = [own, ...Object.entries(labels).map(([k, v]) => `${k}="${v}"`)].filter((l) => l !== '').join(',');
     // Timestamps move to promtool's clock, which starts at 0 at the scrape; the daemon sweeps every minute.
     let values = `${value}x${MINUTES}`;
     if (name.endsWith('_timestamp_seconds')) {
@@ -259,6 +264,116 @@ describe.skipIf(skip)('the alerting rules against a real daemon', () => {
       expect(phase2.code, phase2.output).toBe(0);
     } finally {
       await daemon.close();
+    }
+  }, 60_000);
+});
+
+// ---- the fleet's alerts against real replicas ----
+
+describe.skipIf(skip)('the fleet alerts against real replicas', () => {
+  const MINUTE = 60_000;
+  const FALLBACK = 20 * MINUTE;
+
+  /** promtool on the replicas' fleet series (held for MINUTES minutes): at the end, exactly `firing` of the fleet's alerts. */
+  async function fleetAlerts(series: { series: string; values: string }[], firing: { unserved?: number; fallback?: string[] }): Promise<{ code: number | null; output: string }> {
+    const annotations = (alert: string, labels: Record<string, string>, value?: number): Record<string, string> =>
+      Object.fromEntries(Object.entries((byName.get(alert) as Rule).annotations ?? {}).map(([k, v]) => [k, render(v.replace(/\{\{ \$value \}\}/g, String(value)), labels)]));
+    const tests = {
+      rule_files: ['syncauth-rules.yml'],
+      evaluation_interval: '1m',
+      tests: [{
+        interval: '1m',
+        input_series: series,
+        alert_rule_test: [
+          {
+            eval_time: `${MINUTES - 5}m`,
+            alertname: 'SyncauthFleetShareUnserved',
+            exp_alerts: firing.unserved === undefined ? [] : [{ exp_labels: { severity: 'critical' }, exp_annotations: annotations('SyncauthFleetShareUnserved', {}, firing.unserved) }],
+          },
+          {
+            eval_time: `${MINUTES - 5}m`,
+            alertname: 'SyncauthFleetFallback',
+            exp_alerts: (firing.fallback ?? []).map((instance) => {
+              const labels = { job: 'syncauth', instance, severity: 'warning' };
+              return { exp_labels: labels, exp_annotations: annotations('SyncauthFleetFallback', labels) };
+            }),
+          },
+        ],
+      }],
+    };
+    const dir = tempDir('syncauth-rules-');
+    copyFileSync(RULES, path.join(dir, 'syncauth-rules.yml'));
+    writeFileSync(path.join(dir, 'fleet.test.yml'), stringify(tests));
+    const result = await runPromtool(['test', 'rules', 'fleet.test.yml'], dir);
+    console.log(result.output);
+    return result;
+  }
+
+  it('fire for a share nobody serves while Redis is away and for replicas in fallback, and not while every share is served', async () => {
+    if (!promtool) throw new Error(`${MISSING} (required in CI: CI is set)`);
+    const clock = fakeClock();
+    let mono = 0;
+    const emu = await emulator({ tokenLifetimeSeconds: 14_400, now: clock.now });
+    const redis: MemoryRedis = { now: clock.now, leases: new Map(), records: new Map() };
+    const grantKey = randomBytes(32);
+    const names = Array.from({ length: 9 }, (_, i) => `p${i}`);
+    const grants = new Map<string, DaemonGrant>();
+    for (const name of names) grants.set(name, await obtainGrant(emu));
+    const log = captureLog();
+    const replicas = new Map<string, RunningDaemon>();
+    for (const id of ['a', 'b', 'c']) {
+      replicas.set(id, await startDaemon({
+        profiles: async () => names.map((name) => profileOf(emu, { name, grant: grants.get(name) as DaemonGrant })),
+        profileStore: openProfileStore(tempDir('syncauth-metrics-')),
+        renewMarginMs: 900_000,
+        schedule: false,
+        checkIntervalMs: 0,
+        logger: log.logger,
+        now: clock.now,
+        monotonicNow: () => mono,
+        random: seededRandom(),
+        coordinator: memoryCoordinator(redis, id, CoordinatorUnavailableError, clock.now),
+        grantKey,
+        fleet: { timers: false, leaseMs: 3 * MINUTE, fallbackMs: FALLBACK },
+      }));
+    }
+    const alive = new Set(replicas.keys());
+    const sweep = async (minutes = 1): Promise<void> => {
+      for (let i = 0; i < minutes; i += 1) {
+        clock.advance(MINUTE);
+        mono += MINUTE;
+        for (const id of alive) await (replicas.get(id) as RunningDaemon).sweep();
+      }
+    };
+    const scrape = async (): Promise<{ series: string; values: string }[]> => {
+      const series: { series: string; values: string }[] = [];
+      for (const id of alive) series.push(...inputSeries(await (replicas.get(id) as RunningDaemon).registry.metrics(), clock.now() / 1000, { job: 'syncauth', instance: `${id}:9464` }, 'syncauth_fleet_'));
+      return series;
+    };
+    const served = (id: string): number => (replicas.get(id) as RunningDaemon).status().fleet?.served as number;
+    try {
+      await sweep();
+      const healthy = await scrape();
+      console.log(healthy.map((s) => `${s.series} ${s.values}`).join('\n'));
+      expect((await fleetAlerts(healthy, {})).code).toBe(0);
+
+      // c dies, and Redis goes away before the others have seen its lease end: its share is served by nobody.
+      const cShare = served('c');
+      expect(cShare).toBeGreaterThan(0);
+      alive.delete('c');
+      redis.down = true;
+      await sweep();
+      const unserved = await scrape();
+      const result = await fleetAlerts(unserved, { unserved: names.length - cShare, fallback: ['a:9464', 'b:9464'] });
+      expect(result.code, result.output).toBe(0);
+
+      // Past the bound a and b serve every profile: still in fallback, but no share is unserved.
+      await sweep(FALLBACK / MINUTE);
+      const all = await scrape();
+      const after = await fleetAlerts(all, { fallback: ['a:9464', 'b:9464'] });
+      expect(after.code, after.output).toBe(0);
+    } finally {
+      for (const daemon of replicas.values()) await daemon.close();
     }
   }, 60_000);
 });
