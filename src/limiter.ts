@@ -29,7 +29,7 @@ export class Semaphore {
  * keep their order and a burst never exceeds the cap) and then waits for it.
  */
 export class RateGate {
-  readonly #intervalMs: number;
+  #intervalMs: number;
   #nextAt = -Infinity;
 
   constructor(
@@ -37,6 +37,11 @@ export class RateGate {
     private readonly now: () => number,
     private readonly sleep: (ms: number, signal?: AbortSignal) => Promise<void>,
   ) {
+    this.#intervalMs = 1000 / perSecond;
+  }
+
+  /** A new rate for the slots reserved from now on (a fleet's cap shared anew when its members change). */
+  setRate(perSecond: number): void {
     this.#intervalMs = 1000 / perSecond;
   }
 

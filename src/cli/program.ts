@@ -217,7 +217,7 @@ Examples:
       .option('--profile <name>', 'serve this profile (repeatable; default: every stored profile, or one made of SYNCAUTH_* variables)',
         (value: string, previous: string[] | undefined) => [...(previous ?? []), value])
       .option('--concurrency <n>', 'renewals and reconciles running at once across profiles (default 4)')
-      .option('--max-renewals-per-second <n>', 'cap on token requests per second across profiles (default: no cap)')
+      .option('--max-renewals-per-second <n>', 'cap on token requests per second across profiles (default: no cap; with --fleet the fleet\'s cap, shared by its live replicas, default 10)')
       .option('--check-interval <duration>', "check each profile's published token with Dropbox this often, so a revoked grant is seen before the next renewal (default 15m; 0 or off: never)")
       .option('--max-checks-per-second <n>', 'cap on token checks per second, per daemon and per Dropbox account (default 1)')
       .option('--shutdown-timeout <seconds>', 'how long SIGTERM and SIGINT wait for in-flight work (default 10)')

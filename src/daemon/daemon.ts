@@ -20,7 +20,7 @@ import { startHealthServer } from './server.js';
 import type { ReauthorizationResult, ReauthorizedGrant } from './events.js';
 import type { DaemonOptions, DaemonStatus, ProfileEntry, RunningDaemon, SweepEntry, SweepReport } from './types.js';
 import { GrantSharing } from './grant-sharing.js';
-import { DEFAULT_FLEET_FALLBACK_MS, Fleet } from './fleet.js';
+import { DEFAULT_FLEET_FALLBACK_MS, DEFAULT_FLEET_TOKEN_REQUESTS_PER_SECOND, Fleet } from './fleet.js';
 import { AccountPauses } from './account-pause.js';
 import { FamilyListings } from '../sync/family-listing.js';
 import { ProfileWorker } from './worker.js';
@@ -76,6 +76,8 @@ export class Daemon implements RunningDaemon {
   /** Fleet mode's membership and shares; undefined without a fleet. */
   readonly #fleet: Fleet | undefined;
   #fleetSync: Promise<void> | undefined;
+  /** The fleet's cap on token requests a second, shared by its live members; undefined without a fleet. */
+  readonly #fleetRate: number | undefined;
   /** Profiles this replica serves for the while of a re-authorization completed here, though another owns them. */
   readonly #visiting = new Set<string>();
   /** The fleet's generation the workers were last matched to; undefined after a reload. */
@@ -135,7 +137,9 @@ export class Daemon implements RunningDaemon {
     });
     this.#fleet = fleetOf(options, this.#config.marginMs, this.#log, () => this.#fleetChanged());
     const fleet = this.#fleet;
-    const rate = this.#config.maxRenewalsPerSecond;
+    // A fleet's cap is the fleet's: each live replica takes its part, set anew when the members change.
+    const rate = fleet ? (this.#config.maxRenewalsPerSecond ?? DEFAULT_FLEET_TOKEN_REQUESTS_PER_SECOND) : this.#config.maxRenewalsPerSecond;
+    this.#fleetRate = fleet ? rate : undefined;
     this.#ctx = Object.freeze({
       config: this.#config,
       clock: this.#clock,
@@ -209,6 +213,7 @@ export class Daemon implements RunningDaemon {
       if (fleet) {
         // Joined before any profile starts, so the first share is computed from the members already there.
         await fleet.start();
+        this.#shareRate();
         this.#closers.push({ what: 'fleet membership', close: () => fleet.close() });
       }
       for (const entry of initial) {
@@ -409,7 +414,15 @@ export class Daemon implements RunningDaemon {
     return !this.#shared(name, sinks) || (this.#fleet as Fleet).owns(name);
   }
 
+  /** This replica's part of the fleet's cap on token requests: the cap over the live members it sees. */
+  #shareRate(): void {
+    const fleet = this.#fleet;
+    if (!fleet || this.#fleetRate === undefined) return;
+    this.#ctx.rateGate?.setRate(this.#fleetRate / fleet.members.length);
+  }
+
   #fleetChanged(): void {
+    this.#shareRate();
     if (!this.#started || this.#closing || !this.#schedule) return;
     // A member gone or joined: its profiles are taken (or given) now, not at the next sweep.
     void this.sweep().catch((error: unknown) => this.#log.error({ event: 'sweep.failed', op: 'sweep', err: error }, 'the sweep after the fleet changed failed'));

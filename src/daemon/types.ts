@@ -114,7 +114,10 @@ export interface DaemonOptions {
    * never waits behind a slow reconcile). Default 4.
    */
   concurrency?: number;
-  /** Cap on token requests per second across profiles. Default: none. */
+  /**
+   * Cap on token requests per second across profiles. Default: none. In fleet mode it is the fleet's cap, each
+   * live replica taking an equal part of it, and defaults to DEFAULT_FLEET_TOKEN_REQUESTS_PER_SECOND (10).
+   */
   maxRenewalsPerSecond?: number;
   /**
    * How often each profile's published token is checked with Dropbox (`users/get_current_account`), so that a

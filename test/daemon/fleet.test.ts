@@ -114,7 +114,7 @@ interface Replica {
 
 async function fleetWorld(
   count: number,
-  options: { tokenUrl?: (emu: RunningEmulator) => Promise<string>; sinks?: (name: string) => ProfileSinks | undefined; account?: string; concurrency?: number } = {},
+  options: { tokenUrl?: (emu: RunningEmulator) => Promise<string>; sinks?: (name: string) => ProfileSinks | undefined; account?: string; concurrency?: number; rate?: number } = {},
 ) {
   const clock = fakeClock();
   let mono = 0;
@@ -145,12 +145,19 @@ async function fleetWorld(
       logger: log.logger.child({ replica: id }),
       now: clock.now,
       monotonicNow: () => mono,
+      // The fleet's cap on token requests waits on this clock (both of its readings move), not in real time.
+      sleep: async (ms: number) => {
+        clock.advance(ms);
+        mono += ms;
+        await Promise.resolve();
+      },
       random: seededRandom(),
       coordinator: memoryCoordinator(redis, id, CoordinatorUnavailableError, clock.now),
       grantKey,
       fleet: { timers: false, leaseMs: DAEMON_LEASE, fallbackMs: FALLBACK },
       ...(profileSinks.size > 0 ? { profileSinks } : {}),
       ...(options.concurrency ? { concurrency: options.concurrency } : {}),
+      ...(options.rate ? { maxRenewalsPerSecond: options.rate } : {}),
     });
     const replica = { id, daemon, running: true };
     replicas.push(replica);
@@ -441,4 +448,26 @@ describe('the fleet on /metrics', () => {
       await daemon.close();
     }
   });
+});
+
+describe("the fleet's cap on token requests", () => {
+  it('is shared by the live replicas: three replicas with a cap of 3 a second send at most 3 a second between them', async () => {
+    const w = await fleetWorld(30, { rate: 3 });
+    try {
+      await w.start('a');
+      await w.start('b');
+      await w.start('c');
+      const before = w.now();
+      const first = w.emu.state.requests.length;
+      await w.sweepAll();
+      expect([...w.renewals().values()]).toEqual(w.names.map(() => 1));
+      // Each replica renews its ten or so at one a second (the cap over three), one after the other here:
+      // about 27 s of the clock; a cap of 3 a second on each replica would have taken about 9.
+      const tokens = w.emu.state.requests.slice(first).filter((r) => r.route === 'token').map((r) => r.at);
+      expect(tokens).toHaveLength(30);
+      expect(w.now() - before).toBeGreaterThanOrEqual(24_000);
+    } finally {
+      await w.close();
+    }
+  }, 60_000);
 });
