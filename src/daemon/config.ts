@@ -31,6 +31,8 @@ export interface DaemonConfig {
   readonly marginMs: number;
   /** The largest share of jitter a cycle draws: renewals start up to this much before the margin. */
   readonly jitterMs: number;
+  /** See DaemonOptions.spreadRenewals. */
+  readonly spreadRenewals: boolean;
   readonly safetyMs: number;
   readonly concurrency: number;
   readonly maxRenewalsPerSecond: number | undefined;
@@ -90,6 +92,7 @@ export function resolveDaemonConfig(options: DaemonOptions): DaemonConfig {
   return Object.freeze({
     marginMs,
     jitterMs: options.jitterMs ?? marginMs * 0.2,
+    spreadRenewals: options.spreadRenewals ?? Boolean(options.fleet),
     safetyMs: Math.min(SAFETY_WINDOW_MS, marginMs / 2),
     concurrency,
     maxRenewalsPerSecond: rate,

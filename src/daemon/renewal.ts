@@ -94,6 +94,7 @@ export class ProfileRenewer {
     if (expiresAt !== undefined) resumeAt = Math.min(resumeAt, expiresAt - config.safetyMs);
     if (resumeAt <= at) return false;
     rt.backoff = rt.backoff.waitUntil(clock.mono() + (resumeAt - at));
+    if (config.spreadRenewals) rt.spreadNext = true;
     this.#ctx.log.debug({ profile: rt.name, event: 'renewal.paused', op: 'renew', resumeAt: new Date(resumeAt).toISOString() }, `profile "${rt.name}": its Dropbox account is paused; renewing at ${new Date(resumeAt).toISOString()}`);
     return true;
   }
@@ -296,6 +297,8 @@ export class ProfileRenewer {
       return this.#settle(reason);
     }
     rt.notices?.renewalFailed({ code: failure.code, message: failure.message });
+    // Retried at a time the failure chose: the token it brings is renewed at a point spread over its window.
+    if (this.#ctx.config.spreadRenewals) rt.spreadNext = true;
     // Dropbox's limits are per linked user: the other profiles of the account wait as well (account-pause.ts).
     const account = rt.knownAccount;
     if (failure.kind === 'rate_limited' && failure.retryAfterMs !== undefined && account !== undefined) await this.#ctx.pauses.pause(account, at + failure.retryAfterMs, rt.name);

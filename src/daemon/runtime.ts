@@ -76,6 +76,12 @@ export class ProfileRuntime {
   /** This cycle's share of the jitter: the renewal starts this much before the margin. */
   jitterMs = 0;
   /**
+   * The next token held was obtained at a moment the profile did not choose (the worker started, or a renewal
+   * had failed and was retried): its renewal is drawn over its whole window, so that renewals bunched by a cold
+   * start or an outage do not stay bunched at every lifetime after. Set only when the daemon spreads renewals.
+   */
+  spreadNext = false;
+  /**
    * Failed renewals in a row, and when to try again, on the monotonic clock: a wall clock stepped back an hour
    * must not make a one-second wait last an hour (the reconcile's backoff likewise).
    */

@@ -115,6 +115,13 @@ export interface DaemonOptions {
    */
   concurrency?: number;
   /**
+   * Spread renewals over the renewal window: the first token a profile holds after its worker starts, or after
+   * a failed renewal, is renewed at a point drawn between now and its expiry less the margin, rather than within
+   * the usual jitter, so renewals bunched by a cold start or an outage are spread at the next lifetime (at the
+   * cost of one early renewal). Default true with `fleet`, false otherwise.
+   */
+  spreadRenewals?: boolean;
+  /**
    * Cap on token requests per second across profiles. Default: none. In fleet mode it is the fleet's cap, each
    * live replica taking an equal part of it, and defaults to DEFAULT_FLEET_TOKEN_REQUESTS_PER_SECOND (10).
    */

@@ -59,6 +59,7 @@ export class ProfileWorker {
   /** A worker for `entry`: its recorded state read, a token file left by an earlier run adopted or removed. */
   static async start(entry: ProfileEntry, ctx: WorkerContext): Promise<ProfileWorker> {
     const worker = new ProfileWorker(entry.name, ctx);
+    worker.#rt.spreadNext = ctx.config.spreadRenewals;
     worker.#applyEntry(entry);
     if (!worker.#rt.parked) await worker.#observeInitialState();
     // At start the newest of the store's grant and the shared record wins; the store's counts as the older.
@@ -562,6 +563,15 @@ export class ProfileWorker {
     return this.#ctx.files.unpublish(rt);
   }
 
+  /** This token's share of jitter: the usual draw, or a draw over its whole window when it is to be spread. */
+  #jitterFor(token: HeldToken): number {
+    const rt = this.#rt;
+    if (!rt.spreadNext) return drawJitter(this.#ctx);
+    rt.spreadNext = false;
+    const window = token.expiresAt - this.#now() - this.#ctx.config.marginMs;
+    return Math.max(drawJitter(this.#ctx), this.#ctx.random() * window);
+  }
+
   #holdToken(token: HeldToken): void {
     const rt = this.#rt;
     // Whatever way it came (renewed, taken from another process, adopted from the token file), the token held
@@ -570,7 +580,7 @@ export class ProfileWorker {
     clearTimeout(rt.expiryTimer);
     rt.token = token;
     rt.renewSoon = undefined;
-    rt.learnExpiry(token.expiresAt, drawJitter(this.#ctx), token.monoExpiresAt);
+    rt.learnExpiry(token.expiresAt, this.#jitterFor(token), token.monoExpiresAt);
     this.#armExpiry();
   }
 

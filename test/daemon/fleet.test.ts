@@ -114,7 +114,7 @@ interface Replica {
 
 async function fleetWorld(
   count: number,
-  options: { tokenUrl?: (emu: RunningEmulator) => Promise<string>; sinks?: (name: string) => ProfileSinks | undefined; account?: string; concurrency?: number; rate?: number } = {},
+  options: { tokenUrl?: (emu: RunningEmulator) => Promise<string>; sinks?: (name: string) => ProfileSinks | undefined; account?: string; concurrency?: number; rate?: number; spread?: boolean } = {},
 ) {
   const clock = fakeClock();
   let mono = 0;
@@ -158,6 +158,8 @@ async function fleetWorld(
       ...(profileSinks.size > 0 ? { profileSinks } : {}),
       ...(options.concurrency ? { concurrency: options.concurrency } : {}),
       ...(options.rate ? { maxRenewalsPerSecond: options.rate } : {}),
+      // Counted renewal by renewal here; the spreading has a test of its own.
+      spreadRenewals: options.spread ?? false,
     });
     const replica = { id, daemon, running: true };
     replicas.push(replica);
@@ -470,4 +472,39 @@ describe("the fleet's cap on token requests", () => {
       await w.close();
     }
   }, 60_000);
+});
+
+describe('renewals spread over the renewal window', () => {
+  const windows = (ats: number[], from: number, to: number, size: number): number[] => {
+    const counts: number[] = [];
+    for (let start = from; start + size <= to; start += size) counts.push(ats.filter((at) => at >= start && at < start + size).length);
+    return counts;
+  };
+
+  it('after a cold start of every replica, the next lifetime has no 10-minute window above twice the average', async () => {
+    for (const spread of [false, true]) {
+      const w = await fleetWorld(240, { spread, rate: 1_000 });
+      try {
+        for (const id of ['a', 'b', 'c']) await w.start(id);
+        await w.sweepAll();
+        const first = w.emu.state.requests.length;
+        const from = w.now();
+        await w.advance(8 * HOUR);
+        const ats = w.emu.state.requests.slice(first).filter((r) => r.route === 'token').map((r) => r.at);
+        // The second lifetime on: the first cycle after the cold start is where the spreading happens.
+        const counts = windows(ats, from + 4 * HOUR, from + 8 * HOUR, 10 * MINUTE);
+        const average = counts.reduce((a, b) => a + b, 0) / counts.length;
+        if (spread) {
+          expect(Math.max(...counts)).toBeLessThanOrEqual(2 * average);
+          // At the cost of one early renewal per profile at most.
+          for (const n of w.renewals().values()) expect(n).toBeLessThanOrEqual(4);
+        } else {
+          // Without it the cold start's bunch comes back at every lifetime.
+          expect(Math.max(...counts)).toBeGreaterThan(5 * average);
+        }
+      } finally {
+        await w.close();
+      }
+    }
+  }, 120_000);
 });
