@@ -199,15 +199,17 @@ export function registerSecrets(...values: (string | undefined)[]): void {
  * Makes `redact` cut out `value`, in every form, in place of what `slot` held before (undefined: nothing any
  * more). For a secret learnt anew again and again, such as each access token of one profile: the registry holds
  * one value per slot, not every value the process has seen. A form also registered by `registerSecrets` stays.
+ * With `keepReplaced`, a different value replacing the slot's leaves the old one registered for good (a grant read
+ * anew: the old one may still be in use somewhere); only an explicit release (undefined) lets it go.
  */
-export function registerSlotSecret(slot: string, value: string | undefined): void {
+export function registerSlotSecret(slot: string, value: string | undefined, options: { keepReplaced?: boolean } = {}): void {
   const previous = slots.get(slot);
   // The token held again (renewed, then held by the worker): nothing changes.
   if (previous && value && previous[0]?.length === value.length && previous[0].digest === digestOf(value)) return;
   const forms = value && value.length >= MIN_SECRET_LENGTH ? registryForms(formsOf(value)) : [];
   // The new forms first: one the old value shares is never unregistered in between.
   add(forms, 1);
-  if (previous) release(previous);
+  if (previous && !(options.keepReplaced && value)) release(previous);
   if (forms.length > 0) slots.set(slot, forms);
   else slots.delete(slot);
 }

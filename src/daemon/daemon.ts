@@ -22,9 +22,42 @@ import type { DaemonOptions, DaemonStatus, ProfileEntry, RunningDaemon, SweepEnt
 import { GrantSharing } from './grant-sharing.js';
 import { DEFAULT_FLEET_FALLBACK_MS, DEFAULT_FLEET_TOKEN_REQUESTS_PER_SECOND, Fleet } from './fleet.js';
 import { AccountPauses } from './account-pause.js';
+import { registerSlotSecret } from '../redact.js';
+import { refreshTokenSlot } from '../sync/profile-session.js';
 import { FamilyListings } from '../sync/family-listing.js';
 import { ProfileWorker } from './worker.js';
 import type { WorkerContext } from './worker-context.js';
+
+/** How many daemons of this process serve each profile (hold its worker): a redaction is released at none. */
+const servedInProcess = new Map<string, number>();
+
+/** A daemon's workers by profile, counted in `servedInProcess` while the daemon runs. */
+class Workers extends Map<string, ProfileWorker> {
+  #counted = true;
+
+  override set(name: string, worker: ProfileWorker): this {
+    if (this.#counted && !this.has(name)) servedInProcess.set(name, (servedInProcess.get(name) ?? 0) + 1);
+    return super.set(name, worker);
+  }
+
+  override delete(name: string): boolean {
+    if (this.#counted && this.has(name)) uncount(name);
+    return super.delete(name);
+  }
+
+  /** The daemon stopped: its workers no longer count (they stay listed for a last status). */
+  uncountAll(): void {
+    if (!this.#counted) return;
+    this.#counted = false;
+    for (const name of this.keys()) uncount(name);
+  }
+}
+
+function uncount(name: string): void {
+  const left = (servedInProcess.get(name) ?? 1) - 1;
+  if (left > 0) servedInProcess.set(name, left);
+  else servedInProcess.delete(name);
+}
 
 /**
  * Beyond the shutdown timeout, what closing the rest may take in all: a part that takes longer (a coordinator
@@ -46,7 +79,7 @@ export class Daemon implements RunningDaemon {
   readonly #config: DaemonConfig;
   readonly #log: Logger;
   readonly #clock: DaemonClock;
-  readonly #workers = new Map<string, ProfileWorker>();
+  readonly #workers = new Workers();
   readonly #shutdown = new AbortController();
   readonly #metrics: DaemonMetrics;
   readonly #ctx: WorkerContext;
@@ -71,8 +104,12 @@ export class Daemon implements RunningDaemon {
   #publishedCheckNext: Promise<void> | undefined;
   /** The profiles have been started: the socket, open before them, answers for them from now on. */
   #started = false;
-  /** Every profile configured, served here or not (fleet mode serves only this replica's share of the shared ones). */
-  #entries = new Map<string, ProfileEntry>();
+  /**
+   * Every profile configured, served here or not (fleet mode serves only this replica's share of the shared
+   * ones). A shared profile another replica serves is held as its name alone (undefined) when the daemon can load
+   * a profile by itself (`loadProfile`): loaded again when taken, its grant is not kept on this replica's heap.
+   */
+  #entries = new Map<string, ProfileEntry | undefined>();
   /** Fleet mode's membership and shares; undefined without a fleet. */
   readonly #fleet: Fleet | undefined;
   #fleetSync: Promise<void> | undefined;
@@ -219,7 +256,10 @@ export class Daemon implements RunningDaemon {
       for (const entry of initial) {
         if (this.#entries.has(entry.name)) continue;
         this.#entries.set(entry.name, entry);
-        if (!this.#serves(entry.name)) continue;
+        if (!this.#serves(entry.name)) {
+          this.#letGo(entry.name);
+          continue;
+        }
         this.#workers.set(entry.name, await ProfileWorker.start(entry, this.#ctx));
       }
       if (fleet) {
@@ -331,8 +371,7 @@ export class Daemon implements RunningDaemon {
   async reauthorized(profile: string, grant: ReauthorizedGrant): Promise<ReauthorizationResult> {
     const worker = this.#workers.get(profile);
     if (this.#closing) return { stored: false, error: 'the daemon is stopping' };
-    const entry = this.#entries.get(profile);
-    if (!worker && !(this.#fleet && entry)) return { stored: false, error: `the daemon does not serve profile "${profile}"` };
+    if (!worker && !(this.#fleet && this.#entries.has(profile))) return { stored: false, error: `the daemon does not serve profile "${profile}"` };
     try {
       if (worker) return await worker.reauthorized(grant, REAUTH_CHECK_TIMEOUT_MS);
       // A fleet's page may be reached on any replica: one that does not own the profile completes the loop with
@@ -340,15 +379,18 @@ export class Daemon implements RunningDaemon {
       // service's check, so the person sees the loop closed), and shares the grant, sealed, which the owner takes.
       if (this.#visiting.has(profile)) return { stored: false, error: `a re-authorization of profile "${profile}" is being completed here already` };
       this.#visiting.add(profile);
-      const visiting = await ProfileWorker.start(entry as ProfileEntry, this.#ctx).catch((error: unknown) => {
-        this.#visiting.delete(profile);
-        throw error;
-      });
+      const visiting = await this.#entryOf(profile)
+        .then((entry) => ProfileWorker.start(entry, this.#ctx))
+        .catch((error: unknown) => {
+          this.#visiting.delete(profile);
+          throw error;
+        });
       try {
         return await visiting.reauthorized(grant, REAUTH_CHECK_TIMEOUT_MS);
       } finally {
         this.#visiting.delete(profile);
         await visiting.dispose({ keepPublished: false });
+        if (!this.#workers.has(profile)) this.#letGo(profile);
       }
     } catch (error) {
       return { stored: false, error: classifyFailure(error).message };
@@ -387,6 +429,7 @@ export class Daemon implements RunningDaemon {
       const worker = this.#workers.get(entry.name);
       if (worker) await worker.apply(entry);
       else if (this.#serves(entry.name)) this.#workers.set(entry.name, await ProfileWorker.start(entry, this.#ctx));
+      else this.#letGo(entry.name);
     }
     this.#log.info({ event: 'daemon.reloaded', op: 'load', profiles: [...this.#workers.keys()] }, 'profiles reloaded');
   }
@@ -446,25 +489,53 @@ export class Daemon implements RunningDaemon {
     const generation = (this.#fleet as Fleet).generation;
     if (generation === this.#matched) return;
     this.#matched = generation;
-    const taken: ProfileEntry[] = [];
+    const taken: string[] = [];
     const given: ProfileWorker[] = [];
-    for (const [name, entry] of this.#entries) {
+    for (const name of this.#entries.keys()) {
       const worker = this.#workers.get(name);
       const serves = this.#serves(name);
-      if (serves && !worker) taken.push(entry);
+      if (serves && !worker) taken.push(name);
       else if (!serves && worker) given.push(worker);
     }
     if (taken.length === 0 && given.length === 0) return;
     for (const worker of given) this.#workers.delete(worker.name);
-    await eachBounded(given, this.#config.concurrency, (worker) => worker.dispose({ keepPublished: false }));
-    await eachBounded(taken, this.#config.concurrency, async (entry) => {
-      if (this.#closing || this.#workers.has(entry.name) || this.#entries.get(entry.name) !== entry) return;
-      this.#workers.set(entry.name, await ProfileWorker.start(entry, this.#ctx));
+    await eachBounded(given, this.#config.concurrency, async (worker) => {
+      await worker.dispose({ keepPublished: false });
+      if (!this.#workers.has(worker.name)) this.#letGo(worker.name);
+    });
+    const entries = this.#entries;
+    await eachBounded(taken, this.#config.concurrency, async (name) => {
+      if (this.#closing || this.#workers.has(name) || this.#entries !== entries || !entries.has(name)) return;
+      const entry = await this.#entryOf(name);
+      // A reload while it loaded has the say.
+      if (this.#closing || this.#workers.has(name) || this.#entries !== entries) return;
+      this.#workers.set(name, await ProfileWorker.start(entry, this.#ctx));
     });
     this.#log.info(
       { event: 'fleet.share_changed', op: 'coordinate', taken: taken.length, given: given.length, served: this.#workers.size },
       `this replica took ${taken.length} shared profile${taken.length === 1 ? '' : 's'} and handed over ${given.length}; it serves ${this.#workers.size} now`,
     );
+  }
+
+  /**
+   * A shared profile this replica does not serve is held as its name alone, when the daemon can load it again
+   * by itself: its grant leaves the heap, and the redaction of its refresh token (registered by the load, in the
+   * profile's slot) with it. A replica holds the grants of its share, not of the fleet's.
+   */
+  #letGo(name: string): void {
+    if (!this.#fleet || !this.#options.loadProfile || !this.#shared(name) || this.#visiting.has(name)) return;
+    if (this.#entries.get(name) === undefined) return;
+    this.#entries.set(name, undefined);
+    // Another daemon of this process (several in one program, or a test) may serve it: its redaction stays then.
+    if (!servedInProcess.has(name)) registerSlotSecret(refreshTokenSlot(name), undefined);
+  }
+
+  /** The profile's entry: as held, or loaded again (a profile this replica let go and now takes). */
+  async #entryOf(name: string): Promise<ProfileEntry> {
+    const held = this.#entries.get(name);
+    if (held) return held;
+    const load = this.#options.loadProfile as NonNullable<DaemonOptions['loadProfile']>;
+    return load(name).catch((error: unknown) => ({ name, error: error instanceof Error ? error : new Error(String(error)) }));
   }
 
   #fleetView(): NonNullable<DaemonStatus['fleet']> {
@@ -527,6 +598,7 @@ export class Daemon implements RunningDaemon {
   }
 
   async #disposeWorkers(): Promise<void> {
+    this.#workers.uncountAll();
     for (const worker of this.#workers.values()) {
       try {
         await worker.dispose({ keepPublished: true });

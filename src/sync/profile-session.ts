@@ -15,7 +15,7 @@ import { ExitCode, SyncauthError } from '../errors.js';
 import { configFileOf, readConfigFile } from '../profile/config-file.js';
 import { openProfileStore, type ProfileState, type ProfileStore } from '../profile/index.js';
 import { remedyHint } from '../remedy.js';
-import { registerAppCredentials, registerSecrets } from '../redact.js';
+import { registerAppCredentials, registerSecrets, registerSlotSecret } from '../redact.js';
 import { recoverInterruptedSetup } from './setup-journal.js';
 
 /** What opening a profile and reading its secrets has to say; none of it carries a secret's value. */
@@ -251,9 +251,16 @@ export async function readSecrets(session: ProfileSession, options: { readStore?
     });
   }
   const secrets = { ...(storeHasSome ? {} : fromDotenv), ...fromStore, ...fromEnv };
-  registerSecrets(secrets.refreshToken, secrets.apiKey);
+  registerSecrets(secrets.apiKey);
+  // The profile's own slot: a daemon that lets the profile go (a fleet replica that does not serve it) releases it.
+  registerSlotSecret(refreshTokenSlot(session.name), secrets.refreshToken, { keepReplaced: true });
   registerAppCredentials(secrets.appKey, secrets.appSecret);
   return secrets;
+}
+
+/** Where a profile's refresh token, as read from its store, is registered with the redaction. */
+export function refreshTokenSlot(profile: string): string {
+  return `refresh-token:${profile}`;
 }
 
 /** The Dropbox grant and the app credentials a renewal needs. */
