@@ -378,6 +378,34 @@ describe.skipIf(availability.skip)('three `syncauth daemon --fleet` processes ov
       for (const name of names) expect((renewed2.get(name) as number) + (adopted2.get(name) as number), name).toBe(share2.includes(name) ? 1 : 0);
     }), 120_000);
 
+  it('a replica stopped cleanly (SIGTERM, as a rolling update does): the other two take its profiles at once, not a lease later', () =>
+    telling(async () => {
+      const before = await settled(fleet);
+      const [a, leaving, c] = fleet as [Replica, Replica, Replica];
+      const share = shareOf(before, leaving);
+      const id = before.views.get(leaving)?.fleet?.replica as string;
+      const { until } = JSON.parse((await writer.hget(MEMBERS_HASH, id)) as string) as { until: number };
+      const counted = renewals();
+      const at = Date.now();
+      leaving.signal('SIGTERM');
+      expect(await leaving.exited).toBe(0);
+      fleet = [a, c];
+      const after = await settled(fleet, LEASE_MS + 30_000);
+      // Taken on the record it left behind, well before the lease its last heartbeat bought had run out.
+      for (const survivor of fleet) {
+        const dropped = survivor.events('fleet.members', at).find((l) => l.members === 2);
+        expect(Date.parse(String(dropped?.time)), `${survivor.name} saw it leave`).toBeLessThan(until);
+      }
+      const renewed = since(counted);
+      const adopted = adoptions(fleet, at);
+      for (const name of names) expect((renewed.get(name) as number) + (adopted.get(name) as number), name).toBe(share.includes(name) ? 1 : 0);
+      for (const survivor of fleet) expect(shareOf(after, survivor)).toEqual(expect.arrayContaining(shareOf(before, survivor)));
+      console.log(`SIGTERM: ${share.length} profiles taken ${Date.now() - at} ms after the signal (its lease had ${until - at} ms to run)`);
+      const fresh = startReplica();
+      fleet = [a, c, fresh];
+      await settled(fleet, 30_000);
+    }), 90_000);
+
   it('a replica stopped past its lease: its profiles are taken meanwhile; resumed, it renews none of them again, and serves its share', () =>
     telling(async () => {
       const before = await settled(fleet);
@@ -387,8 +415,14 @@ describe.skipIf(availability.skip)('three `syncauth daemon --fleet` processes ov
       const counted = renewals();
       const at = Date.now();
       stopped.signal('SIGSTOP');
-      // The other two hold every profile between them once its lease has run out.
+      const id = before.views.get(stopped)?.fleet?.replica as string;
+      const { until } = JSON.parse((await writer.hget(MEMBERS_HASH, id)) as string) as { until: number };
+      // The other two hold every profile between them once its lease has run out, and not before.
       const meanwhile = await settled(others, LEASE_MS + 30_000);
+      for (const other of others) {
+        const dropped = other.events('fleet.members', at).find((l) => l.members === 2);
+        expect(Date.parse(String(dropped?.time)), `${other.name} counted it gone`).toBeGreaterThanOrEqual(until - 5);
+      }
       const takenBy = new Map(share.map((name) => [name, meanwhile.holders.get(name)?.[0]?.name]));
       expect([...takenBy.values()].every((holder) => holder !== undefined)).toBe(true);
       const resumedAt = Date.now();
