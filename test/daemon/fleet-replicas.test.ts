@@ -209,8 +209,8 @@ describe.skipIf(availability.skip)('three `syncauth daemon --fleet` processes ov
       const views = [...shot.views.values()];
       const served = views.reduce((sum, view) => sum + (view.fleet?.served ?? 0), 0);
       const ok =
-        views.every((v) => v.status === 200 && v.ready && v.fleet?.members === group.length && v.fleet.mode === 'shares' && v.fleet.shared === PROFILES) &&
-        served === PROFILES &&
+        views.every((v) => v.status === 200 && v.ready && v.fleet?.members === group.length && v.fleet.mode === 'shares' && v.fleet.shared === names.length) &&
+        served === names.length &&
         [...shot.holders.values()].every((h) => h.length === 1);
       return ok ? shot : undefined;
     }, timeoutMs);
@@ -228,6 +228,23 @@ describe.skipIf(availability.skip)('three `syncauth daemon --fleet` processes ov
     });
   }
 
+  /** Writes the profile into the shared config dir through the package's stores, as setup does. */
+  async function store(name: string): Promise<void> {
+    const grant = grants.get(name) as DaemonGrant;
+    const secrets = openSecretStore({ kind: 'file', configDir: home.configDir, storeKey: home.storeKey, env: {} });
+    await secrets.set(name, { app_key: grant.appKey, app_secret: grant.appSecret, refresh_token: grant.refreshToken, api_key: DEFAULT_EMULATOR_API_KEY });
+    await openProfileStore(home.configDir).update(name, () => ({
+      baseUrl: emu.url,
+      remoteUrl: 'dropbox://data',
+      recursive: false,
+      access: 'read',
+      connectorName: `conn-${name}`,
+      authorizeUrl: emu.authorizeUrl,
+      tokenUrl: emu.tokenUrl,
+      dropboxApiUrl: emu.apiUrl,
+    }));
+  }
+
   beforeAll(async () => {
     redis = await startRedisServer(availability);
     writer = new Redis(redis.url, { lazyConnect: true, maxRetriesPerRequest: 1, enableOfflineQueue: false });
@@ -238,22 +255,7 @@ describe.skipIf(availability.skip)('three `syncauth daemon --fleet` processes ov
     for (const name of names) grants.set(name, await obtainGrant(emu));
     // The config dir as setup leaves it: the grant and the API key in the file store, the rest in the state.
     home = newHome();
-    const secrets = openSecretStore({ kind: 'file', configDir: home.configDir, storeKey: home.storeKey, env: {} });
-    const state = openProfileStore(home.configDir);
-    for (const name of names) {
-      const grant = grants.get(name) as DaemonGrant;
-      await secrets.set(name, { app_key: grant.appKey, app_secret: grant.appSecret, refresh_token: grant.refreshToken, api_key: DEFAULT_EMULATOR_API_KEY });
-      await state.update(name, () => ({
-        baseUrl: emu.url,
-        remoteUrl: 'dropbox://data',
-        recursive: false,
-        access: 'read',
-        connectorName: `conn-${name}`,
-        authorizeUrl: emu.authorizeUrl,
-        tokenUrl: emu.tokenUrl,
-        dropboxApiUrl: emu.apiUrl,
-      }));
-    }
+    for (const name of names) await store(name);
     env = {
       PATH: process.env.PATH ?? '/usr/bin:/bin',
       SYNCAUTH_CONFIG_DIR: home.configDir,
@@ -425,6 +427,8 @@ describe.skipIf(availability.skip)('three `syncauth daemon --fleet` processes ov
       }
       const takenBy = new Map(share.map((name) => [name, meanwhile.holders.get(name)?.[0]?.name]));
       expect([...takenBy.values()].every((holder) => holder !== undefined)).toBe(true);
+      // Stopped for longer than a whole lease, whenever its last heartbeat was.
+      await sleep(Math.max(0, at + LEASE_MS + 1_000 - Date.now()));
       const resumedAt = Date.now();
       stopped.signal('SIGCONT');
       const after = await settled(fleet, 30_000);
@@ -449,6 +453,27 @@ describe.skipIf(availability.skip)('three `syncauth daemon --fleet` processes ov
         `after SIGCONT the resumed replica renewed ${byResumed.size}, logged ${stopped.events('fleet.lease_lapsed', resumedAt).length} lease_lapsed; ` +
         `renewals since the stop ${[...renewed.values()].reduce((x, y) => x + y, 0)}`);
     }), 120_000);
+
+  it('a profile set up while the fleet runs, then SIGHUP to every replica: one of them serves it, renewed once', () =>
+    telling(async () => {
+      await settled(fleet);
+      const counted = renewals();
+      const added = `f${String(names.length).padStart(2, '0')}`;
+      grants.set(added, await obtainGrant(emu));
+      await store(added);
+      names.push(added);
+      counted.set(added, 0);
+      const at = Date.now();
+      for (const replica of fleet) replica.signal('SIGHUP');
+      for (const replica of fleet) await waitFor(`${replica.name} to reload`, () => (replica.events('daemon.reloaded', at).length > 0 ? true : undefined), 30_000);
+      const after = await settled(fleet, 30_000);
+      expect(after.holders.get(added)).toHaveLength(1);
+      await waitFor(`${added} renewed`, () => (renewals().get(added) === 1 ? true : undefined), 15_000);
+      await sleep(2_000);
+      const renewed = since(counted);
+      for (const name of names) expect(renewed.get(name), name).toBe(name === added ? 1 : 0);
+      await waitFor('every connector to hold its profile\'s live token', () => (connectorsFresh() ? true : undefined), 30_000);
+    }), 90_000);
 
   it('300 fields flooded into the members\' hash: the replicas keep what they owned, still ready, and return to their shares once it is gone', () =>
     telling(async () => {
@@ -495,10 +520,10 @@ describe.skipIf(availability.skip)('three `syncauth daemon --fleet` processes ov
         }
         await sleep(100);
       }
-      for (const replica of fleet) expect(most.get(replica), replica.name).toBeLessThan(PROFILES);
+      for (const replica of fleet) expect(most.get(replica), replica.name).toBeLessThan(names.length);
       const after = await settled(fleet);
       for (const replica of fleet) expect(shareOf(after, replica)).toEqual(shareOf(before, replica));
-      expect(tokenRequests(emu) - requests).toBeLessThan(PROFILES);
+      expect(tokenRequests(emu) - requests).toBeLessThan(names.length);
       expect([...since(counted).values()]).toEqual(names.map(() => 0));
       console.log(`members' hash deleted: most profiles held by one replica meanwhile ${Math.max(...most.values())} (share before ${Math.max(...fleet.map((r) => shareOf(before, r).length))})`);
     }), 60_000);
@@ -521,7 +546,7 @@ describe.skipIf(availability.skip)('three `syncauth daemon --fleet` processes ov
       for (const replica of fleet) {
         await waitFor(`${replica.name} to serve every profile`, async () => {
           const v = await replica.readyz();
-          return v.fleet?.mode === 'all' && v.status === 200 && Object.keys(v.profiles).length === PROFILES && Object.values(v.profiles).every((p) => p.ready) ? v : undefined;
+          return v.fleet?.mode === 'all' && v.status === 200 && Object.keys(v.profiles).length === names.length && Object.values(v.profiles).every((p) => p.ready) ? v : undefined;
         }, FALLBACK_MS + 30_000);
       }
       const allMs = Date.now() - at;
