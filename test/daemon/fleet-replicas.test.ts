@@ -563,6 +563,9 @@ describe.skipIf(availability.skip)('three `syncauth daemon --fleet` processes ov
       // Through all of it, no replica wrote a token or a key.
       const secrets = [...emu.state.accessTokens.keys(), ...[...grants.values()].flatMap((g) => [g.refreshToken, g.appSecret]), env.SYNCAUTH_GRANT_KEY, env.SYNCAUTH_STORE_KEY] as string[];
       for (const replica of everyone) for (const secret of secrets) expect(replica.output().includes(secret), `${replica.name} wrote a secret`).toBe(false);
+      const writes = emu.state.requests.filter((r) => r.route === 'sources' && r.method !== 'GET' && r.status < 300).length;
+      const calls = emu.state.requests.filter((r) => r.route !== 'token').length;
+      console.log(`whole run: ${tokenRequests(emu)} token requests (${names.length} of them code exchanges), ${writes} connector writes, ${calls} other calls to the emulator`);
       console.log(`Redis killed: every replica in mode all after ${allMs} ms (bound ${FALLBACK_MS} ms); renewals meanwhile ` +
         `${[...meanwhile.values()].reduce((x, y) => x + y, 0)}, taken from the store ${[...adoptions(fleet, at).values()].reduce((x, y) => x + y, 0)}; back to shares ${Date.now() - backAt} ms after Redis returned`);
     }), 120_000);
