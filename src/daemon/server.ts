@@ -42,6 +42,7 @@ export async function startHealthServer(listen: { host: string; port: number }, 
         ready: status.ready,
         ...(status.coordinator ? { coordinator: status.coordinator.available ? 'available' : 'unreachable' } : {}),
         ...(status.checks ? { checks: status.checks } : {}),
+        // A fleet replica's place in it: the replicas it counts live, its mode, how many shared profiles it serves.
         ...(status.fleet ? { fleet: status.fleet } : {}),
         profiles: Object.fromEntries(
           status.profiles.map((p) => [p.name, { ready: p.ready, ...(p.reason ? { reason: p.reason } : {}), expiresAt: p.expiresAt ?? null, ...(p.check?.off ? { checksOff: p.check.off } : {}) }]),
