@@ -131,14 +131,27 @@ export class Fleet {
     this.#lastOwnedMembers = this.#members;
     this.#upSince = this.#mono();
     if (options.timers !== false) {
-      this.#timer = setInterval(() => void this.tick(), Math.max(50, Math.floor(this.leaseMs / 3)));
+      this.#timer = setInterval(() => void this.tick(), this.heartbeatMs);
       this.#timer.unref();
     }
   }
 
-  /** Joins: the first heartbeat and look at the members. A backend that does not answer starts the outage's clock. */
+  /**
+   * Joins: the first heartbeat and look at the members, then (with timers) one heartbeat's wait and another look,
+   * so that replicas started together see each other before any computes its share: otherwise the first to join
+   * would renew every profile and the others their shares again. A backend that does not answer starts the
+   * outage's clock.
+   */
   async start(): Promise<void> {
     await this.tick();
+    if (!this.#timer || this.#closed) return;
+    await new Promise((resolve) => setTimeout(resolve, this.heartbeatMs));
+    await this.tick();
+  }
+
+  /** How often the heartbeat runs: a third of the lease. */
+  get heartbeatMs(): number {
+    return Math.max(50, Math.floor(this.leaseMs / 3));
   }
 
   /** One heartbeat and one look at the members; at most one runs at a time. */
