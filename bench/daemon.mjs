@@ -90,6 +90,16 @@ export function emulatorChild(workspaces, { tokenLifetimeSeconds } = {}) {
             proc.send({ serviceCalls: since });
           });
         },
+        /**
+         * The token endpoint's requests from the `since`-th request on: how many, how many answered 200, the
+         * grants they renewed (distinct), the most one grant was renewed, and `next`, the `since` of the next call.
+         */
+        tokenCalls(since = 0) {
+          return new Promise((done) => {
+            proc.once('message', done);
+            proc.send({ tokenCalls: since });
+          });
+        },
         async close() {
           const exited = new Promise((done) => proc.once('exit', done));
           proc.send({ close: true });
@@ -253,6 +263,22 @@ function serviceCallsSince(requests, since) {
   return { next: requests.length, count, bytes, calls };
 }
 
+function tokenCallsSince(requests, since) {
+  const perGrant = new Map();
+  let count = 0;
+  let ok = 0;
+  for (const r of requests.slice(since)) {
+    if (r.route !== 'token') continue;
+    count += 1;
+    if (r.status !== 200) continue;
+    ok += 1;
+    if (r.grantId !== undefined) perGrant.set(r.grantId, (perGrant.get(r.grantId) ?? 0) + 1);
+  }
+  let most = 0;
+  for (const n of perGrant.values()) most = Math.max(most, n);
+  return { next: requests.length, count, ok, grants: perGrant.size, most };
+}
+
 function outcomeNote(outcomes, n, reconcile) {
   const problems = Object.entries(outcomes).filter(([k, v]) => k !== 'renewed' && !k.startsWith('reconcile:') && v > 0);
   if (outcomes.renewed !== n) problems.unshift(['renewed', outcomes.renewed]);
@@ -321,6 +347,7 @@ const roles = {
     process.on('message', (message) => {
       if (message.cpu) process.send(process.cpuUsage());
       if (message.serviceCalls !== undefined) process.send(serviceCallsSince(emu.state.requests, message.serviceCalls));
+      if (message.tokenCalls !== undefined) process.send(tokenCallsSince(emu.state.requests, message.tokenCalls));
       if (message.close) void emu.close().then(() => process.exit(0));
     });
     process.on('disconnect', () => void emu.close().then(() => process.exit(0)));

@@ -16,6 +16,7 @@ import { printStored, scalingRow, storedRows } from './stored.mjs';
 import { noticeRows, printNotice } from './notice.mjs';
 import { printReconcile, reconcileRows } from './reconcile.mjs';
 import { printRedaction, redactionRows } from './redaction.mjs';
+import { fleetRows, printFleet } from './fleet.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 // BENCH_ONLY=reconcile prints the last table alone (the stored path with each profile's connector in one workspace).
@@ -36,6 +37,12 @@ if (process.env.BENCH_ONLY === 'notice') {
 // BENCH_ONLY=redaction prints the value redaction's registry and the heap over a simulated week alone.
 if (process.env.BENCH_ONLY === 'redaction') {
   printRedaction(await redactionRows());
+  process.exit(0);
+}
+// BENCH_ONLY=fleet prints fleet mode's table alone (1 and 3 replicas against one daemon; BENCH_FLEET_SIZES=1000 to shorten it).
+const fleetLog = (line) => console.error(line);
+if (process.env.BENCH_ONLY === 'fleet') {
+  printFleet(await fleetRows({ log: fleetLog }));
   process.exit(0);
 }
 const MiB = 1024 * 1024;
@@ -286,3 +293,6 @@ printNotice(await noticeRows());
 
 // The value redaction's registry and the daemon's heap across a simulated week of renewals.
 printRedaction(await redactionRows());
+
+// Fleet mode: N shared profiles renewed from a cold start by 1 and by 3 replicas over one Redis, against one daemon.
+printFleet(await fleetRows({ log: fleetLog }));

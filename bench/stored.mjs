@@ -83,8 +83,11 @@ function hash(text) {
 }
 
 const roles = {
-  /** Writes `names` into `dir` through the package's stores, sixteen at a time. */
-  async generate({ dir, names, refreshTokens, app, urls, bus }) {
+  /**
+   * Writes `names` into `dir` through the package's stores, sixteen at a time. With `accountId`, the state records
+   * that Dropbox account (the grants' own), for a daemon whose token checks compare it with the token's.
+   */
+  async generate({ dir, names, refreshTokens, app, urls, bus, accountId }) {
     const { openFileSecretStore, openSecretStore } = await dist('credentials/index.js');
     const { openProfileStore } = await dist('profile/index.js');
     const secrets = bus
@@ -98,7 +101,7 @@ const roles = {
         const i = next++;
         const name = names[i];
         await secrets.set(name, { app_key: app.appKey, app_secret: app.appSecret, refresh_token: refreshTokens[i] });
-        await state.update(name, () => ({ ...stateLike(name, urls), secretsVersion: randomUUID() }));
+        await state.update(name, () => ({ ...stateLike(name, urls), ...(accountId ? { accountId } : {}), secretsVersion: randomUUID() }));
       }
     }));
     return { written: names.length };
