@@ -6,7 +6,8 @@
 //
 // - the floor: one `syncauth daemon` (no fleet, no Redis) over a copy of the dir, run before the fleet's runs and
 //   again after them (the wall's floor is the mean of the two: 2 shared cores, whose load moves meanwhile);
-// - 1 replica: `syncauth daemon --fleet --redis-url … --listen 127.0.0.1:0` over another copy;
+// - 1 replica: `syncauth daemon --fleet --redis-url … --listen 127.0.0.1:0 --max-renewals-per-second 1000` over
+//   another copy (the fleet's cap lifted, as the floor has none; a replica also waits a heartbeat, 10 s, on joining);
 // - 3 replicas: three such processes over one more copy, shared by all three as a shared volume would be,
 //   started together (each joins while the others load or join: the race of a cold start), Redis emptied first.
 //
@@ -227,7 +228,9 @@ export async function fleetRows({ sizes = SIZES, log = () => {} } = {}) {
           execFileSync('cp', ['-a', pristine, dir]);
           return dir;
         };
-        const fleetArgs = ['--fleet', '--redis-url', redis.url, '--listen', '127.0.0.1:0'];
+        // The fleet's cap on token requests (10 a second unless set) would make the cold start N / 10 seconds: set
+        // far above what the machine reaches, as the floor has none, so that the rows compare the work itself.
+        const fleetArgs = ['--fleet', '--redis-url', redis.url, '--listen', '127.0.0.1:0', '--max-renewals-per-second', '1000'];
         const fleetEnv = { SYNCAUTH_GRANT_KEY: grantKey };
 
         const floor = await timedRun({ emulator, dir: copy('floor'), n, count: 1, args: ['--listen', '127.0.0.1:0'], env: {} });
