@@ -774,8 +774,12 @@ describe('the manifests run the real CLI', () => {
       }, 45_000);
       await settled(listens, replicas);
       for (const listen of listens) {
-        const ready = await fetch(`${listen}${fleetSyncauth.readinessProbe?.httpGet?.path ?? ''}`);
-        expect(ready.status).toBe(200);
+        // Each share's profiles are renewed within the fleet's cap on token requests (its part of 10 a second):
+        // ready once they are.
+        const ready = await waitFor('the replica ready', async () => {
+          const answer = await fetch(`${listen}${fleetSyncauth.readinessProbe?.httpGet?.path ?? ''}`);
+          return answer.status === 200 ? answer : undefined;
+        }, 45_000);
         // What the operator reads there: this replica's view of the fleet.
         expect(((await ready.json()) as { fleet?: unknown }).fleet).toMatchObject({ members: replicas, mode: 'shares', shared: names.length });
       }
