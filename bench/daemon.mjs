@@ -452,3 +452,13 @@ const roles = {
 };
 
 if (process.argv[1] === self && process.argv[2] in roles) serveRole(roles, process.argv[2], { keepRunning: ['emulator'] });
+
+/** Resident memory of a live process, bytes (VmRSS from /proc), or NaN where /proc is not there. */
+export function rssOf(pid) {
+  try {
+    const kb = /^VmRSS:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
+    return kb === undefined ? NaN : Number(kb) * 1024;
+  } catch {
+    return NaN;
+  }
+}

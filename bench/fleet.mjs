@@ -28,7 +28,7 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { URLSearchParams, fileURLToPath, pathToFileURL } from 'node:url';
-import { child, emulatorChild, makeGrants } from './daemon.mjs';
+import { child, emulatorChild, makeGrants, rssOf } from './daemon.mjs';
 import { findRedisServer, startRedisProcess } from '../test/helpers/redis-server.mjs';
 
 const self = fileURLToPath(import.meta.url);
@@ -49,15 +49,6 @@ const SETTLE_MS = 5_000;
 const RUN_TIMEOUT_MS = 20 * 60_000;
 const MiB = 1024 * 1024;
 
-/** Resident memory of a live process, bytes (VmRSS), or NaN. */
-function rssOf(pid) {
-  try {
-    const kb = /^VmRSS:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
-    return kb === undefined ? NaN : Number(kb) * 1024;
-  } catch {
-    return NaN;
-  }
-}
 
 /**
  * One daemon process over `dir`: its stdout read line by line for the listen address and its renewals, and its

@@ -10,7 +10,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import ts from 'typescript';
-import { daemonRows, makeGrants } from './daemon.mjs';
+import { daemonRows, makeGrants, rssOf } from './daemon.mjs';
 import { floorRows } from './floor.mjs';
 import { printStored, scalingRow, storedRows } from './stored.mjs';
 import { noticeRows, printNotice } from './notice.mjs';
@@ -119,15 +119,6 @@ async function timeSetup(baseEnv, redirectUri) {
   return elapsed;
 }
 
-/** Resident memory of a process (kB from /proc), or NaN where /proc is not there. */
-function rssOf(pid) {
-  try {
-    const kb = /^VmRSS:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
-    return kb === undefined ? NaN : Number(kb) * 1024;
-  } catch {
-    return NaN;
-  }
-}
 
 /**
  * Resident memory of `args` run as a child once it is idle: after `ready` resolves (the daemon answers
