@@ -177,16 +177,15 @@ async function runDaemon(given: CommandContext, givenOptions: DaemonCommandOptio
   // The profiles a reload (SIGHUP) serves are the configuration file's of then.
   const served = { requested };
   const load = () => loadProfiles(context, store, served.requested);
-  const initial = await loadServed(load, held, log, once);
-  if (!initial) return;
-  const names = initial.map((entry) => entry.name);
-  if (!initial.some(isLoadFailure)) checkWorkToDo(context, options, initial as DaemonProfile[], names.some((name) => configured.config?.profileSinks[name]));
+  const starting = await startingProfiles(configured, load, held, log);
+  if (!starting) return;
+  const { names, profiles } = starting;
   const sinks = await planSinks(context, options, names, configured.config, log);
   const inputs = { values: v, checked, sinks, once };
 
   // The parts, started in order as one group (see src/daemon/sidecar.ts): a part that fails to start, or a stop
   // during the start, closes those started before it.
-  const sidecar = await startSidecar(sidecarParts({ context, log, held, notify, names, store, initial, load, inputs }));
+  const sidecar = await startSidecar(sidecarParts({ context, log, held, notify, names, store, profiles, inputs }));
   if (!sidecar) return;
   try {
     if (once) return await passOnce(sidecar, log, context, held);
@@ -271,6 +270,25 @@ function checkAll(configured: ConfiguredDaemon): ReturnType<typeof checkSettings
   return { ...settings, notify, log };
 }
 
+/**
+ * The profiles loaded for the start's checks, handed to the daemon as it starts (a reload, SIGHUP, loads them
+ * anew: loading them a second time read every profile twice at start and held both sets for the daemon's life).
+ * Nothing but the daemon keeps them after: a fleet replica lets go of the profiles it does not serve.
+ */
+async function startingProfiles(
+  configured: ConfiguredDaemon,
+  load: () => Promise<ProfileEntry[]>,
+  held: HeldSignals,
+  log: Logger,
+): Promise<{ names: string[]; profiles: () => Promise<ProfileEntry[]> } | undefined> {
+  const { context, options } = configured;
+  const initial = await loadServed(load, held, log, options.once === true);
+  if (!initial) return undefined;
+  const names = initial.map((entry) => entry.name);
+  if (!initial.some(isLoadFailure)) checkWorkToDo(context, options, initial as DaemonProfile[], names.some((name) => configured.config?.profileSinks[name]));
+  return { names, profiles: handOver(initial, load) };
+}
+
 /** The profiles to serve at start; undefined when a stop came meanwhile. None, or none loaded, refuses the start. */
 async function loadServed(load: () => Promise<ProfileEntry[]>, held: HeldSignals, log: Logger, once: boolean): Promise<ProfileEntry[] | undefined> {
   log.debug({ event: 'daemon.starting', op: 'start' }, 'loading the profiles');
@@ -296,13 +314,13 @@ interface PartsOf {
   notify: NotifySettings | undefined;
   names: string[];
   store: ProfileStore;
-  initial: ProfileEntry[];
-  load: () => Promise<ProfileEntry[]>;
+  /** The profiles the daemon starts with (handed over once), then each reload's. */
+  profiles: () => Promise<ProfileEntry[]>;
   inputs: DaemonInputs & { sinks: SinkPlan };
 }
 
 /** The sidecar's parts (src/daemon/sidecar.ts starts them in order): the sinks' locks, the coordinator, the page's stores, the notifier, the page, the daemon. */
-function sidecarParts({ context, log, held, notify, names, store, initial, load, inputs }: PartsOf): SidecarParts<ReauthStores, Notifier> {
+function sidecarParts({ context, log, held, notify, names, store, profiles, inputs }: PartsOf): SidecarParts<ReauthStores, Notifier> {
   const v = context.settings.values;
   const once = inputs.once;
   // The token checks' records in Redis are authenticated under the grant key; without it each replica checks for itself.
@@ -342,9 +360,7 @@ function sidecarParts({ context, log, held, notify, names, store, initial, load,
     daemon: ({ sinks: sinkLocks, coordinator, notifier }) =>
       relabeled(context, () =>
         startDaemon({
-          // The profiles loaded above start the daemon; a reload (SIGHUP) loads them anew. Loading them a second
-          // time here read every profile twice at start and held both sets for the daemon's life.
-          profiles: handOver(initial, load),
+          profiles,
           loadProfile: async (name) => (await loadProfiles(context, store, [name]))[0] ?? { name, error: new Error(`profile "${name}" is gone`) },
           profileStore: store,
           ...daemonOptionsOf(inputs),
