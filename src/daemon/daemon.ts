@@ -526,6 +526,7 @@ export class Daemon implements RunningDaemon {
     if (!this.#fleet || !this.#options.loadProfile || !this.#shared(name) || this.#visiting.has(name)) return;
     if (this.#entries.get(name) === undefined) return;
     this.#entries.set(name, undefined);
+    this.#options.profileStore.forget?.(name);
     // Another daemon of this process (several in one program, or a test) may serve it: its redaction stays then.
     if (!servedInProcess.has(name)) registerSlotSecret(refreshTokenSlot(name), undefined);
   }

@@ -86,6 +86,11 @@ export interface ProfileStore {
    * while this one waited. The signal aborts if the lock is lost while `fn` runs.
    */
   withLock<T>(name: string, fn: (signal: AbortSignal) => Promise<T>, options?: { waitMs?: number }): Promise<T>;
+  /**
+   * Lets go of what this process keeps of the profile between reads (its last state and renewal record): a
+   * process that stops serving it (a fleet replica) holds nothing of it. The next read reads the files. Optional.
+   */
+  forget?(name: string): void;
 }
 
 /** A fresh value for `ProfileState.secretsVersion`, to store whenever the profile's secrets are written. */
@@ -220,6 +225,11 @@ class FileProfileStore implements ProfileStore {
       this.#known.set(name, { identity, state });
       return this.#readMerged(name);
     }));
+  }
+
+  forget(name: string): void {
+    this.#known.delete(name);
+    this.#knownRecords.delete(name);
   }
 
   async delete(name: string): Promise<void> {
