@@ -288,6 +288,7 @@ export async function runFleetSoak({ seed = 1, days = 14, profileCount = 1000, r
   const lapsedUnexpected = [];
   const lapsedListed = [];
   let missingConnectorSeconds = 0;
+  const missingConnector = [];
 
   /** Each profile's connectors, read once per look (a thousand profiles share one workspace). */
   const connectors = () => {
@@ -316,7 +317,10 @@ export async function runFleetSoak({ seed = 1, days = 14, profileCount = 1000, r
         account(`lapsed/${name}`, list, from, t, info);
       }
       const sources = by.get(name) ?? [];
-      if (sources.length === 0 && prev > START) missingConnectorSeconds += (t - prev) / 1000;
+      if (sources.length === 0 && prev > START) {
+        missingConnectorSeconds += (t - prev) / 1000;
+        account(`missing/${name}`, missingConnector, prev, t, { profile: name, cause: activeKinds() || 'no fault active' });
+      }
       for (const source of sources) {
         const token = source.config?.token;
         const expiresAt = token ? (emu.state.accessTokens.get(token)?.expiresAt ?? -Infinity) : -Infinity;
@@ -560,6 +564,7 @@ export async function runFleetSoak({ seed = 1, days = 14, profileCount = 1000, r
   };
   result.lapsed = { windows: cleanWindows(lapsedUnexpected), listed: cleanWindows(lapsedListed) };
   result.missingConnectorSeconds = missingConnectorSeconds;
+  result.missingConnectorWindows = cleanWindows(missingConnector);
   result.logLinesPerDay = logLines / days;
   result.logLinesPerProfileDay = logLines / days / profileCount;
 
@@ -654,14 +659,18 @@ export function formatFleetResult(result, misses = checkFleetTargets(result)) {
   }
   if (result.heapWeekMiB > 0) row('    heap week 1 → end', `${fmt(result.heapWeekMiB)} → ${fmt(result.heapEndMiB)} MiB`, 'reported');
   const rev = f.revocation;
-  row('(5) revocation noticed after', rev.noticedAfterMs === undefined ? 'never' : `${fmt(rev.noticedAfterMs / 1000)} s (${rev.requests.length} request(s) for the revoked grant)`, `≤ ${f.checks.intervalMs / 1000} s + a tick`, missed('revocation noticed'));
+  const asked = rev.requests.map((r) => `+${fmt(r.at - rev.revokedAt / 1000, 0)} s ${r.status}`).join(', ');
+  row('(5) revocation noticed after', rev.noticedAfterMs === undefined ? 'never' : `${fmt(rev.noticedAfterMs / 1000)} s (requests for the revoked grant: ${asked})`, `≤ ${f.checks.intervalMs / 1000} s + a tick`, missed('revocation noticed'));
   row('    re-authorized through the page', rev.reauthorization ? `on ${rev.reauthorization.replica} (owner ${rev.reauthorization.owner ?? 'none'}), stored ${rev.reauthorization.stored}, +${duration(rev.reauthorizedAt - rev.revokedAt)} after` : 'not done', 'stored', missed('re-authorization'));
   row('    token checks', `${fmt(f.checks.requests)} (${f.checks.perProfilePerDay.toFixed(1)} per profile per day; every ${duration(f.checks.intervalMs)}, ≤ ${f.checks.perSecond}/s)`, 'reported');
   row('one owner per profile', `at the end: ${f.servedAtEnd.join(' + ')} served, ${f.servedTwiceAtEnd} twice, ${f.servedByNoneAtEnd} by none; ${f.duplicateServed} profile-minutes served twice outside changes`, '0', missed('one owner per profile'));
   row('grants lost', result.grantsLost, '0', result.grantsLost === 0);
   row('human actions left', result.humanActions.map((h) => h.profile).join(', ') || 'none', 'none', result.humanActions.length === 0);
   row('duplicate connectors (observations)', result.duplicateConnectors, '0', result.duplicateConnectors === 0);
-  row('no connector at all', `${fmt(result.missingConnectorSeconds)} s`, 'reported');
+  const missing = result.missingConnectorWindows ?? [];
+  const firstMissing = missing.reduce((a, w) => Math.min(a, w.from), Infinity);
+  const lastMissing = missing.reduce((a, w) => Math.max(a, w.from + w.seconds * 1000), -Infinity);
+  row('no connector at all', `${fmt(result.missingConnectorSeconds)} s${missing.length > 0 ? ` (${missing.length} profiles, from +${duration(firstMissing)} to +${duration(lastMissing)})` : ''}`, 'reported');
   row('fleet log events', Object.entries(f.events).map(([k, n]) => `${k} ${n}`).join(', '), 'reported');
   row('log lines per day', `${fmt(result.logLinesPerDay)} (${fmt(result.logLinesPerProfileDay)} per profile)`, `≤ ${FLEET_TARGETS.logLinesPerProfileDay} per profile`, result.logLinesPerProfileDay <= FLEET_TARGETS.logLinesPerProfileDay);
   row('log lines holding a secret', result.secretLeaks, '0', result.secretLeaks === 0);
