@@ -179,8 +179,11 @@ export async function runFleetSoak({ seed = 1, days = 14, profileCount = 1000, r
     r.running = true;
     r.served = new Set();
   };
+  /** The replicas killed, each held weakly: one still reachable at the end is in what is left, not in a living replica's share. */
+  const killed = [];
   /** kill -9: no more sweeps, no close (its membership is left to run out); the process's memory goes with it. */
   const kill = (r) => {
+    killed.push(new WeakRef(r.daemon));
     r.running = false;
     r.daemon = undefined;
     r.served = new Set();
@@ -580,6 +583,8 @@ export async function runFleetSoak({ seed = 1, days = 14, profileCount = 1000, r
     before = after;
   }
   result.fleet.memory.heldAtEnd = held;
+  result.fleet.memory.killedStillReachable = killed.filter((ref) => ref.deref() !== undefined).length;
+  result.fleet.memory.killed = killed.length;
   result.fleet.memory.withoutReplicasMiB = before;
   await emu.close();
   rmSync(work, { recursive: true, force: true });
@@ -656,6 +661,9 @@ export function formatFleetResult(result, misses = checkFleetTargets(result)) {
   if (m.heldAtEnd) {
     const each = m.heldAtEnd.map((h) => `${h.replica} ${fmt(h.heapMiB)} MiB for ${h.served}`).join(', ');
     row('    per replica: freed by closing it at the end', `${each} served profiles; ${fmt(m.withoutReplicasMiB)} MiB left without them`, 'reported');
+    // A replica dropped without close() keeps its workers' token-expiry timers (real timers, unref'd, of the
+    // token's lifetime), which hold it until they fire: a killed process frees them; here they sit in what is left.
+    row('    killed replicas still held (expiry timers)', `${m.killedStillReachable} of ${m.killed}`, 'reported');
   }
   if (result.heapWeekMiB > 0) row('    heap week 1 → end', `${fmt(result.heapWeekMiB)} → ${fmt(result.heapEndMiB)} MiB`, 'reported');
   const rev = f.revocation;
