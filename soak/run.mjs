@@ -5,13 +5,14 @@
 //   npm run soak -- --virtual         the virtual-time year alone
 //   npm run soak -- --real            the real-process run alone
 //   npm run soak -- --seed 7 --json   another seed; JSON instead of the table
-//   --days N (virtual, default 365), --minutes N (real, default 30)
+//   npm run soak -- --fleet           the fleet: 1,000 shared profiles on 3 replicas, 14 days in virtual time
+//   --days N (virtual, default 365; fleet, default 14), --minutes N (real, default 30), --profiles N (fleet, default 1,000)
 import { checkTargets, formatResult, formatSchedule, MINUTE } from './common.mjs';
 
-const USAGE = 'usage: npm run soak -- [--virtual | --real] [--seed N] [--days N] [--minutes N] [--json]';
+const USAGE = 'usage: npm run soak -- [--virtual | --real | --fleet] [--seed N] [--days N] [--minutes N] [--profiles N] [--json]';
 
 function parse(argv) {
-  const options = { virtual: false, real: false, seed: 1, days: 365, minutes: 30, json: false };
+  const options = { virtual: false, real: false, fleet: false, seed: 1, days: undefined, minutes: 30, profiles: 1000, json: false };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
     const value = (name) => {
@@ -22,6 +23,8 @@ function parse(argv) {
     };
     if (arg === '--virtual') options.virtual = true;
     else if (arg === '--real') options.real = true;
+    else if (arg === '--fleet') options.fleet = true;
+    else if (arg === '--profiles') options.profiles = value('--profiles');
     else if (arg === '--json') options.json = true;
     else if (arg === '--seed') options.seed = value('--seed');
     else if (arg === '--days') options.days = value('--days');
@@ -31,7 +34,10 @@ function parse(argv) {
       process.exit(0);
     } else throw new Error(`unknown argument ${JSON.stringify(arg)}`);
   }
-  if (!options.virtual && !options.real) options.virtual = options.real = true;
+  if (options.fleet && (options.virtual || options.real)) throw new Error('--fleet runs alone: give it without --virtual and --real');
+  if (!options.virtual && !options.real && !options.fleet) options.virtual = options.real = true;
+  options.days ??= options.fleet ? 14 : 365;
+  if (options.profiles < 1) throw new Error('--profiles must be at least 1');
   if (options.days < 2) throw new Error('--days must be at least 2 (the first and last day are kept quiet)');
   return options;
 }
@@ -46,7 +52,13 @@ try {
 
 const progress = options.json ? () => {} : (line) => console.error(line);
 const results = [];
+let fleet;
 try {
+  if (options.fleet) {
+    fleet = await import('./fleet.mjs');
+    progress(`fleet: ${options.days} days, ${options.profiles} profiles on 3 replicas, seed ${options.seed}; Redis is the in-process stand-in (not a redis-server)`);
+    results.push(await fleet.runFleetSoak({ seed: options.seed, days: options.days, profileCount: options.profiles, log: progress }));
+  }
   if (options.virtual) {
     const { runVirtualSoak } = await import('./virtual.mjs');
     progress(`virtual: ${options.days} days, seed ${options.seed}`);
@@ -62,15 +74,18 @@ try {
   process.exit(1);
 }
 
+// The fleet run is judged by its own targets and table (soak/fleet.mjs).
+const check = (result) => (result.run === 'fleet' ? fleet.checkFleetTargets(result) : checkTargets(result));
+const format = (result, misses) => (result.run === 'fleet' ? fleet.formatFleetResult(result, misses) : formatResult(result, misses));
 let missed = 0;
 if (options.json) {
-  console.log(JSON.stringify(results.map((result) => ({ ...result, misses: checkTargets(result) })), null, 2));
-  missed = results.reduce((n, r) => n + checkTargets(r).length, 0);
+  console.log(JSON.stringify(results.map((result) => ({ ...result, misses: check(result) })), null, 2));
+  missed = results.reduce((n, r) => n + check(r).length, 0);
 } else {
   for (const result of results) {
-    const misses = checkTargets(result);
+    const misses = check(result);
     missed += misses.length;
-    console.log(`${formatSchedule(result)}\n\n${formatResult(result, misses)}\n`);
+    console.log(`${formatSchedule(result)}\n\n${format(result, misses)}\n`);
   }
 }
 process.exit(missed > 0 ? 1 : 0);

@@ -20,16 +20,16 @@ import { DAY, HOUR, MINUTE, SECOND, drawSchedule, emptyResult, seededRandom } fr
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const dist = (file) => import(pathToFileURL(path.join(root, 'dist', file)).href);
 
-const START = Date.parse('2030-01-01T00:00:00Z');
+export const START = Date.parse('2030-01-01T00:00:00Z');
 const STEP = MINUTE;
-const LIFETIME = 4 * HOUR;
-const MARGIN = 15 * MINUTE;
+export const LIFETIME = 4 * HOUR;
+export const MARGIN = 15 * MINUTE;
 /** After a long outage ends, the retries that follow (backoff capped at a minute) and the next sweep. */
-const OUTAGE_GRACE = 3 * MINUTE;
+export const OUTAGE_GRACE = 3 * MINUTE;
 /** Deadlines in real milliseconds: a slow answer is slower than these, a normal one far faster. */
-const TOKEN_TIMEOUT = 300;
-const RECONCILE_TIMEOUT = 600;
-const SERVICE_CALL = 400;
+export const TOKEN_TIMEOUT = 300;
+export const RECONCILE_TIMEOUT = 600;
+export const SERVICE_CALL = 400;
 const HANG = 1_000;
 
 /** The fault kinds of a year, scaled by `days / 365` (at least one of each). */
@@ -67,8 +67,23 @@ function faultSpecs(days, profiles, replicas) {
   ];
 }
 
+/** How the emulator's token endpoint answers during a token outage, 5xx burst or 429 burst. */
+export function tokenFaultRules(e) {
+  switch (e.kind) {
+    case 'token_outage_short':
+    case 'token_outage_long':
+      return [{ route: 'token', status: 503 }];
+    case 'token_5xx_burst':
+      return [{ route: 'token', status: 500, errorRate: e.errorRate }];
+    case 'token_429_burst':
+      return [{ route: 'token', status: 429, retryAfterSeconds: e.retryAfterSeconds }];
+    default:
+      throw new Error(`soak: ${e.kind} is not a token fault`);
+  }
+}
+
 /** Redis's leases and records, on the soak's clock; "restarting" it loses both, as a Redis without persistence does. */
-class MemoryRedis {
+export class MemoryRedis {
   leases = new Map();
   records = new Map();
   down = false;
@@ -85,7 +100,7 @@ class MemoryRedis {
 const collect = globalThis.gc ?? (v8.setFlagsFromString('--expose-gc'), vm.runInNewContext('gc'));
 
 /** RSS and heap in use, after a full collection. */
-function memory() {
+export function memory() {
   collect();
   const m = process.memoryUsage();
   return { rss: m.rss / 2 ** 20, heap: m.heapUsed / 2 ** 20, total: m.heapTotal / 2 ** 20 };
@@ -245,13 +260,9 @@ export async function runVirtualSoak({ seed = 1, days = 365, profileCount = 10, 
     switch (e.kind) {
       case 'token_outage_short':
       case 'token_outage_long':
-        faultRules('token', [{ route: 'token', status: 503 }]);
-        break;
       case 'token_5xx_burst':
-        faultRules('token', [{ route: 'token', status: 500, errorRate: e.errorRate }]);
-        break;
       case 'token_429_burst':
-        faultRules('token', [{ route: 'token', status: 429, retryAfterSeconds: e.retryAfterSeconds }]);
+        faultRules('token', tokenFaultRules(e));
         break;
       case 'token_slow':
       case 'token_hang':
@@ -523,7 +534,7 @@ export async function runVirtualSoak({ seed = 1, days = 365, profileCount = 10, 
 }
 
 /** Drops the emulator's request log and the access tokens that expired before `before`. */
-function forgetHistory(emu, before) {
+export function forgetHistory(emu, before) {
   const requests = emu.state.requests;
   const keep = requests.findIndex((r) => r.at >= before);
   requests.splice(0, keep === -1 ? requests.length : keep);
