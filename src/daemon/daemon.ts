@@ -203,7 +203,12 @@ export class Daemon implements RunningDaemon {
       grants: GrantSharing.of(options.coordinator, options.grantKey, this.#log),
       onReauthorized: options.onReauthorized,
       pauses: new AccountPauses({ backend: options.coordinator?.pauses, now, log: this.#log }),
-      fleet: fleet ? { confirm: (name: string) => (this.#shared(name) && !this.#visiting.has(name) ? fleet.confirm(name) : Promise.resolve(true)) } : undefined,
+      fleet: fleet
+        ? {
+            confirm: (name: string) => (this.#shared(name) && !this.#visiting.has(name) ? fleet.confirm(name) : Promise.resolve(true)),
+            servesForFallback: (name: string) => this.#shared(name) && fleet.servesForFallback(name),
+          }
+        : undefined,
       coordinatorHealth: { down: (error: unknown) => this.#coordinatorDown(error), up: () => this.#coordinatorUp() },
     });
   }

@@ -189,6 +189,14 @@ export class Fleet {
   }
 
   /**
+   * Whether the profile is served here only because Redis has been away past the bound (mode `all`): by the
+   * members last seen, another replica owns it.
+   */
+  servesForFallback(profile: string): boolean {
+    return this.mode === 'all' && ownerOf(profile, this.#lastOwnedMembers) !== this.replicaId;
+  }
+
+  /**
    * Just before a renewal of a shared profile: whether this replica still owns it, read from the backend now.
    * Its own lease is judged on the backend's clock: a replica whose lease ran out (it was stopped, or its
    * heartbeats failed) joins again and renews nothing this time. When the backend cannot be reached, the

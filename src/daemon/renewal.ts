@@ -4,6 +4,7 @@
 // the token it gets, which the worker holds (and drops at expiry); the reconcile that follows is reconciler.ts's.
 import { SyncauthError } from '../errors.js';
 import { RESUME_SPREAD_MS } from './account-pause.js';
+
 import { isOAuthError, type TokenSet } from '../oauth/index.js';
 import { isProfileStoreError, type ProfileState } from '../profile/index.js';
 import { reauthorizeCommand } from '../profile/name.js';
@@ -19,6 +20,9 @@ import { registerSecrets, registerSlotSecret } from '../redact.js';
 import { isGrantStoreReadOnly } from '../sync/grant-store.js';
 import type { DaemonGrant, ParkReason, RenewalOutcome } from './types.js';
 import { drawJitter, type WorkerContext } from './worker-context.js';
+
+/** How long a replica serving a profile only for a fallback waits before it tries a refused grant again. */
+const FALLBACK_RETRY_MS = 5 * 60_000;
 
 /** What a renewal asks of the worker it is part of: to hold the token it got (until it expires), or to park the profile. */
 export interface RenewalWorker {
@@ -284,6 +288,17 @@ export class ProfileRenewer {
         } catch {
           // Parked below; new secrets un-park it.
         }
+      }
+      // Served here only while Redis is away, with the grant this replica was configured with: a grant the owner
+      // took since (a re-authorization, a rotation) is in a record this replica cannot read now. Not this
+      // replica's to flag: it tries again later, and its owner, or this replica once Redis is back, decides.
+      if (next.park === 'reauthorization_needed' && this.#ctx.fleet?.servesForFallback(rt.name)) {
+        log.warn(
+          { profile: rt.name, event: 'fleet.fallback_refused', op: 'renew', errorCode: failure.code },
+          `profile "${rt.name}" is served here only while Redis is away, and Dropbox refused the grant this replica holds; its owner may hold a newer one: not flagging it, trying again in ${Math.round(FALLBACK_RETRY_MS / 60_000)} min`,
+        );
+        rt.backoff = rt.backoff.failed(this.#ctx.clock.mono(), FALLBACK_RETRY_MS);
+        return this.#settle('failed');
       }
       let secretsVersion = rt.secretsVersion;
       try {

@@ -508,3 +508,35 @@ describe('renewals spread over the renewal window', () => {
     }
   }, 120_000);
 });
+
+describe('a re-authorized grant while Redis is away past the bound', () => {
+  it("a replica serving the profile only for the fallback, with the old grant, does not flag it for re-authorization", async () => {
+    const w = await fleetWorld(6);
+    try {
+      const [a, b] = [await w.start('a'), await w.start('b')] as [Replica, Replica];
+      await w.sweepAll();
+      await w.sweepAll();
+      const name = w.served(a)[0] as string;
+      // Revoked, and re-authorized on its owner: a takes the new grant; b's configuration still has the old one.
+      w.emu.revokeGrant((w.grants.get(name) as DaemonGrant).refreshToken);
+      const fresh = await obtainGrant(w.emu);
+      expect(await a.daemon.reauthorized(name, { ...fresh, accountId: '' })).toMatchObject({ stored: true });
+      // Redis away past the bound: b serves every profile, this one with the grant it was configured with.
+      w.redis.down = true;
+      await w.advance(FALLBACK + 2 * MINUTE);
+      expect(b.daemon.status().fleet?.mode).toBe('all');
+      expect(w.served(b)).toContain(name);
+      const flagged = w.log.records().filter((r) => r.event === 'profile.reauthorization_needed' && r.profile === name);
+      expect(flagged).toEqual([]);
+      expect(w.log.records().filter((r) => r.event === 'fleet.fallback_refused' && r.profile === name && r.replica === 'b').length).toBeGreaterThan(0);
+      expect(a.daemon.status().profiles.find((p) => p.name === name)?.ready).toBe(true);
+      // Redis back: b lets it go again; a, its owner, kept it fresh throughout.
+      w.redis.down = false;
+      await w.advance(2 * MINUTE);
+      expect(w.served(b)).not.toContain(name);
+      expect(b.daemon.status().profiles.every((p) => p.ready)).toBe(true);
+    } finally {
+      await w.close();
+    }
+  }, 60_000);
+});
