@@ -48,6 +48,7 @@ const NOT_RUN: Record<string, string> = {
   'npm run soak': 'the year soak takes over half an hour; npm test runs slices of it (test/soak-regressions/)',
   'npm run soak -- --virtual': 'the virtual year takes minutes of both cores; npm test runs a twelve-day slice (test/soak-regressions/virtual.test.ts)',
   'npm run soak -- --seed 7 --json': 'as above, with another seed',
+  'npm run soak -- --fleet --days 14': 'fourteen simulated days at 1,000 profiles take half an hour of both cores; npm test runs a three-day slice of 100 profiles (test/soak-regressions/fleet.test.ts)',
   'syncauth notify test --notify-url https://hooks.example.com/syncauth':
     'sends a signed test event to hooks.example.com, which tests cannot reach; test/notify/cli.test.ts runs `notify test` against a local receiver',
   "syncauth daemon --token-file '/run/syncauth/{profile}.token' --redis-url redis://127.0.0.1:6379":
