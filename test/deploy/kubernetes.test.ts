@@ -29,6 +29,7 @@ import { defaultConnectorName } from '../../src/sync/reconcile.js';
 import { CLI, ROOT, tempDir } from '../helpers/cli.js';
 import { redisAvailability, startRedisServer, type RedisServer } from '../helpers/redis.js';
 import { waitFor } from '../helpers/wait.js';
+import { freePort } from '../helpers/ports.mjs';
 import { grantRefreshToken, onboardingEnv, runCli, startOnboarding } from '../helpers/onboarding.js';
 import { connectorsNamed, emulator, latestTokenOf, obtainGrant } from '../daemon/helpers.js';
 
@@ -676,19 +677,26 @@ describe('the manifests run the real CLI', () => {
     const redisPod = podOf(find('Deployment', 'syncauth-redis'));
     const container = redisPod.containers[0] as Container;
     const probe = (container.readinessProbe as { exec: { command: string[] } }).exec.command;
-    const port = 20_000 + Math.floor(Math.random() * 20_000);
+    // A port nothing listens on now (a random one collided with another test's server once, and redis-server exited).
+    const port = await freePort();
     // Only the port differs from the manifest: the image's default 6379 may be taken here.
     const [shell, flag, script] = container.command as [string, string, string];
     const env = { PATH: process.env.PATH ?? '/usr/bin:/bin', REDIS_PASSWORD };
     const dir = tempDir('syncauth-redis-yaml-');
     const server = spawn(shell, [flag, script.replace('redis-server -', `redis-server - --port ${port} --bind 127.0.0.1`)], { cwd: dir, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    let output = '';
+    server.stdout?.setEncoding('utf8').on('data', (d: string) => (output += d));
+    server.stderr?.setEncoding('utf8').on('data', (d: string) => (output += d));
     try {
       const answer = (auth?: string): Promise<string> => new Promise((resolve) => {
         const client = new RedisClient({ port, host: '127.0.0.1', lazyConnect: true, maxRetriesPerRequest: 0, enableReadyCheck: false, retryStrategy: () => null, ...(auth ? { password: auth } : {}) });
         client.on('error', () => undefined);
         client.connect().then(() => client.ping()).then((pong) => resolve(pong), (error: Error) => resolve(error.message)).finally(() => client.disconnect());
       });
-      await waitFor('redis-server', async () => ((await answer(REDIS_PASSWORD)) === 'PONG' ? true : undefined));
+      await waitFor('redis-server', async () => {
+        if (server.exitCode !== null) throw new Error(`redis-server exited (${server.exitCode}):\n${output}`);
+        return (await answer(REDIS_PASSWORD)) === 'PONG' ? true : undefined;
+      });
       expect(await answer()).toMatch(/NOAUTH|Authentication required/);
       const { execFileSync } = await import('node:child_process');
       const args = execFileSync('ps', ['-o', 'args=', '--ppid', String(server.pid)], { encoding: 'utf8' });
@@ -697,8 +705,13 @@ describe('the manifests run the real CLI', () => {
       const probed = spawn(probe[0] as string, [probe[1] as string, (probe[2] as string).replace('redis-cli', `redis-cli -p ${port}`)], { env, stdio: 'ignore' });
       expect(await new Promise((resolve) => probed.once('close', resolve))).toBe(0);
     } finally {
-      // The shell and the redis-server it started: their process group, which this test made.
-      process.kill(-(server.pid as number), 'SIGKILL');
+      // The shell and the redis-server it started: their process group, which this test made (gone already if
+      // redis-server exited on its own).
+      try {
+        process.kill(-(server.pid as number), 'SIGKILL');
+      } catch {
+        // ESRCH: the group is gone already.
+      }
     }
   });
 
