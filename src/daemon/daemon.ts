@@ -207,6 +207,7 @@ export class Daemon implements RunningDaemon {
         ? {
             confirm: (name: string) => (this.#shared(name) && !this.#visiting.has(name) ? fleet.confirm(name) : Promise.resolve(true)),
             servesForFallback: (name: string) => this.#shared(name) && fleet.servesForFallback(name),
+            shares: (name: string) => this.#shared(name),
           }
         : undefined,
       coordinatorHealth: { down: (error: unknown) => this.#coordinatorDown(error), up: () => this.#coordinatorUp() },

@@ -297,7 +297,11 @@ export class ProfileReconciler {
     // The connector's token is due when it would be renewed now: inside the margin plus the largest jitter.
     // The record's times are on this process's wall clock as the coordinator translates them (see Coordinator).
     const rule = { marginMs: config.marginMs, jitterMs: config.jitterMs };
-    const due = (record: SharedReconcile | undefined): boolean => !record || renewalDue({ expiresAt: record.expiresAt }, rule, this.#now());
+    // A shared profile of a fleet has one owner, whose renewals may come early (spread over the window): each is
+    // given to the connector, rather than left until the connector's token is inside the margin, where a Redis
+    // outage then could let it expire. The older token is still never given (below).
+    const owned = this.#ctx.fleet?.shares(rt.name) === true;
+    const due = (record: SharedReconcile | undefined): boolean => owned || !record || renewalDue({ expiresAt: record.expiresAt }, rule, this.#now());
     try {
       const seen = await shared.lastReconcile(rt.name);
       if (!due(seen)) return this.#reconciledElsewhere(seen as SharedReconcile);

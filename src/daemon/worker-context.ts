@@ -49,7 +49,7 @@ export interface WorkerContext {
    * Fleet mode: just before a renewal, whether this replica still owns the profile (true for a profile it
    * publishes, which every replica renews for its own consumers). Undefined without a fleet.
    */
-  readonly fleet: { confirm(profile: string): Promise<boolean>; servesForFallback(profile: string): boolean } | undefined;
+  readonly fleet: { confirm(profile: string): Promise<boolean>; servesForFallback(profile: string): boolean; shares(profile: string): boolean } | undefined;
   /** Pauses of a Dropbox account's token calls after a 429, here and (with Redis and the key) on every replica. */
   readonly pauses: AccountPauses;
   /** The coordinator's reachability is the daemon's, told once however many workers notice. */

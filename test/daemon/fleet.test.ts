@@ -12,7 +12,7 @@ import { openProfileStore } from '../../src/profile/index.js';
 import { memoryCoordinator, memoryFleet, type MemoryRedis } from '../helpers/replicas.mjs';
 import type { RunningEmulator } from '../../src/emulator/index.js';
 import type { ProfileSinks } from '../../src/publish/token-file.js';
-import { captureLog, emulator, fakeClock, obtainGrant, profileOf, renewalsOf, rotatingTokenEndpoint, seededRandom, tempDir, tokensOf } from './helpers.js';
+import { captureLog, emulator, fakeClock, obtainGrant, profileOf, renewalsOf, rotatingTokenEndpoint, seededRandom, tempDir, tokensOf, connectorsNamed } from './helpers.js';
 
 const HOUR = 3_600_000;
 const MINUTE = 60_000;
@@ -114,7 +114,7 @@ interface Replica {
 
 async function fleetWorld(
   count: number,
-  options: { tokenUrl?: (emu: RunningEmulator) => Promise<string>; sinks?: (name: string) => ProfileSinks | undefined; account?: string; concurrency?: number; rate?: number; spread?: boolean } = {},
+  options: { tokenUrl?: (emu: RunningEmulator) => Promise<string>; sinks?: (name: string) => ProfileSinks | undefined; account?: string; concurrency?: number; rate?: number; spread?: boolean; reconcile?: boolean } = {},
 ) {
   const clock = fakeClock();
   let mono = 0;
@@ -125,7 +125,8 @@ async function fleetWorld(
   const names = Array.from({ length: count }, (_, i) => `f${String(i).padStart(2, '0')}`);
   const grants = new Map<string, DaemonGrant>();
   for (const name of names) grants.set(name, await obtainGrant(emu));
-  const profiles = (): Promise<DaemonProfile[]> => Promise.resolve(names.map((name) => ({ ...profileOf(emu, { name, grant: grants.get(name) as DaemonGrant }), tokenUrl })));
+  const profiles = (): Promise<DaemonProfile[]> =>
+    Promise.resolve(names.map((name) => ({ ...profileOf(emu, { name, grant: grants.get(name) as DaemonGrant, ...(options.reconcile ? { reconcile: true } : {}) }), tokenUrl })));
   const profileSinks = new Map(names.flatMap((name) => {
     const own = options.sinks?.(name);
     return own ? [[name, own] as const] : [];
@@ -539,4 +540,29 @@ describe('a re-authorized grant while Redis is away past the bound', () => {
       await w.close();
     }
   }, 60_000);
+});
+
+describe("a fleet's early renewal reaches the connector", () => {
+  it('each renewal of a shared profile, early ones included, is given to the connector at once, not when its token nears the margin', async () => {
+    const w = await fleetWorld(12, { spread: true, reconcile: true, rate: 1_000 });
+    try {
+      for (const id of ['a', 'b', 'c']) await w.start(id);
+      await w.sweepAll();
+      await w.sweepAll();
+      let behind = 0;
+      for (let step = 0; step < 24; step += 1) {
+        await w.advance(10 * MINUTE);
+        for (const name of w.names) {
+          const newest = tokensOf(w.emu, (w.grants.get(name) as DaemonGrant).refreshToken).at(-1);
+          const held = connectorsNamed(w.emu, `conn-${name}`)[0]?.config.token as string | undefined;
+          const given = held === undefined ? undefined : w.emu.state.accessTokens.get(held);
+          // A sweep (a minute) to give it: a token issued since the last sweep may not be there yet.
+          if (newest && given && given.expiresAt < newest.expiresAt && newest.issuedAt < w.now() - 2 * MINUTE) behind += 1;
+        }
+      }
+      expect(behind).toBe(0);
+    } finally {
+      await w.close();
+    }
+  }, 120_000);
 });
