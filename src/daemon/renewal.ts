@@ -3,13 +3,11 @@
 // token, and on failure backs off (a Retry-After bounded by the token's expiry) or parks the profile. It publishes
 // the token it gets, which the worker holds (and drops at expiry); the reconcile that follows is reconciler.ts's.
 import { SyncauthError } from '../errors.js';
-import { RESUME_SPREAD_MS } from './account-pause.js';
-
 import { isOAuthError, type TokenSet } from '../oauth/index.js';
 import { isProfileStoreError, type ProfileState } from '../profile/index.js';
 import { reauthorizeCommand } from '../profile/name.js';
 import { renewHoldingLock } from '../sync/renew.js';
-import { afterFailure, due } from '../sync/renewal-policy.js';
+import { afterFailure, due, resumeAfterPause } from '../sync/renewal-policy.js';
 import { remainingMs } from '../sync/token-cache.js';
 import { linkSignals } from '../abort.js';
 import { Backoff } from '../backoff.js';
@@ -20,6 +18,7 @@ import { registerSecrets, registerSlotSecret } from '../redact.js';
 import { isGrantStoreReadOnly } from '../sync/grant-store.js';
 import type { DaemonGrant, ParkReason, RenewalOutcome } from './types.js';
 import { drawJitter, type WorkerContext } from './worker-context.js';
+import { RESUME_SPREAD_MS } from './account-pause.js';
 
 /** How long a replica serving a profile only for a fallback waits before it tries a refused grant again. */
 const FALLBACK_RETRY_MS = 5 * 60_000;
@@ -91,12 +90,10 @@ export class ProfileRenewer {
     const account = rt.knownAccount;
     if (account === undefined) return false;
     const until = await pauses.pausedUntil(account);
+    if (until === undefined) return false;
     const at = this.#now();
-    if (until === undefined || until <= at) return false;
-    let resumeAt = until + random() * Math.min(RESUME_SPREAD_MS, until - at);
-    const expiresAt = rt.expiry(at);
-    if (expiresAt !== undefined) resumeAt = Math.min(resumeAt, expiresAt - config.safetyMs);
-    if (resumeAt <= at) return false;
+    const resumeAt = resumeAfterPause(until, { now: at, spreadMs: RESUME_SPREAD_MS, random, expiresAt: rt.expiry(at), safetyMs: config.safetyMs });
+    if (resumeAt === undefined) return false;
     rt.backoff = rt.backoff.waitUntil(clock.mono() + (resumeAt - at));
     if (config.spreadRenewals) rt.spreadNext = true;
     this.#ctx.log.debug({ profile: rt.name, event: 'renewal.paused', op: 'renew', resumeAt: new Date(resumeAt).toISOString() }, `profile "${rt.name}": its Dropbox account is paused; renewing at ${new Date(resumeAt).toISOString()}`);

@@ -24,6 +24,7 @@ import { healthOf, profileStatus } from './status.js';
 import type { ReauthorizationResult, ReauthorizedGrant } from './events.js';
 import type { CheckOutcome, DaemonGrant, ParkReason, ProfileEntry, ProfileLoadFailure, ProfileStatus, ReconcileOutcome, SweepEntry } from './types.js';
 import { drawJitter, type WorkerContext } from './worker-context.js';
+import { spreadJitter } from '../sync/renewal-policy.js';
 import type { SealedGrant } from './grant-record.js';
 
 export function isLoadFailure(entry: ProfileEntry): entry is ProfileLoadFailure {
@@ -568,8 +569,7 @@ export class ProfileWorker {
     const rt = this.#rt;
     if (!rt.spreadNext) return drawJitter(this.#ctx);
     rt.spreadNext = false;
-    const window = token.expiresAt - this.#now() - this.#ctx.config.marginMs;
-    return Math.max(drawJitter(this.#ctx), this.#ctx.random() * window);
+    return spreadJitter(token.expiresAt, { now: this.#now(), marginMs: this.#ctx.config.marginMs, usual: drawJitter(this.#ctx), random: this.#ctx.random });
   }
 
   #holdToken(token: HeldToken): void {

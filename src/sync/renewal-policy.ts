@@ -112,6 +112,38 @@ export function afterFailure(failure: RenewalFailure, attempt: number, options: 
   const waitMs = retryDelay(options.backoff, attempt, options.random, failure.retryAfterMs);
   const bound = options.expiry;
   if (failure.retryAfterMs === undefined || bound === undefined || bound.expiresAt === undefined) return { retryInMs: waitMs };
-  const latest = Math.max(options.backoff.baseMs, bound.expiresAt - bound.safetyMs - bound.now);
+  const latest = Math.max(options.backoff.baseMs, latestWait({ ...bound, expiresAt: bound.expiresAt }));
   return waitMs <= latest ? { retryInMs: waitMs } : { retryInMs: latest, cappedByExpiry: true };
+}
+
+/** The longest a token may wait for a request's turn: until its expiry less the safety window. */
+function latestWait(bound: { expiresAt: number; safetyMs: number; now: number }): number {
+  return bound.expiresAt - bound.safetyMs - bound.now;
+}
+
+/**
+ * When a profile paused with its Dropbox account (a 429 another profile met) renews: at a point drawn within
+ * `spreadMs` after the pause (and within the pause's own length), so the account's profiles do not all call at
+ * once; never later than its token's expiry less the safety window, as for any Retry-After. Undefined: not
+ * paused at `now` (the pause has ended, or the token may wait no longer).
+ */
+export function resumeAfterPause(
+  until: number,
+  options: { now: number; spreadMs: number; random: () => number; expiresAt: number | undefined; safetyMs: number },
+): number | undefined {
+  const { now } = options;
+  if (until <= now) return undefined;
+  const resumeAt = until + options.random() * Math.min(options.spreadMs, until - now);
+  const bounded = options.expiresAt === undefined ? resumeAt : Math.min(resumeAt, now + latestWait({ expiresAt: options.expiresAt, safetyMs: options.safetyMs, now }));
+  return bounded > now ? bounded : undefined;
+}
+
+/**
+ * The jitter of a token obtained at a moment the profile did not choose (its worker started, a failure or a pause
+ * was over): a draw over its whole renewal window, from `now` to its expiry less the margin, rather than within
+ * the usual jitter, so renewals a cold start or an outage bunched are spread at the next lifetime. Never less
+ * than the usual draw `usual`.
+ */
+export function spreadJitter(expiresAt: number, options: { now: number; marginMs: number; usual: number; random: () => number }): number {
+  return Math.max(options.usual, options.random() * (expiresAt - options.now - options.marginMs));
 }

@@ -2,7 +2,7 @@
 // `refresh`'s recent renewal, a clock stepped back), when to renew (exec's half of a short token's life), and
 // what follows a failure (retry after the backoff or a Retry-After bounded by the expiry, or park).
 import { describe, expect, test } from 'vitest';
-import { afterFailure, due, renewAt, type PolicyToken } from '../../src/sync/renewal-policy.js';
+import { afterFailure, due, renewAt, resumeAfterPause, spreadJitter, type PolicyToken } from '../../src/sync/renewal-policy.js';
 
 const T0 = Date.UTC(2026, 0, 1);
 const MIN = 60_000;
@@ -171,5 +171,37 @@ describe('afterFailure', () => {
     // No Retry-After, or no known expiry: the backoff alone.
     expect(afterFailure({ kind: 'transient' }, 10, { backoff: { ...backoff, jitter: 'none' }, random: never, expiry: expired })).toEqual({ retryInMs: 60_000 });
     expect(afterFailure({ kind: 'rate_limited', retryAfterMs: 10 * MIN }, 1, { backoff, random: never, expiry: { ...expiry, expiresAt: undefined } })).toEqual({ retryInMs: 10 * MIN });
+  });
+});
+
+describe('resumeAfterPause: an account paused by a 429', () => {
+  const base = { now: 1_000_000, spreadMs: 60_000, safetyMs: 60_000 };
+
+  test('resumes within the spread after the pause, never within it', () => {
+    expect(resumeAfterPause(1_300_000, { ...base, random: () => 0, expiresAt: undefined })).toBe(1_300_000);
+    expect(resumeAfterPause(1_300_000, { ...base, random: () => 0.5, expiresAt: undefined })).toBe(1_330_000);
+  });
+
+  test('spreads no wider than the pause is long', () => {
+    expect(resumeAfterPause(1_010_000, { ...base, random: () => 0.5, expiresAt: undefined })).toBe(1_015_000);
+  });
+
+  test('never past the token’s expiry less the safety window; not paused when that has come', () => {
+    expect(resumeAfterPause(1_300_000, { ...base, random: () => 0, expiresAt: 1_200_000 })).toBe(1_140_000);
+    expect(resumeAfterPause(1_300_000, { ...base, random: () => 0, expiresAt: 1_060_000 })).toBeUndefined();
+  });
+
+  test('not paused once the pause has ended', () => {
+    expect(resumeAfterPause(1_000_000, { ...base, random: () => 0, expiresAt: undefined })).toBeUndefined();
+  });
+});
+
+describe('spreadJitter: a token obtained at a moment the profile did not choose', () => {
+  test('draws over the whole window from now to its expiry less the margin', () => {
+    expect(spreadJitter(1_000_000 + 4 * 3_600_000, { now: 1_000_000, marginMs: 900_000, usual: 0, random: () => 0.5 })).toBe((4 * 3_600_000 - 900_000) / 2);
+  });
+
+  test('never less than the usual draw', () => {
+    expect(spreadJitter(1_000_000 + 4 * 3_600_000, { now: 1_000_000, marginMs: 900_000, usual: 120_000, random: () => 0 })).toBe(120_000);
   });
 });
