@@ -172,11 +172,11 @@ export function checkTargets(result) {
   return misses;
 }
 
-function fmt(n, digits = 1) {
+export function fmt(n, digits = 1) {
   return Number.isInteger(n) ? n.toLocaleString('en-US') : n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
 }
 
-function duration(ms) {
+export function duration(ms) {
   if (ms >= 2 * DAY) return `${fmt(ms / DAY)} days`;
   if (ms >= 2 * HOUR) return `${fmt(ms / HOUR)} h`;
   if (ms >= 2 * MINUTE) return `${fmt(ms / MINUTE)} min`;
@@ -264,8 +264,31 @@ export function formatResult(result, misses = checkTargets(result)) {
   return lines.join('\n');
 }
 
-function sum(windows) {
+export function sum(windows) {
   return windows.reduce((s, w) => s + w.seconds, 0);
+}
+
+/**
+ * Windows accounted minute by minute, per key: `account(key, list, from, to, info)` pushes a window to `list`
+ * when it opens and extends it while the next stretch follows on (same key, same list); `clean(list)` is the list
+ * as reported, its times from `start`.
+ */
+export function windowLedger(start) {
+  const open = new Map();
+  const account = (key, list, from, to, info) => {
+    const seconds = (to - from) / 1000;
+    const current = open.get(key);
+    if (current && current.to === from && current.list === list) {
+      current.to = to;
+      current.seconds += seconds;
+      return;
+    }
+    const w = { ...info, from: from - start, to, seconds, list };
+    open.set(key, w);
+    list.push(w);
+  };
+  const clean = (list) => list.map(({ list: _l, to: _t, ...w }) => w);
+  return { account, clean };
 }
 
 /** Tracks stretches of time in which a condition held, per key; closed stretches are returned by `close`. */

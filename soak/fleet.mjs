@@ -20,7 +20,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { memoryCoordinator, obtainGrant } from '../test/helpers/replicas.mjs';
-import { DAY, HOUR, MINUTE, SECOND, drawSchedule, emptyResult, seededRandom } from './common.mjs';
+import { DAY, HOUR, MINUTE, drawSchedule, duration, emptyResult, fmt, seededRandom, sum, windowLedger } from './common.mjs';
 import {
   LIFETIME, MARGIN, MemoryRedis, OUTAGE_GRACE, RECONCILE_TIMEOUT, SERVICE_CALL, START, TOKEN_TIMEOUT, forgetHistory, memory, tokenFaultRules,
 } from './virtual.mjs';
@@ -274,20 +274,7 @@ export async function runFleetSoak({ seed = 1, days = 14, profileCount = 1000, r
       .join(', ');
 
   /** Open windows by key, each pushed to its list when it opens and extended while the condition holds. */
-  const open = new Map();
-  const account = (key, list, from, to, info) => {
-    const seconds = (to - from) / 1000;
-    const current = open.get(key);
-    if (current && current.to === from && current.list === list) {
-      current.to = to;
-      current.seconds += seconds;
-      return;
-    }
-    const w = { ...info, from: from - START, to, seconds, list };
-    open.set(key, w);
-    list.push(w);
-  };
-  const cleanWindows = (list) => list.map(({ list: _l, to: _t, ...w }) => w);
+  const { account, clean: cleanWindows } = windowLedger(START);
   const staleUnexpected = [];
   const staleRevoked = [];
   const staleLongOutage = [];
@@ -620,18 +607,7 @@ export function checkFleetTargets(result) {
   return misses;
 }
 
-function fmt(n, digits = 1) {
-  return Number.isInteger(n) ? n.toLocaleString('en-US') : n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
-}
 
-function duration(ms) {
-  if (ms >= 2 * DAY) return `${fmt(ms / DAY)} days`;
-  if (ms >= 2 * HOUR) return `${fmt(ms / HOUR)} h`;
-  if (ms >= 2 * MINUTE) return `${fmt(ms / MINUTE)} min`;
-  return `${fmt(ms / SECOND)} s`;
-}
-
-const sum = (windows) => windows.reduce((s, w) => s + w.seconds, 0);
 
 /** The fleet run's table: what ran, and each target with its value. */
 export function formatFleetResult(result, misses = checkFleetTargets(result)) {

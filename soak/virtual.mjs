@@ -15,7 +15,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import v8 from 'node:v8';
 import vm from 'node:vm';
 import { memoryCoordinator, obtainGrant } from '../test/helpers/replicas.mjs';
-import { DAY, HOUR, MINUTE, SECOND, drawSchedule, emptyResult, seededRandom } from './common.mjs';
+import { DAY, HOUR, MINUTE, SECOND, drawSchedule, emptyResult, seededRandom, windowLedger } from './common.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const dist = (file) => import(pathToFileURL(path.join(root, 'dist', file)).href);
@@ -364,20 +364,7 @@ export async function runVirtualSoak({ seed = 1, days = 365, profileCount = 10, 
       .map((e) => `${e.kind}${e.replica ? `(${e.replica})` : ''}${e.profile ? `(${e.profile})` : ''}@+${(e.at / HOUR).toFixed(1)}h`)
       .join(', ');
 
-  const open = new Map();
-  const account = (key, list, from, to, info) => {
-    const seconds = (to - from) / 1000;
-    const current = open.get(key);
-    if (current && current.to === from && current.list === list) {
-      current.to = to;
-      current.seconds += seconds;
-      return;
-    }
-    const w = { ...info, from: from - START, to, seconds, list };
-    open.set(key, w);
-    list.push(w);
-  };
-  const cleanWindows = (list) => list.map(({ list: _l, to: _t, ...w }) => w);
+  const { account, clean: cleanWindows } = windowLedger(START);
   const expiredUnexpected = [];
   const expiredLong = [];
   const expiredDown = [];
