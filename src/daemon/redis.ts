@@ -100,6 +100,21 @@ const CHECK_REASONS: Record<RecordRefusal, string> = {
   mac: 'its MAC does not verify under SYNCAUTH_GRANT_KEY: it was written by someone without the key, under another key name, or changed since',
 };
 
+/**
+ * Opens records of one kind, authenticated under `macKey` (record-keys.ts): what `accept` takes of the fields
+ * of one that verifies, or undefined. A record that does not verify, or whose fields `accept` refuses, is told to
+ * the caller's `refused` once per record (by its name and content), never at every read.
+ */
+function recordOpener<T>(macKey: Buffer, version: number, accept: (fields: Record<string, unknown>) => T | undefined) {
+  const once = new RefusedOnce();
+  return (name: string, raw: string, refused: (reason: RecordRefusal) => void): T | undefined => {
+    const opened = openRecord(macKey, name, raw, version);
+    const value = 'fields' in opened ? accept(opened.fields) : undefined;
+    if (value === undefined && once.first(name, raw)) refused('fields' in opened ? 'malformed' : opened.refused);
+    return value;
+  };
+}
+
 /** A stored record, or undefined for one this release cannot read (another version, or damaged). */
 export function decodeReconcile(raw: string): SharedReconcile | undefined {
   try {
@@ -184,19 +199,15 @@ export async function createRedisCoordinator(options: RedisCoordinatorOptions): 
    */
   function accountPauses(grantKey: Buffer): PauseBackend {
     const macKey = subkey(grantKey, 'pause-records');
-    const refused = new RefusedOnce();
+    const open = recordOpener(macKey, PAUSE_VERSION, (fields) => (typeof fields.until === 'number' ? fields.until : undefined));
     const at = (account: string): string => `${prefix}:pause:${account}`;
     const read = async (account: string): Promise<{ until: number | undefined; skew: number }> => {
       const [raw, skew] = await Promise.all([command('read a pause', () => client.get(at(account))), skewMs('read a pause')]);
       if (raw === null) return { until: undefined, skew };
-      const opened = openRecord(macKey, at(account), raw, PAUSE_VERSION);
-      const until = 'fields' in opened ? opened.fields.until : undefined;
-      if (typeof until === 'number') return { until, skew };
-      if (refused.first(at(account), raw)) {
-        const reason: RecordRefusal = 'fields' in opened ? 'malformed' : opened.refused;
-        log?.warn({ event: 'pause.record_refused', op: 'renew', reason }, `a pause of a Dropbox account's token requests in Redis was refused (${CHECK_REASONS[reason]}); it pauses nothing`);
-      }
-      return { until: undefined, skew };
+      const until = open(at(account), raw, (reason) =>
+        log?.warn({ event: 'pause.record_refused', op: 'renew', reason }, `a pause of a Dropbox account's token requests in Redis was refused (${CHECK_REASONS[reason]}); it pauses nothing`),
+      );
+      return { until, skew };
     };
     return {
       async readPause(account) {
@@ -222,7 +233,7 @@ export async function createRedisCoordinator(options: RedisCoordinatorOptions): 
   function fleetMembers(grantKey: Buffer): FleetBackend {
     const macKey = subkey(grantKey, 'fleet-records');
     const hash = `${prefix}:fleet:members`;
-    const refused = new RefusedOnce();
+    const open = recordOpener(macKey, MEMBER_VERSION, (fields) => (typeof fields.until === 'number' ? { until: fields.until, left: fields.left === true } : undefined));
     const written = new Map<string, string>();
     const at = (replica: string): string => `${hash}#${replica}`;
     const millis = (seconds: unknown, micros: unknown): number => Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
@@ -248,17 +259,12 @@ export async function createRedisCoordinator(options: RedisCoordinatorOptions): 
         for (let i = 0; i + 1 < fields.length; i += 2) {
           const replica = fields[i] as string;
           const raw = fields[i + 1] as string;
-          const opened = openRecord(macKey, at(replica), raw, MEMBER_VERSION);
-          const until = 'fields' in opened ? opened.fields.until : undefined;
-          if (typeof until !== 'number') {
-            const reason: RecordRefusal = 'fields' in opened ? 'malformed' : opened.refused;
-            if (refused.first(at(replica), raw)) {
-              log?.warn({ event: 'fleet.record_refused', op: 'coordinate', reason }, `a fleet member's record in Redis was refused (${CHECK_REASONS[reason]}); it is not counted as a replica`);
-            }
-            continue;
-          }
-          const said = 'fields' in opened && opened.fields.left === true;
-          if (said) left.push(replica);
+          const record = open(at(replica), raw, (reason) =>
+            log?.warn({ event: 'fleet.record_refused', op: 'coordinate', reason }, `a fleet member's record in Redis was refused (${CHECK_REASONS[reason]}); it is not counted as a replica`),
+          );
+          if (!record) continue;
+          const { until } = record;
+          if (record.left) left.push(replica);
           else if (until > now) live.push(replica);
           else ended.push(replica);
           if (until < now - 10 * Math.max(leaseMs, 30_000)) stale.push([replica, raw]);
@@ -284,24 +290,18 @@ export async function createRedisCoordinator(options: RedisCoordinatorOptions): 
   /** The token checks' claims and findings, authenticated under a subkey of `grantKey`. */
   function checkSharing(grantKey: Buffer): Pick<Coordinator, 'claimCheck' | 'recordCheck' | 'peekCheck'> {
     const macKey = subkey(grantKey, 'check-records');
-    const refused = new RefusedOnce();
     const stored = (at: string, state: CheckOutcome | 'pending'): string => signRecord(macKey, at, { v: CHECK_VERSION, state });
+    const opener = recordOpener(macKey, CHECK_VERSION, ({ state }): CheckOutcome | 'pending' | undefined =>
+      state === 'pending' || (typeof state === 'string' && isCheckOutcome(state)) ? state : undefined,
+    );
     /** What the record under `at` says, or `refused` (logged once per record) when it does not verify. */
-    const open = (profile: string, at: string, raw: string): CheckOutcome | 'pending' | 'refused' => {
-      const opened = openRecord(macKey, at, raw, CHECK_VERSION);
-      if ('fields' in opened) {
-        const state = opened.fields.state;
-        if (state === 'pending' || (typeof state === 'string' && isCheckOutcome(state))) return state;
-      }
-      const reason: RecordRefusal = 'fields' in opened ? 'malformed' : opened.refused;
-      if (refused.first(at, raw)) {
+    const open = (profile: string, at: string, raw: string): CheckOutcome | 'pending' | 'refused' =>
+      opener(at, raw, (reason) =>
         log?.warn(
           { profile, event: 'check.record_refused', op: 'check', reason },
           `a token check of profile "${profile}" in Redis was refused (${CHECK_REASONS[reason]}); it is not acted on`,
-        );
-      }
-      return 'refused';
-    };
+        ),
+      ) ?? 'refused';
     return {
       async claimCheck(profile, cycle, ttlMs) {
         const at = checkKey(profile, cycle);
