@@ -125,8 +125,11 @@ export class ProfileRuntime {
   expiryTimer: NodeJS.Timeout | undefined;
   /** Token-file writes and removals, one after another. */
   fileChain: Promise<void> = Promise.resolve();
-  /** The access token the token file holds now, as far as this process wrote it. */
-  publishedToken: string | undefined;
+  /**
+   * The access token the profile's sinks hold now, as far as this process wrote them: the token held, or the one
+   * before it while the next is being written.
+   */
+  published: HeldToken | undefined;
   /** The last token-file write or removal failed (the directory unusable): the sweep tries again. */
   fileFailed = false;
   client: { key: string; client: ServiceClient } | undefined;
@@ -159,6 +162,12 @@ export class ProfileRuntime {
   /** An expiry on the wall clock at `at`: its wall-clock reading, or sooner when the monotonic clock says so. */
   #earlier(at: number, expiresAt: number, monoExpiresAt: number): number {
     return Math.min(expiresAt, this.wallTimeOf(monoExpiresAt, at));
+  }
+
+  /** Whether what the sinks hold is unexpired at `at`, read as the held token is (both clocks). */
+  publishedLive(at: number): boolean {
+    const published = this.published;
+    return published !== undefined && at < this.#earlier(at, published.expiresAt, published.monoExpiresAt);
   }
 
   holdsToken(at: number): boolean {

@@ -30,8 +30,10 @@ export function healthOf(rt: ProfileRuntime, at: number, rule: ReadinessRule): {
   if (expiry === undefined) return { health: waiting, ready: false, reason: 'no access token yet' };
   if (at >= expiry) return { health: waiting, ready: false, reason: 'the access token expired' };
   if (needsOwnToken && !rt.holdsToken(at)) return { health: waiting, ready: false, reason: 'no access token to publish yet' };
-  // Ready only once the file consumers read holds the token: never while it still has the old one or none.
-  if (rule.publishes && rt.publishedToken !== rt.token?.value) return { health: waiting, ready: false, reason: 'publishing the access token' };
+  // Ready only while the files consumers read hold a live token: never while they hold none or an expired one.
+  // During a renewal they hold the one before the new token until its write ends; that one is still good, and a
+  // probe arriving in between must not see the profile flap to not ready at every renewal.
+  if (rule.publishes && !rt.publishedLive(at)) return { health: waiting, ready: false, reason: 'publishing the access token' };
   return { health: rt.inBackoff() ? 'backoff' : 'ready', ready: true };
 }
 

@@ -143,10 +143,10 @@ export class ProfileWorker {
    */
   async checkPublished(): Promise<boolean> {
     const rt = this.#rt;
-    if (!this.#ctx.files.publishes || !rt.token || rt.publishedToken !== rt.token.value) return false;
-    const published = rt.publishedToken;
+    if (!this.#ctx.files.publishes || !rt.token || rt.published !== rt.token) return false;
+    const published = rt.published;
     if (await this.#ctx.files.intact(rt)) return false;
-    if (rt.publishedToken === published) rt.publishedToken = undefined;
+    if (rt.published === published) rt.published = undefined;
     this.#lost = true;
     return true;
   }
@@ -540,7 +540,7 @@ export class ProfileWorker {
     if (!options.keepPublished) await this.inFlight;
     clearTimeout(rt.expiryTimer);
     const at = this.#now();
-    const keep = options.keepPublished && (rt.tokenExpiry(at) ?? at) - at > this.#ctx.config.safetyMs && rt.publishedToken === rt.token?.value;
+    const keep = options.keepPublished && (rt.tokenExpiry(at) ?? at) - at > this.#ctx.config.safetyMs && rt.published === rt.token;
     if (keep) await rt.fileChain;
     else await this.#ctx.files.unpublish(rt);
     await rt.client?.client.close().catch(() => undefined);
@@ -622,7 +622,7 @@ export class ProfileWorker {
     this.#holdToken({ value: left.value, expiresAt: left.expiresAt, monoExpiresAt: clock.mono() + (left.expiresAt - at) });
     // Templates are rendered again from it: one added since the last run gets its file now.
     if (files.templatesOf(rt.name).length > 0) await files.publish(rt);
-    else rt.publishedToken = left.value;
+    else rt.published = rt.token;
     // What the connector holds is not known to a process that just started: its previous run may have been
     // stopped before a reconcile succeeded (the service down, a retry pending), or, with replicas, while it
     // watched for another replica to reconcile. Both lived in memory. The first sweep looks: alone, it gives the
@@ -819,7 +819,7 @@ export class ProfileWorker {
         await this.checkPublished();
         const lost = this.#lost;
         this.#lost = false;
-        if (rt.publishedToken !== rt.token.value) await this.#ctx.files.publish(rt);
+        if (rt.published !== rt.token) await this.#ctx.files.publish(rt);
         if (lost) this.#ctx.log.warn({ profile: rt.name, event: 'publish.restored', op: 'publish', path: this.#ctx.files.pathOf(rt.name) }, `a file published for profile "${rt.name}" was removed or replaced; published it again`);
       } else if (rt.fileFailed) await this.#ctx.files.unpublish(rt);
     }

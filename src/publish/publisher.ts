@@ -9,17 +9,20 @@ import type { SinkLocks } from './sink-lock.js';
 import type { TemplateRenderer, TemplateSpec } from './template.js';
 import { sameProfileSinks, type ProfileSinks } from './token-file.js';
 
-/** The holder side of a profile, as far as publishing goes. */
-interface Holder {
+/** The holder side of a profile, as far as publishing goes; `T` is the holder's own kind of token. */
+interface Holder<T extends { value: string; expiresAt: number } = { value: string; expiresAt: number }> {
   readonly name: string;
-  readonly token: { value: string; expiresAt: number } | undefined;
+  readonly token: T | undefined;
   readonly removed: boolean;
   /** Whether the token held is unexpired at `at`, by every clock the holder trusts. */
   holdsToken(at: number): boolean;
   /** Writes and removals of the profile's sinks, one after another. */
   fileChain: Promise<void>;
-  /** What the files hold once a write or removal has finished; readiness waits for it. */
-  publishedToken: string | undefined;
+  /**
+   * The token every sink holds once a write (and its renders) or removal has finished: the token held, or, while
+   * the next one is being written, the one before it. Readiness looks at it.
+   */
+  published: T | undefined;
   /** The last write or removal failed: what the file holds is not known, and the sweep tries again. */
   fileFailed: boolean;
 }
@@ -114,7 +117,7 @@ export class TokenPublisher {
     return this.#tokenFileOf(name)?.fileFor(name);
   }
 
-  publish(holder: Holder): Promise<void> {
+  publish<T extends { value: string; expiresAt: number }>(holder: Holder<T>): Promise<void> {
     const token = holder.token;
     return this.#queue(holder, async (sinks) => {
       // Checked again when the write's turn comes: a token that expired or was replaced meanwhile is not written.
@@ -123,7 +126,7 @@ export class TokenPublisher {
       for (const sink of sinks) if (sink.kind !== 'template') await sink.publish(published);
       const templates = sinks.filter((sink) => sink.kind === 'template');
       if (templates.length === 0) {
-        holder.publishedToken = token.value;
+        holder.published = token;
         return true;
       }
       // Rendered beside the chain, not in it: a slow or stuck template source (or account id lookup) never holds
@@ -135,7 +138,7 @@ export class TokenPublisher {
         await Promise.all(templates.map((sink) => sink.publish(values)));
       };
       const rendering = render().then(() => {
-        if (holder.token === token && !holder.removed) holder.publishedToken = token.value;
+        if (holder.token === token && !holder.removed) holder.published = token;
       });
       this.#rendering.add(rendering);
       void rendering.finally(() => this.#rendering.delete(rendering));
@@ -158,7 +161,7 @@ export class TokenPublisher {
    */
   unpublish(holder: Holder): Promise<void> {
     return this.#queue(holder, async (sinks) => {
-      holder.publishedToken = undefined;
+      holder.published = undefined;
       for (const sink of sinks) await sink.withdraw(holder.name);
       return true;
     });

@@ -1,6 +1,6 @@
 // Templates are rendered beside the token file's chain of writes, not in it: a render that hangs (a source on a
 // mount that does not answer, an account id lookup that takes its time) delays neither the token file, nor the
-// next write, nor the removal of an expired token. Readiness (publishedToken) waits for the render to end.
+// next write, nor the removal of an expired token. Readiness (`published`) waits for the render to end.
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -16,7 +16,7 @@ function holder(value: string) {
     removed: false,
     holdsToken: () => true,
     fileChain: Promise.resolve(),
-    publishedToken: undefined as string | undefined,
+    published: undefined as { value: string; expiresAt: number } | undefined,
     fileFailed: false,
   };
 }
@@ -45,7 +45,7 @@ describe('TokenPublisher with templates', () => {
     expect(await within(publisher.publish(rt), 2_000)).toBeUndefined();
     expect(readFileSync(file, 'utf8')).toBe('first-token');
     expect(calls.map((c) => c.accessToken)).toEqual(['first-token']);
-    expect(rt.publishedToken).toBeUndefined();
+    expect(rt.published).toBeUndefined();
 
     // The next renewal's write does not wait for the render either.
     rt.token = { value: 'second-token', expiresAt: Date.now() + 3_600_000 };
@@ -60,7 +60,7 @@ describe('TokenPublisher with templates', () => {
     // A render that ends for a token no longer held does not say it is published.
     release();
     await new Promise((resolve) => setTimeout(resolve, 50));
-    expect(rt.publishedToken).toBeUndefined();
+    expect(rt.published).toBeUndefined();
   });
 
   it('does not wait for the account id either, and says the token is published once its render ended', async () => {
@@ -73,10 +73,10 @@ describe('TokenPublisher with templates', () => {
     const rt = holder('the-token');
     expect(await within(publisher.publish(rt), 2_000)).toBeUndefined();
     expect(readFileSync(file, 'utf8')).toBe('the-token');
-    expect(rt.publishedToken).toBeUndefined();
+    expect(rt.published).toBeUndefined();
     answer('dbid:AAH4f99');
     await new Promise((resolve) => setTimeout(resolve, 50));
     expect(rendered.map((v) => v.accountId)).toEqual(['dbid:AAH4f99']);
-    expect(rt.publishedToken).toBe('the-token');
+    expect(rt.published?.value).toBe('the-token');
   });
 });

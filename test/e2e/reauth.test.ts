@@ -203,7 +203,8 @@ describe.skipIf(availability.skip)('re-authorization in a real browser (headless
     const freshAt = performance.now();
     const connector = [...(emulator.state.workspaces.get('default')?.sources.values() ?? [])].find((s) => s.type === 'dropbox');
     expect(connector?.config.refresh_token).toBe(second);
-    expect((await readyz()).status).toBe(200);
+    // Whole, so that a failure names the profile's reason.
+    expect(await readyz()).toMatchObject({ status: 200 });
     const after = await runCli(['status', '--profile', PROFILE], { env: daemonEnv, cwd: dir });
     expect(after.code, after.stdout + after.stderr).toBe(0);
     expect(after.stdout).not.toContain('reauthorization link');

@@ -217,7 +217,7 @@ describe('the publisher over each profile\'s list', () => {
       removed: false,
       holdsToken: () => true,
       fileChain: Promise.resolve(),
-      publishedToken: undefined as string | undefined,
+      published: undefined as { value: string; expiresAt: number } | undefined,
       fileFailed: false,
     };
   }
@@ -250,7 +250,7 @@ describe('the publisher over each profile\'s list', () => {
     expect(readFileSync(path.join(dir, 'docs', 'own.env'), 'utf8')).toBe(`TOKEN=${TOKEN}\n`);
     expect(readFileSync(path.join(dir, 'other.token'), 'utf8')).toBe(TOKEN);
     expect(existsSync(path.join(dir, 'other.env'))).toBe(true);
-    expect([docs.publishedToken, other.publishedToken]).toEqual([TOKEN, TOKEN]);
+    expect([docs.published?.value, other.published?.value]).toEqual([TOKEN, TOKEN]);
     expect(await publisher.intact(docs)).toBe(true);
 
     await publisher.unpublish(docs);
