@@ -348,6 +348,8 @@ export class DaemonMetrics {
     });
     const view = this.#view;
     gauge('syncauth_profiles_paused', "Profiles served here whose Dropbox account is paused now: they send no token request or check until the pause ends", (b) => {
+      // Nothing paused, nothing held: the profiles are not looked at.
+      if (b.pauses.paused === 0) return 0;
       let held = 0;
       for (const profile of view.profiles()) if (profile.account !== undefined && b.paused(profile.account)) held += 1;
       return held;
