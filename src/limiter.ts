@@ -26,30 +26,50 @@ export class Semaphore {
 
 /**
  * Spaces starts at least 1/rate seconds apart: each caller reserves the next free slot at once (so callers
- * keep their order and a burst never exceeds the cap) and then waits for it.
+ * keep their order and a burst never exceeds the cap) and then waits for it. It counts what the cap cost: the
+ * callers that had to wait, the time they were given to wait, and how many wait now.
  */
 export class RateGate {
+  #perSecond: number;
   #intervalMs: number;
   #nextAt = -Infinity;
+  #delayed = 0;
+  #delayMs = 0;
+  #waiting = 0;
 
   constructor(
     perSecond: number,
     private readonly now: () => number,
     private readonly sleep: (ms: number, signal?: AbortSignal) => Promise<void>,
   ) {
+    this.#perSecond = perSecond;
     this.#intervalMs = 1000 / perSecond;
   }
 
   /** A new rate for the slots reserved from now on (a fleet's cap shared anew when its members change). */
   setRate(perSecond: number): void {
+    this.#perSecond = perSecond;
     this.#intervalMs = 1000 / perSecond;
+  }
+
+  /** The rate now, and what waiting for it has cost since the gate was made (`delayMs`: the waits given, summed). */
+  get stats(): { perSecond: number; delayed: number; delayMs: number; waiting: number } {
+    return { perSecond: this.#perSecond, delayed: this.#delayed, delayMs: this.#delayMs, waiting: this.#waiting };
   }
 
   async wait(signal?: AbortSignal): Promise<void> {
     const now = this.now();
     const slot = Math.max(now, this.#nextAt);
     this.#nextAt = slot + this.#intervalMs;
-    if (slot > now) await this.sleep(slot - now, signal);
+    if (slot <= now) return;
+    this.#delayed += 1;
+    this.#delayMs += slot - now;
+    this.#waiting += 1;
+    try {
+      await this.sleep(slot - now, signal);
+    } finally {
+      this.#waiting -= 1;
+    }
   }
 }
 

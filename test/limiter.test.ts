@@ -135,6 +135,22 @@ describe('RateGate', () => {
     expect(passed).toEqual([0, 500, 1_000]);
   });
 
+  it('counts the callers that waited, the waits given and those waiting now; a caller with a free slot is not counted', async () => {
+    const gate = new RateGate(4, () => Date.now(), sleep);
+    expect(gate.stats).toEqual({ perSecond: 4, delayed: 0, delayMs: 0, waiting: 0 });
+    const passed = burst(gate, 3);
+    await vi.advanceTimersByTimeAsync(0);
+    // The first passed at once; the others were given 250 and 500 ms.
+    expect(gate.stats).toEqual({ perSecond: 4, delayed: 2, delayMs: 750, waiting: 2 });
+    await vi.advanceTimersByTimeAsync(250);
+    expect(gate.stats.waiting).toBe(1);
+    await vi.advanceTimersByTimeAsync(250);
+    expect(passed).toEqual([0, 250, 500]);
+    expect(gate.stats).toEqual({ perSecond: 4, delayed: 2, delayMs: 750, waiting: 0 });
+    gate.setRate(0.5);
+    expect(gate.stats.perSecond).toBe(0.5);
+  });
+
   it('stops a wait when its signal aborts, and gives the wait the signal', async () => {
     const seen: (AbortSignal | undefined)[] = [];
     const gate = new RateGate(1, () => Date.now(), (ms, signal) => {

@@ -27,6 +27,8 @@ export class AccountPauses {
   readonly #backend: PauseBackend | undefined;
   readonly #now: () => number;
   readonly #log: Logger;
+  /** Pauses begun in this process (an account not paused before), by where they came from. */
+  readonly #begun = { here: 0, fleet: 0 };
 
   constructor(options: { backend?: PauseBackend | undefined; now: () => number; log: Logger }) {
     this.#backend = options.backend;
@@ -53,8 +55,27 @@ export class AccountPauses {
         // Redis away: this process's pauses still hold.
       }
     }
-    if (shared !== undefined && shared > (this.#local.get(account) ?? 0)) this.#local.set(account, shared);
+    if (shared !== undefined && shared > (this.#local.get(account) ?? 0)) {
+      // Another replica's 429 (this one's own pause is known here before it is written).
+      if (shared > this.#now() && this.pausedHere(account) === undefined) this.#begun.fleet += 1;
+      this.#local.set(account, shared);
+    }
     return this.pausedHere(account);
+  }
+
+  /**
+   * For the metrics: the accounts paused now as this process knows them (a pause another replica recorded is
+   * known once a renewal here has read it), and the pauses begun here, by where they came from: a 429 met in this
+   * process (`here`) or a record another replica wrote (`fleet`).
+   */
+  stats(): { paused: number; begun: { here: number; fleet: number } } {
+    const now = this.#now();
+    let paused = 0;
+    for (const [account, until] of this.#local) {
+      if (until > now) paused += 1;
+      else this.#local.delete(account);
+    }
+    return { paused, begun: { ...this.#begun } };
   }
 
   /** A 429 with Retry-After for a profile of `account`: pauses the account here and, with a backend, everywhere. */
@@ -62,6 +83,7 @@ export class AccountPauses {
     if (until <= this.#now()) return;
     const known = this.#local.get(account) ?? 0;
     if (until > known) {
+      if (this.pausedHere(account) === undefined) this.#begun.here += 1;
       this.#local.set(account, until);
       this.#log.warn(
         { profile, event: 'renewal.account_paused', op: 'renew', until: new Date(until).toISOString() },

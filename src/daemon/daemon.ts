@@ -158,6 +158,7 @@ export class Daemon implements RunningDaemon {
       marginMs: this.#config.marginMs,
       ...(options.coordinator ? { coordinatorUp: () => (options.coordinator as NonNullable<typeof options.coordinator>).isAvailable() } : {}),
       fleet: () => (this.#fleet ? this.#fleetView() : undefined),
+      budget: () => ({ cap: this.#ctx.rateGate?.stats, pauses: this.#ctx.pauses.stats(), paused: (account) => this.#ctx.pauses.pausedHere(account) !== undefined }),
       profiles: () => {
         const at = now();
         return [...this.#workers.values()].map((worker) => ({ name: worker.name, ...worker.health(at) }));

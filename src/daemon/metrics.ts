@@ -3,9 +3,14 @@
 // to nothing; prom-client is loaded, and the registry built over those maps, only when someone asks for the
 // registry (the health server's /metrics, an embedding program): a daemon that nobody scrapes never loads it.
 // Every series is computed when scraped.
+//
+// The token endpoint's budget (the cap on token requests, the account pauses a 429 starts, the spreading of
+// renewals) is counted per daemon with bounded labels only (an outcome, a source): never a profile or an
+// account, of which a fleet may serve thousands. Each replica exports its own; Prometheus sums them.
 import { createRequire } from 'node:module';
 import type * as PromClient from 'prom-client';
 import type { Registry } from 'prom-client';
+import { isOAuthError } from '../oauth/index.js';
 import type { FleetMode } from './fleet.js';
 import type { CheckOutcome, ReconcileOutcome, RenewalOutcome } from './types.js';
 
@@ -19,11 +24,54 @@ export interface MetricsView {
   now(): number;
   /** The renewal margin, in milliseconds: alerts compare a token's remaining life with it. */
   marginMs: number;
-  profiles(): { name: string; expiresAt: number | undefined; health: ProfileHealth }[];
+  /** `account`: the profile's Dropbox account as far as it is known (for the profiles held by a pause). */
+  profiles(): { name: string; expiresAt: number | undefined; health: ProfileHealth; account?: string | undefined }[];
   /** Whether the replicas' coordinator answers; undefined when the daemon runs without one. */
   coordinatorUp?: () => boolean;
   /** Fleet mode's view (the status's `fleet`); undefined, or answering undefined, without a fleet. */
   fleet?: () => FleetMetricsView | undefined;
+  /** The token endpoint's budget as the daemon holds it now. */
+  budget?: () => BudgetView;
+}
+
+/** What the budget's series show. */
+export interface BudgetView {
+  /**
+   * This daemon's cap on token requests a second now (with a fleet, its part of the fleet's cap), and what
+   * renewals spent waiting for it (`delayMs`: the waits summed; `waiting`: renewals waiting now); undefined
+   * without a cap.
+   */
+  cap: { perSecond: number; delayed: number; delayMs: number; waiting: number } | undefined;
+  /** Accounts paused now, as this daemon knows, and the pauses begun here by where they came from. */
+  pauses: { paused: number; begun: { here: number; fleet: number } };
+  /** Whether an account is paused now. */
+  paused(account: string): boolean;
+}
+
+/**
+ * What a request to the token endpoint ended in: tokens (`ok`), a 429 (`rate_limited`), the grant refused
+ * (`reauthorization_needed`), the app or request refused (`configuration_error`), or no usable answer (`failed`:
+ * a 5xx, the network, a timeout, an answer that does not parse).
+ */
+export type TokenRequestOutcome = 'ok' | 'rate_limited' | 'failed' | 'reauthorization_needed' | 'configuration_error';
+
+const TOKEN_REQUEST_OUTCOMES: readonly TokenRequestOutcome[] = ['ok', 'rate_limited', 'failed', 'reauthorization_needed', 'configuration_error'];
+
+/** The outcome of a token request that ended in `error` (none: it gave tokens); undefined when nothing was sent. */
+export function tokenRequestOutcome(error?: unknown): TokenRequestOutcome | undefined {
+  if (error === undefined) return 'ok';
+  // A grant or setting refused before sending (a ValidationError) sent nothing.
+  if (!isOAuthError(error)) return undefined;
+  switch (error.kind) {
+    case 'rate_limited':
+      return 'rate_limited';
+    case 'terminal':
+      return 'reauthorization_needed';
+    case 'configuration':
+      return 'configuration_error';
+    default:
+      return 'failed';
+  }
 }
 
 /** What the fleet's gauges show: the live members this replica sees, its mode, and the shared profiles it serves. */
@@ -50,6 +98,9 @@ export class DaemonMetrics {
   readonly #reconcileOk = new Map<string, 0 | 1>();
   readonly #reconcileAt = new Map<string, number>();
   #lastSweep: number | undefined;
+  readonly #tokenRequests = new Map<TokenRequestOutcome, number>(TOKEN_REQUEST_OUTCOMES.map((o) => [o, 0]));
+  /** Renewals drawn over the renewal window rather than within the usual jitter, and the seconds drawn earlier than it. */
+  readonly #spread = { renewals: 0, earlyMs: 0 };
   #registry: Registry | undefined;
 
   constructor(view: MetricsView) {
@@ -82,6 +133,19 @@ export class DaemonMetrics {
     const totals: Record<string, number> = {};
     for (const outcomes of this.#checks.values()) for (const [outcome, n] of outcomes) totals[outcome] = (totals[outcome] ?? 0) + n;
     return totals;
+  }
+
+  /** A request to the token endpoint ended, in `error` or (none) with tokens; one that sent nothing is not counted. */
+  tokenRequest(error?: unknown): void {
+    const outcome = tokenRequestOutcome(error);
+    if (outcome !== undefined) this.#tokenRequests.set(outcome, (this.#tokenRequests.get(outcome) ?? 0) + 1);
+  }
+
+  /** A renewal spread over the window: its jitter `jitterMs` in place of the usual draw `usualMs`; returns `jitterMs`. */
+  spread(jitterMs: number, usualMs: number): number {
+    this.#spread.renewals += 1;
+    this.#spread.earlyMs += Math.max(0, jitterMs - usualMs);
+    return jitterMs;
   }
 
   swept(atMs: number): void {
@@ -218,8 +282,78 @@ export class DaemonMetrics {
         },
       });
     }
+    this.#buildBudget(prom, registers);
     prom.collectDefaultMetrics({ register: registry });
     return registry;
+  }
+
+  /** The token endpoint's budget: requests by outcome, the cap and the waits for it, the account pauses, the spreading. */
+  #buildBudget(prom: typeof PromClient, registers: Registry[]): void {
+    const budget = this.#view.budget;
+    const requests: PromClient.Counter<'outcome'> = new prom.Counter({
+      name: 'syncauth_token_requests_total',
+      help: 'Requests to the token endpoint (renewals; token checks call the API, not the token endpoint), by outcome (ok, rate_limited, failed, reauthorization_needed, configuration_error)',
+      labelNames: ['outcome'],
+      registers,
+      collect: () => {
+        requests.reset();
+        for (const [outcome, n] of this.#tokenRequests) requests.inc({ outcome }, n);
+      },
+    });
+    const spread = this.#spread;
+    const spreadCounter = (name: string, help: string, pick: () => number): void => {
+      const metric: PromClient.Counter = new prom.Counter({
+        name, help, registers,
+        collect() {
+          metric.reset();
+          metric.inc(pick());
+        },
+      });
+    };
+    spreadCounter('syncauth_renewals_spread_total', 'Tokens whose renewal was drawn over the whole renewal window (spreadRenewals: after a start, a failure or a pause) rather than within the usual jitter', () => spread.renewals);
+    spreadCounter('syncauth_renewals_spread_early_seconds_total', "Seconds of token life given up by spreading: how much earlier than the usual draw each spread renewal was set, summed", () => spread.earlyMs / 1000);
+    if (!budget) return;
+    const gauge = (name: string, help: string, pick: (b: BudgetView) => number): void => {
+      const metric: PromClient.Gauge = new prom.Gauge({ name, help, registers, collect: () => metric.set(pick(budget())) });
+    };
+    const counter = (name: string, help: string, pick: (b: BudgetView) => number): void => {
+      const metric: PromClient.Counter = new prom.Counter({
+        name, help, registers,
+        collect() {
+          metric.reset();
+          metric.inc(pick(budget()));
+        },
+      });
+    };
+    // The cap is set when the daemon is built (a flag, or a fleet's default): its series are there only with one.
+    if (budget().cap !== undefined) {
+      const cap = (b: BudgetView): NonNullable<BudgetView['cap']> => b.cap ?? { perSecond: 0, delayed: 0, delayMs: 0, waiting: 0 };
+      gauge('syncauth_token_requests_per_second_limit', "This daemon's cap on token requests a second now (with --fleet, its part of the fleet's cap: the cap over the live replicas)", (b) => cap(b).perSecond);
+      counter('syncauth_token_requests_delayed_total', 'Renewals that waited for the cap on token requests before sending', (b) => cap(b).delayed);
+      counter('syncauth_token_requests_delay_seconds_total', 'Seconds renewals waited for the cap on token requests, summed (its rate: renewals waiting on average)', (b) => cap(b).delayMs / 1000);
+      gauge('syncauth_token_requests_waiting', 'Renewals waiting for the cap on token requests now', (b) => cap(b).waiting);
+    }
+    gauge('syncauth_accounts_paused', 'Dropbox accounts whose token requests and checks are paused now after a 429, as this daemon knows (a pause another replica recorded is known once a renewal here reads it)', (b) => b.pauses.paused);
+    const begun: PromClient.Counter<'source'> = new prom.Counter({
+      name: 'syncauth_account_pauses_total',
+      help: "Pauses of a Dropbox account's token requests begun on this daemon, by source: here (a 429 met by this daemon) or fleet (a record another replica wrote)",
+      labelNames: ['source'],
+      registers,
+      collect() {
+        begun.reset();
+        const { here, fleet } = budget().pauses.begun;
+        begun.inc({ source: 'here' }, here);
+        begun.inc({ source: 'fleet' }, fleet);
+      },
+    });
+    const view = this.#view;
+    gauge('syncauth_profiles_paused', "Profiles served here whose Dropbox account is paused now: they send no token request or check until the pause ends", (b) => {
+      // Nothing paused, nothing held: the profiles are not looked at.
+      if (b.pauses.paused === 0) return 0;
+      let held = 0;
+      for (const profile of view.profiles()) if (profile.account !== undefined && b.paused(profile.account)) held += 1;
+      return held;
+    });
   }
 }
 

@@ -136,6 +136,7 @@ export class ProfileRenewer {
       now: clock.wall,
       signal,
       timeoutMs: config.tokenTimeoutMs,
+      onAnswer: (error) => this.#ctx.metrics.tokenRequest(error),
       onNewRefreshToken: (refreshToken) => this.#keepRefreshToken(profile, refreshToken),
       onNewAccessToken: (fresh: TokenSet) => this.#shareAccessToken(profile, fresh, grant),
     });

@@ -133,8 +133,8 @@ export class ProfileWorker {
   }
 
   /** Its health and the expiry known, for the metrics: cheaper than the whole view. */
-  health(at: number): { health: ProfileHealth; expiresAt: number | undefined } {
-    return { health: healthOf(this.#rt, at, this.#ctx.config).health, expiresAt: this.#rt.expiry(at) };
+  health(at: number): { health: ProfileHealth; expiresAt: number | undefined; account: string | undefined } {
+    return { health: healthOf(this.#rt, at, this.#ctx.config).health, expiresAt: this.#rt.expiry(at), account: this.#rt.knownAccount };
   }
 
   /**
@@ -569,7 +569,8 @@ export class ProfileWorker {
     const rt = this.#rt;
     if (!rt.spreadNext) return drawJitter(this.#ctx);
     rt.spreadNext = false;
-    return spreadJitter(token.expiresAt, { now: this.#now(), marginMs: this.#ctx.config.marginMs, usual: drawJitter(this.#ctx), random: this.#ctx.random });
+    const usual = drawJitter(this.#ctx);
+    return this.#ctx.metrics.spread(spreadJitter(token.expiresAt, { now: this.#now(), marginMs: this.#ctx.config.marginMs, usual, random: this.#ctx.random }), usual);
   }
 
   #holdToken(token: HeldToken): void {

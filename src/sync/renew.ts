@@ -22,6 +22,8 @@ export interface RenewOptions {
   signal?: AbortSignal;
   /** Deadline of the token request; the OAuth module's default when absent. */
   timeoutMs?: number;
+  /** Told when the token request ends, before anything is done with its answer: `error` is absent when it gave tokens. */
+  onAnswer?: (error?: unknown) => void;
 }
 
 /**
@@ -43,9 +45,11 @@ export async function renewHoldingLock(options: RenewOptions): Promise<TokenSet>
       ...(options.timeoutMs !== undefined ? { timeoutMs: options.timeoutMs } : {}),
     });
   } catch (error) {
+    options.onAnswer?.(error);
     await recordFailure(profiles, name, error, options.now);
     throw error;
   }
+  options.onAnswer?.();
   if (tokens.refreshToken !== options.refreshToken && options.onNewRefreshToken) {
     await options.onNewRefreshToken(tokens.refreshToken);
   }

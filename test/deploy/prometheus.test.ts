@@ -377,3 +377,105 @@ describe.skipIf(skip)('the fleet alerts against real replicas', () => {
     }
   }, 60_000);
 });
+
+// ---- the token-endpoint budget's alerts against real daemons ----
+
+describe.skipIf(skip)('the budget alerts against real daemons', () => {
+  const MINUTE = 60_000;
+  const BUDGET_ALERTS = ['SyncauthTokenEndpointThrottled', 'SyncauthTokenBudgetSaturated'];
+
+  /** promtool on `series` (held for MINUTES minutes): at the end, exactly the budget alerts in `firing`, on `instance`. */
+  async function budgetAlerts(series: { series: string; values: string }[], firing: string[], values: Record<string, string>): Promise<{ code: number | null; output: string }> {
+    const labels = { ...LABELS, severity: 'warning' };
+    const annotations = (alert: string): Record<string, string> =>
+      Object.fromEntries(
+        Object.entries((byName.get(alert) as Rule).annotations ?? {}).map(([k, v]) => [k, render(v.replace(/\{\{ \$value( \| printf "%\.1f")? \}\}/g, () => values[alert] ?? ''), labels)]),
+      );
+    const tests = {
+      rule_files: ['syncauth-rules.yml'],
+      evaluation_interval: '1m',
+      tests: [{
+        interval: '1m',
+        input_series: series,
+        alert_rule_test: BUDGET_ALERTS.map((alert) => ({
+          eval_time: `${MINUTES - 5}m`,
+          alertname: alert,
+          exp_alerts: firing.includes(alert) ? [{ exp_labels: labels, exp_annotations: annotations(alert) }] : [],
+        })),
+      }],
+    };
+    const dir = tempDir('syncauth-rules-');
+    copyFileSync(RULES, path.join(dir, 'syncauth-rules.yml'));
+    writeFileSync(path.join(dir, 'budget.test.yml'), stringify(tests));
+    const result = await runPromtool(['test', 'rules', 'budget.test.yml'], dir);
+    console.log(result.output);
+    return result;
+  }
+
+  /**
+   * A daemon with `cap` token requests a second and one renewal at a time, cold-started on 16 profiles of one
+   * Dropbox account; its budget series as Prometheus would hold them: the delay counter growing as it grew over
+   * the 5 minutes from the start, then (after a 429 when `throttle`) the pause gauge as last scraped.
+   */
+  async function budgetSeries(cap: number, throttle: boolean): Promise<{ series: { series: string; values: string }[]; waiting: number }> {
+    const clock = fakeClock();
+    const emu = await emulator({ tokenLifetimeSeconds: 14_400, now: clock.now });
+    const names = Array.from({ length: 16 }, (_, i) => `b${i}`);
+    const grants = new Map<string, DaemonGrant>();
+    for (const name of names) grants.set(name, await obtainGrant(emu));
+    const profileStore = openProfileStore(tempDir('syncauth-metrics-'));
+    for (const name of names) await profileStore.update(name, () => ({ accountId: 'dbid:budget' }));
+    const daemon: RunningDaemon = await startDaemon({
+      profiles: async () => names.map((name) => profileOf(emu, { name, grant: grants.get(name) as DaemonGrant })),
+      profileStore,
+      renewMarginMs: 900_000,
+      schedule: false,
+      checkIntervalMs: 0,
+      logger: captureLog().logger,
+      now: clock.now,
+      sleep: clock.sleep,
+      random: seededRandom(),
+      concurrency: 1,
+      maxRenewalsPerSecond: cap,
+      listen: { host: '127.0.0.1', port: 0 },
+    });
+    try {
+      const scrape = async (): Promise<string> => (await fetch(`${daemon.url as string}/metrics`)).text();
+      const delayOf = (text: string): number => Number(/^syncauth_token_requests_delay_seconds_total (\S+)$/m.exec(text)?.[1]);
+      const start = clock.now();
+      const before = delayOf(await scrape());
+      await daemon.sweep();
+      clock.advance(Math.max(0, start + 5 * MINUTE - clock.now()));
+      const perMinute = (delayOf(await scrape()) - before) / 5;
+      if (throttle) {
+        // Into the margin, where the first renewal meets a 429 asking for an hour: the account pauses.
+        emu.setFaults([{ route: 'token', status: 429, retryAfterSeconds: 3600, times: 1 }]);
+        clock.advance(14_400_000 - 800_000);
+        await daemon.sweep();
+      }
+      const text = await scrape();
+      const series = inputSeries(text, clock.now() / 1000).filter((s) => s.series.startsWith('syncauth_accounts_paused{'));
+      series.push({ series: `syncauth_token_requests_delay_seconds_total{job="syncauth",instance="daemon:9464"}`, values: `0+${perMinute}x${MINUTES}` });
+      console.log(series.map((s) => `${s.series} ${s.values}`).join('\n'));
+      return { series, waiting: perMinute / 60 };
+    } finally {
+      await daemon.close();
+    }
+  }
+
+  it('fire for an account the token endpoint keeps paused and for renewals waiting on a cap too low for the profiles, and not for a daemon within its cap', async () => {
+    if (!promtool) throw new Error(`${MISSING} (required in CI: CI is set)`);
+    // One renewal every 20 s for 16 profiles due at once: 15 wait, one of them at every moment of the 5 minutes.
+    const low = await budgetSeries(0.05, true);
+    expect(low.waiting).toBeCloseTo(1, 5);
+    expect(low.series.find((s) => s.series.startsWith('syncauth_accounts_paused'))?.values).toBe(`1x${MINUTES}`);
+    const fired = await budgetAlerts(low.series, BUDGET_ALERTS, { SyncauthTokenEndpointThrottled: '1', SyncauthTokenBudgetSaturated: low.waiting.toFixed(1) });
+    expect(fired.code, fired.output).toBe(0);
+
+    // Ten a second: the same renewals wait 0.1 s each, and nothing is paused.
+    const within = await budgetSeries(10, false);
+    expect(within.waiting).toBeLessThan(0.01);
+    const quiet = await budgetAlerts(within.series, [], {});
+    expect(quiet.code, quiet.output).toBe(0);
+  }, 60_000);
+});
