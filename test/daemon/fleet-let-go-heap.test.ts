@@ -59,6 +59,8 @@ describe('a fleet replica holds nothing of a profile it lets go', () => {
       logger: captureLog('info').logger,
       now: () => t,
       monotonicNow: () => 0,
+      // This replica's part of the fleet's cap on token requests would space the sweep's renewals: they wait for nothing.
+      sleep: async () => {},
       coordinator: memoryCoordinator(redis, 'me', CoordinatorUnavailableError, () => t),
       grantKey: randomBytes(32),
       fleet: { timers: false, leaseMs: 3 * MINUTE },
@@ -72,6 +74,11 @@ describe('a fleet replica holds nothing of a profile it lets go', () => {
       await collect();
       const reachable = names.filter((name) => loaded.get(name)?.deref() !== undefined);
       expect(reachable).toEqual(names.filter((name) => served.has(name)));
+      // Nor a series of the metrics: a sweep renews (or fails to renew) what it serves, and only that is labelled.
+      await daemon.sweep();
+      const exposition = await daemon.registry.metrics();
+      const labelled = names.filter((name) => exposition.includes(`profile="${name}"`));
+      expect(labelled).toEqual(names.filter((name) => served.has(name)));
     } finally {
       await daemon.close();
     }
