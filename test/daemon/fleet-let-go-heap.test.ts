@@ -30,7 +30,7 @@ async function collect(): Promise<void> {
 }
 
 describe('a fleet replica holds nothing of a profile it lets go', () => {
-  it('leaves no loaded profile of another replica reachable, while it keeps those it serves', async () => {
+  it('leaves no loaded profile of another replica reachable, at start and after a reload, while it keeps those it serves', async () => {
     const home = newHome();
     const names = Array.from({ length: 24 }, (_, i) => `h${String(i).padStart(2, '0')}`);
     const secrets = openSecretStore({ kind: 'file', configDir: home.configDir, storeKey: home.storeKey, env: {} });
@@ -74,6 +74,13 @@ describe('a fleet replica holds nothing of a profile it lets go', () => {
       await collect();
       const reachable = names.filter((name) => loaded.get(name)?.deref() !== undefined);
       expect(reachable).toEqual(names.filter((name) => served.has(name)));
+      // A reload (SIGHUP) loads every profile again, and lets go of the same ones.
+      loaded.clear();
+      await daemon.reload();
+      expect(new Set(daemon.status().profiles.map((p) => p.name))).toEqual(served);
+      expect(loaded.size).toBe(24);
+      await collect();
+      expect(names.filter((name) => loaded.get(name)?.deref() !== undefined)).toEqual(names.filter((name) => served.has(name)));
       // Nor a series of the metrics: a sweep renews (or fails to renew) what it serves, and only that is labelled.
       await daemon.sweep();
       const exposition = await daemon.registry.metrics();
