@@ -19,7 +19,11 @@
 // `renewal.succeeded` lines). Per run: token requests per profile (1.00 is each profile renewed once across the
 // fleet; above it, renewals the join race doubled). From the 1 replica against each of the 3, the heap a worker
 // costs and what a replica holds whatever its share; with two sizes, that per configured profile. Ratios are
-// against the floor measured in the same run. Not a test: nothing here fails on a number.
+// against the floor measured in the same run. The base, what a process holds whatever the profiles (its code, its
+// libraries, the daemon itself), is measured first, over one stored profile (a daemon with none refuses to start),
+// as one daemon and as one replica: each replica's heap is given again net of it, against the floor's net of its
+// own, since a base held by each of three replicas keeps their gross ratio above a third at any N. Not a test:
+// nothing here fails on a number.
 import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -206,6 +210,30 @@ export async function fleetRows({ sizes = SIZES, log = () => {} } = {}) {
     const accountId = await accountOf(emulator, DEFAULT_APP, refreshTokens[0]);
     const grantKey = randomBytes(32).toString('base64');
     const held = [];
+    const fleetArgs = ['--fleet', '--redis-url', redis.url, '--listen', '127.0.0.1:0', '--max-renewals-per-second', '1000'];
+    const fleetEnv = { SYNCAUTH_GRANT_KEY: grantKey };
+    // The base, in this run: one daemon and one replica, each over one stored profile of its own dir.
+    const base = {};
+    try {
+      const pristine = path.join(work, 'base', 'pristine', 'config');
+      await child('generate', { dir: pristine, names: ['b00000'], refreshTokens: refreshTokens.slice(0, 1), app: DEFAULT_APP, urls, accountId }, { file: stored });
+      const copy = (name) => {
+        const dir = path.join(work, 'base', name, 'config');
+        mkdirSync(path.dirname(dir), { recursive: true });
+        execFileSync('cp', ['-a', pristine, dir]);
+        return dir;
+      };
+      base.floor = (await timedRun({ emulator, dir: copy('floor'), n: 1, count: 1, args: ['--listen', '127.0.0.1:0'], env: {} })).replicas[0].heapUsed;
+      await redis.restart();
+      base.replica = (await timedRun({ emulator, dir: copy('one'), n: 1, count: 1, args: fleetArgs, env: fleetEnv })).replicas[0].heapUsed;
+      log(`fleet bench: base done (${(base.floor / MiB).toFixed(1)} MiB one daemon, ${(base.replica / MiB).toFixed(1)} MiB one replica)`);
+      rows.push(['base: one daemon (no fleet, no Redis) over 1 stored profile (none refuses to start), heap used after a collection, settled', base.floor / MiB, 'MiB', 1, '']);
+      rows.push(['base: 1 replica (--fleet, Redis) over 1 stored profile, heap used after a collection, settled', base.replica / MiB, 'MiB', base.replica / base.floor, '']);
+    } catch (error) {
+      rows.push([`base: FAILED (${error.message.split('\n')[0]})`, NaN, '', NaN, '']);
+    } finally {
+      rmSync(path.join(work, 'base'), { recursive: true, force: true });
+    }
     for (const n of sizes) {
       const label = `N = ${fmt(n)} shared profiles (file store, no token file), concurrency ${CONCURRENCY} per process, tokens of ${LIFETIME_S} s`;
       try {
@@ -221,8 +249,6 @@ export async function fleetRows({ sizes = SIZES, log = () => {} } = {}) {
         };
         // The fleet's cap on token requests (10 a second unless set) would make the cold start N / 10 seconds: set
         // far above what the machine reaches, as the floor has none, so that the rows compare the work itself.
-        const fleetArgs = ['--fleet', '--redis-url', redis.url, '--listen', '127.0.0.1:0', '--max-renewals-per-second', '1000'];
-        const fleetEnv = { SYNCAUTH_GRANT_KEY: grantKey };
 
         const floor = await timedRun({ emulator, dir: copy('floor'), n, count: 1, args: ['--listen', '127.0.0.1:0'], env: {} });
         log(`fleet bench: N=${n} floor done in ${(floor.wallMs / 1000).toFixed(1)} s`);
@@ -267,6 +293,7 @@ export async function fleetRows({ sizes = SIZES, log = () => {} } = {}) {
           rows.push([`  replica ${i + 1}: peak RSS (${served}, renewed ${fmt(r.renewed)}${r.failed ? `, ${r.failed} renewals failed` : ''}; exit ${r.code})`, r.maxRss / MiB, 'MiB', r.maxRss / f.maxRss, '≈ 1/3 of the floor']);
           rows.push([`  replica ${i + 1}: RSS settled`, r.rss / MiB, 'MiB', r.rss / f.rss, '']);
           rows.push([`  replica ${i + 1}: heap used after a collection, settled`, r.heapUsed / MiB, 'MiB', r.heapUsed / f.heapUsed, '≈ 1/3 of the floor']);
+          rows.push([`  replica ${i + 1}: heap NET OF THE BASE, (heap − base of 1 replica) against (floor − base of one daemon)`, (r.heapUsed - base.replica) / MiB, 'MiB', (r.heapUsed - base.replica) / (f.heapUsed - base.floor), '≈ 1/3 of the floor']);
           rows.push([`  replica ${i + 1}: CPU`, r.cpuMs, 'ms', r.cpuMs / f.cpuMs, '']);
         }
         const renewed = three.replicas.map((r) => r.renewed);
@@ -281,6 +308,7 @@ export async function fleetRows({ sizes = SIZES, log = () => {} } = {}) {
         const rest = o.heapUsed - n * worker;
         rows.push(['  heap per profile served (a worker): 1 replica against each of the 3, mean', worker / 1024, 'KiB', NaN, '']);
         rows.push(['  heap held whatever the share (the daemon, and every configured profile): 1 replica less N workers', rest / MiB, 'MiB', NaN, '']);
+        rows.push(['  heap per configured profile whatever the share: (1 replica less N workers, less the base of 1 replica) / N', (rest - base.replica) / n / 1024, 'KiB', NaN, '']);
         held.push({ n, rest, worker });
       } catch (error) {
         rows.push([`${label}: FAILED (${error.message.split('\n')[0]})`, NaN, '', NaN, '']);

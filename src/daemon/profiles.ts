@@ -118,6 +118,18 @@ async function storedProfile(open: ProfileOpener, name: string, shared: SharedSt
 }
 
 /**
+ * Reads a profile's grant anew, made outside the load's scope: a closure made inside it shares that scope's
+ * context, the array of every loaded profile among it, and each profile kept by the daemon (through its
+ * GrantStore) would hold all the others with it, a fleet replica's let-go profiles and their grants included.
+ */
+function rereader(open: ProfileOpener): SharedStores['reread'] {
+  return async (name) => {
+    const { session, secrets } = await open(name);
+    return requireGrant(session, secrets);
+  };
+}
+
+/**
  * Every requested profile (all stored ones when none is requested), in order; one that cannot be loaded is an
  * entry with its error. A profile stored nowhere while the environment holds a grant is the environment's: a
  * container's profile, everything from the environment (and .env), nothing from any store. Settings the
@@ -135,13 +147,7 @@ export async function loadDaemonProfiles(loading: ProfileLoading, requested: str
   const isStored = new Set(stored);
   // A few at a time: each load reads the profile's state and secrets, and ten thousand of them at once held
   // every read on the heap together.
-  const shared: SharedStores = {
-    secrets: new Map(),
-    reread: async (name) => {
-      const { session, secrets } = await open(name);
-      return requireGrant(session, secrets);
-    },
-  };
+  const shared: SharedStores = { secrets: new Map(), reread: rereader(open) };
   const entries: ProfileEntry[] = new Array<ProfileEntry>(names.length);
   await eachBounded(names, PROFILES_LOADED_AT_ONCE, async (name, i) => {
     if (!isStored.has(name) && fromEnvironment) {
