@@ -22,6 +22,7 @@ import type { DaemonOptions, DaemonStatus, ProfileEntry, RunningDaemon, SweepEnt
 import { GrantSharing } from './grant-sharing.js';
 import { DEFAULT_FLEET_FALLBACK_MS, DEFAULT_FLEET_TOKEN_REQUESTS_PER_SECOND, Fleet } from './fleet.js';
 import { AccountPauses } from './account-pause.js';
+import { CallBudgets } from './call-budget.js';
 import { registerSlotSecret } from '../redact.js';
 import { refreshTokenSlot } from '../sync/profile-session.js';
 import { FamilyListings } from '../sync/family-listing.js';
@@ -203,6 +204,7 @@ export class Daemon implements RunningDaemon {
       grants: GrantSharing.of(options.coordinator, options.grantKey, this.#log),
       onReauthorized: options.onReauthorized,
       pauses: new AccountPauses({ backend: options.coordinator?.pauses, now, log: this.#log }),
+      budgets: new CallBudgets({ backend: options.coordinator?.budgets, now, marginMs: this.#config.marginMs, log: this.#log }),
       fleet: fleet
         ? {
             confirm: (name: string) => (this.#shared(name) && !this.#visiting.has(name) ? fleet.confirm(name) : Promise.resolve(true)),
