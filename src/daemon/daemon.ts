@@ -465,7 +465,11 @@ export class Daemon implements RunningDaemon {
     return !this.#shared(name, sinks) || (this.#fleet as Fleet).owns(name);
   }
 
-  /** This replica's part of the fleet's cap on token requests: the cap over the live members it sees. */
+  /**
+   * This replica's part of the fleet's cap on token requests: the cap over the live members it sees, and while
+   * Redis is away over those it last saw (so the fleet holds the cap in mode `all` too); a replica that has never
+   * seen them takes the whole cap, as it may be alone (docs/daemon.md, Fleets).
+   */
   #shareRate(): void {
     const fleet = this.#fleet;
     if (!fleet || this.#fleetRate === undefined) return;
