@@ -5,9 +5,12 @@
 // that any 24 hours hold at most BURST + 24 h / REFILL = 40 + 60 = 100 calls, successes and failures alike. A
 // plain count of 100 a day would let a profile spend them in its first hour and a half of failing and then send
 // nothing for the rest of the day, so a consumer would wait hours after the endpoint came back; the bucket
-// instead lets a profile that spent its burst call once every 24 minutes, and notices the endpoint's return
-// within that. A healthy profile (six renewals a day with four-hour tokens) never comes near it: the burst is
-// given back faster than it renews.
+// instead lets a profile that spent its burst call once every 24 minutes. The last BUDGET_RESERVE calls of the
+// burst wait for news that the endpoint answers (another profile's success since the profile's last call), and
+// while the endpoint is out one of its held profiles probes it once a minute for all, so that after an outage of
+// any length every profile has its token within a sweep or two of the first success, not at its refill. A
+// healthy profile (six renewals a day with four-hour tokens) never comes near it: the burst is given back faster
+// than it renews.
 //
 // Where it is kept: in this process for every profile it renews; and, for a profile one replica of a fleet
 // renews at a time (shared: fleet.ts), in a record in Redis authenticated under SYNCAUTH_GRANT_KEY, read when a
@@ -30,6 +33,17 @@ export const BUDGET_BURST = 40;
 const DAY_MS = 24 * 3_600_000;
 /** One call given back every this long: 24 minutes, so that the burst and a day's refill make 100. */
 export const BUDGET_REFILL_MS = DAY_MS / (TOKEN_CALLS_PER_DAY - BUDGET_BURST);
+/**
+ * The last calls of the burst, kept for when the endpoint is known to answer again: spent only once a call of
+ * another profile to the same endpoint has succeeded since the profile's own last call, or as the endpoint's
+ * probe (below).
+ */
+export const BUDGET_RESERVE = 10;
+/**
+ * While every profile of an endpoint is down to its reserve (the endpoint is out), one of them calls it this
+ * often, for all: the first success releases the others, so an outage costs at most this and a sweep once over.
+ */
+export const ENDPOINT_PROBE_MS = 60_000;
 
 /** A profile's budget as recorded after a call; times are epoch ms on the holder's clock. */
 export interface BudgetState {
@@ -106,6 +120,8 @@ export class CallBudgets {
   readonly #told = new Set<string>();
   /** Each profile's budgetScale, from the lifetime of the last token it was given (1 until one is). */
   readonly #scales = new Map<string, number>();
+  /** Each token endpoint's last call and last success from this process. */
+  readonly #endpoints = new Map<string, { calledAt: number; okAt: number }>();
   readonly #backend: BudgetBackend | undefined;
   readonly #now: () => number;
   readonly #marginMs: number;
@@ -140,18 +156,31 @@ export class CallBudgets {
     return state;
   }
 
-  /** When the profile may call again, if its budget is spent now; undefined when it may call. */
-  spentUntil(profile: string): number | undefined {
+  /**
+   * When the profile may call `endpoint` again, if it may not now; undefined when it may. Past its burst, a
+   * profile spends its reserve only when the endpoint has been seen to answer since its own last call, or as the
+   * endpoint's probe when no profile has called it for ENDPOINT_PROBE_MS (keeping one call for its release);
+   * with nothing left, when the refill gives one back.
+   */
+  spentUntil(profile: string, endpoint: string): number | undefined {
     const now = this.#now();
     const state = this.#local.get(profile);
-    // A budget whole again, with no streak, is what no record says: nothing kept for it.
     const scale = this.#scale(profile);
+    // A budget whole again, with no streak, is what no record says: nothing kept for it.
     if (state && state.failures === 0 && spentAt(state, now, scale) === 0) {
       this.#local.delete(profile);
       return undefined;
     }
-    const at = nextCallAt(state, now, scale);
-    return at <= now ? undefined : at;
+    const left = BUDGET_BURST * scale - spentAt(state, now, scale);
+    const reserve = BUDGET_RESERVE * scale;
+    if (left - 1 >= reserve) return undefined;
+    if (left < 1) return nextCallAt(state, now, scale);
+    const seen = this.#endpoints.get(endpoint);
+    if (seen && state && seen.okAt > state.at) return undefined;
+    if (left >= 2 && (!seen || now - seen.calledAt >= ENDPOINT_PROBE_MS)) return undefined;
+    // Out of the reserve by the refill, or a look again at the next probe's turn (and for news of the endpoint).
+    const outOfReserve = now + Math.ceil(((reserve + 1 - left) * BUDGET_REFILL_MS) / scale);
+    return Math.min(outOfReserve, seen ? Math.max(now + 1, seen.calledAt + ENDPOINT_PROBE_MS) : now + ENDPOINT_PROBE_MS);
   }
 
   /** Whether this refusal is the first of the spell (logged at warn; the next ones at debug, until a success). */
@@ -166,15 +195,22 @@ export class CallBudgets {
    * replica may have counted there. A failure to write it leaves the count in this process. `lifetimeMs`: the
    * lifetime of the token a successful call brought.
    */
-  async called(profile: string, call: { at: number; failures: number; retryAt?: number | undefined; lifetimeMs?: number | undefined }, shared: boolean): Promise<void> {
+  async called(
+    profile: string,
+    call: { at: number; failures: number; retryAt?: number | undefined; lifetimeMs?: number | undefined; endpoint: string },
+    shared: boolean,
+  ): Promise<void> {
     if (call.lifetimeMs !== undefined) this.#scales.set(profile, budgetScale(call.lifetimeMs, this.#marginMs));
+    const seen = this.#endpoints.get(call.endpoint) ?? { calledAt: call.at, okAt: -Infinity };
+    this.#endpoints.set(call.endpoint, { calledAt: Math.max(seen.calledAt, call.at), okAt: call.failures === 0 ? Math.max(seen.okAt, call.at) : seen.okAt });
     const scale = this.#scale(profile);
     const local = this.#local.get(profile);
     this.#local.set(profile, withCall(local, call, scale));
     if (call.failures === 0) this.#told.delete(profile);
     if (!shared || !this.#backend) return;
+    const { endpoint: _endpoint, lifetimeMs: _lifetime, ...counted } = call;
     try {
-      const stored = await this.#backend.update(profile, (current) => withCall(mergeBudgets(local, current, scale), call, scale));
+      const stored = await this.#backend.update(profile, (current) => withCall(mergeBudgets(local, current, scale), counted, scale));
       this.#local.set(profile, stored);
     } catch (error) {
       this.#log.debug({ profile, event: 'budget.unshared', op: 'renew', error: (error as Error).message }, `could not record the token call of profile "${profile}" in Redis; it is counted on this replica`);

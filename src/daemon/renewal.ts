@@ -19,7 +19,7 @@ import { isGrantStoreReadOnly } from '../sync/grant-store.js';
 import type { DaemonGrant, ParkReason, RenewalOutcome } from './types.js';
 import { drawJitter, type WorkerContext } from './worker-context.js';
 import { RESUME_SPREAD_MS } from './account-pause.js';
-import { BUDGET_BURST, BUDGET_REFILL_MS, TOKEN_CALLS_PER_DAY } from './call-budget.js';
+import { BUDGET_BURST, BUDGET_REFILL_MS, BUDGET_RESERVE, TOKEN_CALLS_PER_DAY } from './call-budget.js';
 
 /** How long a replica serving a profile only for a fallback waits before it tries a refused grant again. */
 const FALLBACK_RETRY_MS = 5 * 60_000;
@@ -99,7 +99,8 @@ export class ProfileRenewer {
     const failures = ok ? 0 : rt.backoff.failures;
     const retryAt = !ok && rt.inBackoff() ? rt.wallTimeOf(rt.backoff.until, this.#now()) : undefined;
     const lifetimeMs = ok ? this.#lifetimeMs : undefined;
-    await budgets.called(rt.name, { at, failures, ...(retryAt !== undefined ? { retryAt } : {}), ...(lifetimeMs !== undefined ? { lifetimeMs } : {}) }, fleet?.shares(rt.name) ?? false);
+    const endpoint = rt.config?.tokenUrl ?? '';
+    await budgets.called(rt.name, { at, failures, endpoint, ...(retryAt !== undefined ? { retryAt } : {}), ...(lifetimeMs !== undefined ? { lifetimeMs } : {}) }, fleet?.shares(rt.name) ?? false);
   }
 
   /**
@@ -110,12 +111,14 @@ export class ProfileRenewer {
     const rt = this.#rt;
     const { budgets, clock, log } = this.#ctx;
     if (rt.forceRenewal) return false;
-    const resumeAt = budgets.spentUntil(rt.name);
+    const resumeAt = budgets.spentUntil(rt.name, rt.config?.tokenUrl ?? '');
     if (resumeAt === undefined) return false;
     const at = this.#now();
     rt.backoff = rt.backoff.waitUntil(clock.mono() + (resumeAt - at));
     const fields = { profile: rt.name, event: 'renewal.budget_spent', op: 'renew', resumeAt: new Date(resumeAt).toISOString(), perDay: TOKEN_CALLS_PER_DAY };
-    const message = `profile "${rt.name}" has spent its budget of token requests (${TOKEN_CALLS_PER_DAY} in any 24 hours: a burst of ${BUDGET_BURST}, then one every ${Math.round(BUDGET_REFILL_MS / 60_000)} min); the next is sent at ${new Date(resumeAt).toISOString()}`;
+    const message =
+      `profile "${rt.name}" has spent its budget of token requests (${TOKEN_CALLS_PER_DAY} in any 24 hours: a burst of ${BUDGET_BURST}, then one every ${Math.round(BUDGET_REFILL_MS / 60_000)} min, ` +
+      `the last ${BUDGET_RESERVE} kept for when the token endpoint is seen answering): none sent; looking again at ${new Date(resumeAt).toISOString()}`;
     if (budgets.firstRefusal(rt.name)) log.warn(fields, message);
     else log.debug(fields, message);
     return true;

@@ -6,7 +6,7 @@ import { randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
-import { BUDGET_BURST, BUDGET_REFILL_MS, budgetScale, mergeBudgets, nextCallAt, spentAt, TOKEN_CALLS_PER_DAY, withCall, type BudgetState } from '../../src/daemon/call-budget.js';
+import { BUDGET_BURST, BUDGET_REFILL_MS, budgetScale, CallBudgets, mergeBudgets, nextCallAt, spentAt, TOKEN_CALLS_PER_DAY, withCall, type BudgetState } from '../../src/daemon/call-budget.js';
 import { CoordinatorUnavailableError } from '../../src/daemon/coordinator.js';
 import { startDaemon, type DaemonGrant, type RunningDaemon } from '../../src/daemon/index.js';
 import type { RunningEmulator } from '../../src/emulator/index.js';
@@ -85,6 +85,57 @@ describe('the budget of token calls', () => {
     }
     // A budget whole again has no calls counted, however many it once had.
     expect(spentAt(newest, newest.at + BUDGET_BURST * BUDGET_REFILL_MS)).toBe(0);
+  });
+});
+
+describe("a process's budgets over one token endpoint", () => {
+  it('through an outage of the endpoint, probe it once a minute for all, and release every profile at the first success, each within 100 a day', async () => {
+    let t = 0;
+    const budgets = new CallBudgets({ now: () => t, marginMs: 15 * MINUTE, log: captureLog('info').logger });
+    const names = Array.from({ length: 10 }, (_, i) => `p${i}`);
+    const endpoint = 'http://127.0.0.1:1/oauth2/token';
+    const calls = new Map<string, number[]>(names.map((name) => [name, []]));
+    const outage = { from: 2 * HOUR, to: 2 * HOUR + 90 * MINUTE };
+    const down = (at: number): boolean => at >= outage.from && at < outage.to;
+    // Every profile wants a token from the outage's start on (as renewals due then would), and once it has one
+    // wants none for the rest of the day; a sweep a minute visits them in order.
+    const served = new Set<string>();
+    const callsAfterEnd: number[] = [];
+    for (t = outage.from; t < outage.from + DAY; t += MINUTE) {
+      for (const name of names) {
+        if (served.has(name) || budgets.spentUntil(name, endpoint) !== undefined) continue;
+        const failed = down(t);
+        (calls.get(name) as number[]).push(t);
+        if (!failed) served.add(name);
+        if (t >= outage.to) callsAfterEnd.push(t);
+        await budgets.called(name, { at: t, failures: failed ? 1 : 0, endpoint }, false);
+      }
+    }
+    // Every profile has its token within two sweeps of the end, not at its refill.
+    expect(served.size).toBe(names.length);
+    expect(Math.max(...callsAfterEnd) - outage.to).toBeLessThanOrEqual(2 * MINUTE);
+    // Past the burst the whole process called about once a minute, and no profile made more than 100 calls.
+    const during = [...calls.values()].flat().filter((at) => at >= outage.from + 45 * MINUTE && at < outage.to);
+    // (one probe a minute, and each profile's refill giving it one call every 24 minutes)
+    expect(during.length).toBeLessThanOrEqual(45 + 2 * names.length);
+    for (const ats of calls.values()) expect(ats.length).toBeLessThanOrEqual(TOKEN_CALLS_PER_DAY);
+  });
+
+  it('a profile failing alone spends its reserve as the others succeed, then the refill: at most 100 in 24 hours', async () => {
+    let t = 0;
+    const budgets = new CallBudgets({ now: () => t, marginMs: 15 * MINUTE, log: captureLog('info').logger });
+    const endpoint = 'http://127.0.0.1:1/oauth2/token';
+    const ats: number[] = [];
+    for (t = 0; t < 2 * DAY; t += MINUTE) {
+      // A healthy neighbour with 25-minute tokens renews every 10 minutes: news that the endpoint answers.
+      if (t % (10 * MINUTE) === 0) await budgets.called('healthy', { at: t, failures: 0, endpoint, lifetimeMs: 25 * MINUTE }, false);
+      if (budgets.spentUntil('failing', endpoint) !== undefined) continue;
+      ats.push(t);
+      await budgets.called('failing', { at: t, failures: ats.length, endpoint }, false);
+    }
+    expect(mostWithin(ats, DAY)).toBeLessThanOrEqual(TOKEN_CALLS_PER_DAY);
+    expect(ats.filter((at) => at >= DAY).length).toBeGreaterThanOrEqual(55);
+    expect(budgets.spentUntil('healthy', endpoint)).toBeUndefined();
   });
 });
 
