@@ -169,6 +169,7 @@ export class CallBudgets {
     // A budget whole again, with no streak, is what no record says: nothing kept for it.
     if (state && state.failures === 0 && spentAt(state, now, scale) === 0) {
       this.#local.delete(profile);
+      this.#scales.delete(profile);
       return undefined;
     }
     const left = BUDGET_BURST * scale - spentAt(state, now, scale);
