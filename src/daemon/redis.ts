@@ -11,7 +11,9 @@
 // subkey of SYNCAUTH_GRANT_KEY over their fields and their key name: whoever can write Redis but lacks the key
 // cannot make every replica renew. A record that does not verify is ignored (logged once at warn): at a claim the
 // replica checks for itself, while waiting it learns nothing from it. Without the key the coordinator shares no
-// checks at all, and each replica checks its profiles itself.
+// checks at all, and each replica checks its profiles itself. Fleet members, account pauses and each shared
+// profile's budget of token calls (`<prefix>:budget:<profile>`, call-budget.ts) are authenticated the same way,
+// each kind under a subkey of its own.
 import { randomUUID } from 'node:crypto';
 import { ValidationError } from '../errors.js';
 import { parseUrl } from '../net/http.js';
