@@ -374,6 +374,8 @@ export class ProfileWorker {
     rt.accountId = grant.accountId || undefined;
     rt.recordedAccountId = grant.accountId || undefined;
     rt.check.off = undefined;
+    // Tried at once: the backoff (or the budget's wait) the previous grant's failures earned does not hold it.
+    rt.backoff = Backoff.none;
     const warnings: string[] = [];
     if (writable) {
       log.info({ profile: rt.name, event: 'reauth.grant_stored', op: 'reauth' }, `stored the new grant of profile "${rt.name}"; renewing with it`);

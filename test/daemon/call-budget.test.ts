@@ -319,3 +319,27 @@ describe('in a fleet, the budget and the backoff go with the profile', () => {
     }
   }, 120_000);
 });
+
+describe('a grant a person has just authorized', () => {
+  it('is renewed with at once, whatever the budget the failing grant before it spent', async () => {
+    const w = await budgetWorld(2, { fleet: true });
+    try {
+      const r = await w.start('a');
+      await w.sweepAll();
+      await w.sweepAll();
+      const name = w.names[0] as string;
+      w.door.failing.add(w.refreshTokenOf(name));
+      await w.advance(6 * HOUR);
+      expect(w.outcomes(name).length).toBeGreaterThanOrEqual(1);
+      expect(r.daemon.status().profiles.find((p) => p.name === name)).toMatchObject({ ready: false, lastRenewal: { outcome: 'budget_spent' } });
+      const fresh = await obtainGrant(w.emu);
+      const result = await r.daemon.reauthorized(name, { ...fresh, accountId: '' });
+      expect(result).toMatchObject({ stored: true });
+      expect(result.error).toBeUndefined();
+      expect(renewalsOf(w.emu, fresh.refreshToken)).toBe(1);
+      expect(r.daemon.status().profiles.find((p) => p.name === name)).toMatchObject({ ready: true });
+    } finally {
+      await w.close();
+    }
+  }, 60_000);
+});
