@@ -46,6 +46,11 @@ export function retryDelay(policy: BackoffPolicy, failures: number, random: () =
 export class Backoff {
   static readonly none = new Backoff(0, 0);
 
+  /** `failures` in a row, waiting until `until`: a streak another holder began (a fleet's last owner of a profile). */
+  static of(failures: number, until: number): Backoff {
+    return failures === 0 && until === 0 ? Backoff.none : new Backoff(failures, until);
+  }
+
   private constructor(
     /** Failures in a row. */
     readonly failures: number,

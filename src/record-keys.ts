@@ -7,7 +7,7 @@
 import { createCipheriv, createDecipheriv, createHash, createHmac, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
 
 /** What each subkey is for; a label never changes for a format, and a new use takes a new label. */
-export type KeyPurpose = 'reauth-records' | 'outbox-redis' | 'outbox-file' | 'check-records' | 'fleet-records' | 'pause-records';
+export type KeyPurpose = 'reauth-records' | 'outbox-redis' | 'outbox-file' | 'check-records' | 'fleet-records' | 'pause-records' | 'budget-records';
 
 const IV_BYTES = 12;
 const TAG_BYTES = 16;

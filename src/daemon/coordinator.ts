@@ -5,6 +5,7 @@
 // semantics (a database row, etcd) could stand in.
 import { SyncauthError } from '../errors.js';
 import type { PauseBackend } from './account-pause.js';
+import type { BudgetBackend } from './call-budget.js';
 import type { FleetBackend } from './fleet.js';
 import type { CheckOutcome } from './types.js';
 
@@ -68,6 +69,11 @@ export interface Coordinator {
    * when the backend can authenticate them (Redis with SYNCAUTH_GRANT_KEY).
    */
   readonly pauses?: PauseBackend;
+  /**
+   * Each shared profile's budget of token calls (call-budget.ts), continued by the replica that takes it: present
+   * when the backend can authenticate it (Redis with SYNCAUTH_GRANT_KEY).
+   */
+  readonly budgets?: BudgetBackend;
   /** Whether the backend answered recently; false means reconciles wait (renewals go on). */
   isAvailable(): boolean;
   /**

@@ -22,6 +22,7 @@ import type { DaemonOptions, DaemonStatus, ProfileEntry, RunningDaemon, SweepEnt
 import { GrantSharing } from './grant-sharing.js';
 import { DEFAULT_FLEET_FALLBACK_MS, DEFAULT_FLEET_TOKEN_REQUESTS_PER_SECOND, Fleet } from './fleet.js';
 import { AccountPauses } from './account-pause.js';
+import { CallBudgets } from './call-budget.js';
 import { registerSlotSecret } from '../redact.js';
 import { refreshTokenSlot } from '../sync/profile-session.js';
 import { FamilyListings } from '../sync/family-listing.js';
@@ -204,6 +205,7 @@ export class Daemon implements RunningDaemon {
       grants: GrantSharing.of(options.coordinator, options.grantKey, this.#log),
       onReauthorized: options.onReauthorized,
       pauses: new AccountPauses({ backend: options.coordinator?.pauses, now, log: this.#log }),
+      budgets: new CallBudgets({ backend: options.coordinator?.budgets, now, marginMs: this.#config.marginMs, log: this.#log }),
       fleet: fleet
         ? {
             confirm: (name: string) => (this.#shared(name) && !this.#visiting.has(name) ? fleet.confirm(name) : Promise.resolve(true)),
@@ -464,7 +466,11 @@ export class Daemon implements RunningDaemon {
     return !this.#shared(name, sinks) || (this.#fleet as Fleet).owns(name);
   }
 
-  /** This replica's part of the fleet's cap on token requests: the cap over the live members it sees. */
+  /**
+   * This replica's part of the fleet's cap on token requests: the cap over the live members it sees, and while
+   * Redis is away over those it last saw (so the fleet holds the cap in mode `all` too); a replica that has never
+   * seen them takes the whole cap, as it may be alone (docs/daemon.md, Fleets).
+   */
   #shareRate(): void {
     const fleet = this.#fleet;
     if (!fleet || this.#fleetRate === undefined) return;

@@ -194,7 +194,7 @@ export class DaemonMetrics {
         });
       }
     };
-    counter('syncauth_renewals_total', 'Renewal attempts by outcome (renewed, fresh, rate_limited, failed, reauthorization_needed, configuration_error, handed_over)', this.#renewals);
+    counter('syncauth_renewals_total', 'Renewal attempts by outcome (renewed, fresh, rate_limited, failed, reauthorization_needed, configuration_error, handed_over, budget_spent)', this.#renewals);
     counter('syncauth_token_checks_total', 'Checks of the published access token with Dropbox, by outcome (valid, invalid, expired, missing_scope, account_mismatch, failed, shared)', this.#checks);
     counter('syncauth_reconciles_total', 'Connector reconciles by outcome (created, adopted, updated, recreated, replaced, failed, skipped, deferred)', this.#reconciles);
     perProfile('syncauth_sweep_skipped_total', 'Sweeps that skipped the profile because its previous cycle was still running (a slow service or endpoint)', this.#skipped, 'counter');

@@ -11,7 +11,9 @@
 // subkey of SYNCAUTH_GRANT_KEY over their fields and their key name: whoever can write Redis but lacks the key
 // cannot make every replica renew. A record that does not verify is ignored (logged once at warn): at a claim the
 // replica checks for itself, while waiting it learns nothing from it. Without the key the coordinator shares no
-// checks at all, and each replica checks its profiles itself.
+// checks at all, and each replica checks its profiles itself. Fleet members, account pauses and each shared
+// profile's budget of token calls (`<prefix>:budget:<profile>`, call-budget.ts) are authenticated the same way,
+// each kind under a subkey of its own.
 import { randomUUID } from 'node:crypto';
 import { ValidationError } from '../errors.js';
 import { parseUrl } from '../net/http.js';
@@ -20,6 +22,7 @@ import type { Logger } from '../log.js';
 import { openRecord, RefusedOnce, signRecord, subkey, type RecordRefusal } from '../record-keys.js';
 import { CoordinatorUnavailableError, type Coordinator, type Lease, type SharedReconcile } from './coordinator.js';
 import type { PauseBackend } from './account-pause.js';
+import type { BudgetBackend, BudgetState } from './call-budget.js';
 import type { FleetBackend } from './fleet.js';
 import type { CheckOutcome } from './types.js';
 
@@ -86,6 +89,15 @@ const HDEL_IF = `if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then return 
 const MAX_MEMBERS = 256;
 /** Version of an account's pause: `{ v, until, mac }`, until on Redis's clock (ms). */
 const PAUSE_VERSION = 1;
+/** Version of a profile's budget of token calls: `{ v, spent, at, failures, retryAt?, mac }`, times on Redis's clock (ms). */
+const BUDGET_VERSION = 1;
+/** A budget is whole again within a day of its last call (call-budget.ts); its record goes a day after. */
+const BUDGET_TTL_MS = 24 * 3600 * 1000;
+// Stores ARGV[2] only if the key still holds ARGV[1] ('' for none): a count read, changed and written back
+// never loses another replica's call made in between.
+const SET_IF = `if (redis.call('GET', KEYS[1]) or '') ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+return 1`;
 /** Version of a member's record: `{ v, until, mac }`, until on Redis's clock (ms). */
 const MEMBER_VERSION = 1;
 // Long enough to outlive any token it describes; short enough that records of removed profiles go away.
@@ -191,6 +203,55 @@ export async function createRedisCoordinator(options: RedisCoordinatorOptions): 
   const checks = options.grantKey ? checkSharing(options.grantKey) : {};
   const fleet = options.grantKey ? fleetMembers(options.grantKey) : undefined;
   const pauses = options.grantKey ? accountPauses(options.grantKey) : undefined;
+  const budgets = options.grantKey ? callBudgets(options.grantKey) : undefined;
+
+  /**
+   * Each shared profile's budget of token calls (call-budget.ts): `<prefix>:budget:<profile>`, its times on
+   * Redis's clock, authenticated under a subkey of `grantKey` with the key's name. A record that does not verify
+   * counts nothing (logged once) and is replaced by the next call's; a write goes through only if the record is
+   * still the one read (SET_IF), else it is read and merged again.
+   */
+  function callBudgets(grantKey: Buffer): BudgetBackend {
+    const macKey = subkey(grantKey, 'budget-records');
+    const finite = (value: unknown): value is number => typeof value === 'number' && Number.isFinite(value);
+    const open = recordOpener(macKey, BUDGET_VERSION, (fields): BudgetState | undefined => {
+      const { spent, at, failures, retryAt } = fields;
+      if (!finite(spent) || spent < 0 || !finite(at) || !finite(failures) || failures < 0 || (retryAt !== undefined && !finite(retryAt))) return undefined;
+      return { spent, at, failures: Math.floor(failures), ...(retryAt !== undefined ? { retryAt } : {}) };
+    });
+    const at = (profile: string): string => `${prefix}:budget:${profile}`;
+    const shifted = (state: BudgetState, by: number): BudgetState => ({ ...state, at: state.at + by, ...(state.retryAt !== undefined ? { retryAt: state.retryAt + by } : {}) });
+    const read = async (profile: string): Promise<{ raw: string | null; state: BudgetState | undefined; skew: number }> => {
+      const [raw, skew] = await Promise.all([command('read a budget of token calls', () => client.get(at(profile))), skewMs('read a budget of token calls')]);
+      if (raw === null) return { raw, state: undefined, skew };
+      const state = open(at(profile), raw, (reason) =>
+        log?.warn({ profile, event: 'budget.record_refused', op: 'renew', reason }, `a budget of token calls of profile "${profile}" in Redis was refused (${CHECK_REASONS[reason]}); it counts nothing`),
+      );
+      return { raw, state: state && shifted(state, -skew), skew };
+    };
+    return {
+      async read(profile) {
+        return (await read(profile)).state;
+      },
+      async update(profile, next) {
+        for (let tries = 0; tries < 5; tries += 1) {
+          const { raw, state, skew } = await read(profile);
+          const written = next(state);
+          const stored = shifted(written, skew);
+          const record = signRecord(macKey, at(profile), {
+            v: BUDGET_VERSION,
+            spent: stored.spent,
+            at: Math.round(stored.at),
+            failures: stored.failures,
+            ...(stored.retryAt !== undefined ? { retryAt: Math.round(stored.retryAt) } : {}),
+          });
+          const done = await command('record a token call', () => client.eval(SET_IF, 1, at(profile), raw ?? '', record, String(BUDGET_TTL_MS)));
+          if (Number(done) === 1) return written;
+        }
+        throw unavailable(`record a token call of profile "${profile}": its record kept changing`);
+      },
+    };
+  }
 
   /**
    * Pauses of an account's token calls (account-pause.ts): `<prefix>:pause:<account>`, holding the pause's end on
@@ -437,6 +498,7 @@ export async function createRedisCoordinator(options: RedisCoordinatorOptions): 
     ...checks,
     ...(fleet ? { fleet } : {}),
     ...(pauses ? { pauses } : {}),
+    ...(budgets ? { budgets } : {}),
 
     isAvailable() {
       return !closed && client.status === 'ready';

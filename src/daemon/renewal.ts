@@ -19,6 +19,7 @@ import { isGrantStoreReadOnly } from '../sync/grant-store.js';
 import type { DaemonGrant, ParkReason, RenewalOutcome } from './types.js';
 import { drawJitter, type WorkerContext } from './worker-context.js';
 import { RESUME_SPREAD_MS } from './account-pause.js';
+import { BUDGET_BURST, BUDGET_REFILL_MS, BUDGET_RESERVE, TOKEN_CALLS_PER_DAY } from './call-budget.js';
 
 /** How long a replica serving a profile only for a fallback waits before it tries a refused grant again. */
 const FALLBACK_RETRY_MS = 5 * 60_000;
@@ -35,6 +36,10 @@ export class ProfileRenewer {
   readonly #rt: ProfileRuntime;
   readonly #ctx: WorkerContext;
   readonly #worker: RenewalWorker;
+  /** When this renewal sent its call to the token endpoint (wall ms); undefined until it does. */
+  #sentAt: number | undefined;
+  /** The lifetime of the token this renewal brought, when it brought one. */
+  #lifetimeMs: number | undefined;
 
   constructor(rt: ProfileRuntime, ctx: WorkerContext, worker: RenewalWorker) {
     this.#rt = rt;
@@ -60,6 +65,8 @@ export class ProfileRenewer {
   async renewUnderLock(profile: ServedProfile): Promise<{ renewal: RenewalOutcome; adopted?: boolean }> {
     const rt = this.#rt;
     const { shutdown, locks } = this.#ctx;
+    this.#sentAt = undefined;
+    this.#lifetimeMs = undefined;
     try {
       const outcome = await locks.renewal.run(
         rt.name,
@@ -72,11 +79,49 @@ export class ProfileRenewer {
           }
         },
       );
+      if (this.#sentAt !== undefined) await this.#counted(this.#sentAt, true);
       // Another holder is renewing it now; the next visit reads what it recorded.
       return outcome === HELD_ELSEWHERE ? { renewal: this.#settle('fresh') } : outcome;
     } catch (error) {
-      return { renewal: await this.#renewalFailed(profile, error) };
+      const renewal = await this.#renewalFailed(profile, error);
+      if (this.#sentAt !== undefined) await this.#counted(this.#sentAt, false);
+      return { renewal };
     }
+  }
+
+  /**
+   * The call this renewal sent, counted in the profile's budget (call-budget.ts) with the failure streak it left
+   * and the wait it chose: for a profile a fleet shares, in Redis too, where the next owner continues both.
+   */
+  async #counted(at: number, ok: boolean): Promise<void> {
+    const rt = this.#rt;
+    const { budgets, fleet } = this.#ctx;
+    const failures = ok ? 0 : rt.backoff.failures;
+    const retryAt = !ok && rt.inBackoff() ? rt.wallTimeOf(rt.backoff.until, this.#now()) : undefined;
+    const lifetimeMs = ok ? this.#lifetimeMs : undefined;
+    const endpoint = rt.config?.tokenUrl ?? '';
+    await budgets.called(rt.name, { at, failures, endpoint, ...(retryAt !== undefined ? { retryAt } : {}), ...(lifetimeMs !== undefined ? { lifetimeMs } : {}) }, fleet?.shares(rt.name) ?? false);
+  }
+
+  /**
+   * Whether the profile has spent its token calls of the day (call-budget.ts): then none is sent, and the renewal
+   * waits until the budget gives one back. A renewal with a grant a person has just authorized is not held.
+   */
+  #budgetSpent(): boolean {
+    const rt = this.#rt;
+    const { budgets, clock, log } = this.#ctx;
+    if (rt.forceRenewal) return false;
+    const resumeAt = budgets.spentUntil(rt.name, rt.config?.tokenUrl ?? '');
+    if (resumeAt === undefined) return false;
+    const at = this.#now();
+    rt.backoff = rt.backoff.waitUntil(clock.mono() + (resumeAt - at));
+    const fields = { profile: rt.name, event: 'renewal.budget_spent', op: 'renew', resumeAt: new Date(resumeAt).toISOString(), perDay: TOKEN_CALLS_PER_DAY };
+    const message =
+      `profile "${rt.name}" has spent its budget of token requests (${TOKEN_CALLS_PER_DAY} in any 24 hours: a burst of ${BUDGET_BURST}, then one every ${Math.round(BUDGET_REFILL_MS / 60_000)} min, ` +
+      `the last ${BUDGET_RESERVE} kept for when the token endpoint is seen answering): none sent; looking again at ${new Date(resumeAt).toISOString()}`;
+    if (budgets.firstRefusal(rt.name)) log.warn(fields, message);
+    else log.debug(fields, message);
+    return true;
   }
 
   /**
@@ -125,8 +170,10 @@ export class ProfileRenewer {
       rt.backoff = Backoff.none;
       return { renewal: this.#settle('fresh'), adopted: true };
     }
+    if (this.#budgetSpent()) return { renewal: this.#settle('budget_spent') };
     if (rateGate) await rateGate.wait(signal);
     const sentMono = clock.mono();
+    this.#sentAt = this.#now();
     const tokens = await renewHoldingLock({
       profiles: store,
       name: rt.name,
@@ -140,6 +187,7 @@ export class ProfileRenewer {
       onNewRefreshToken: (refreshToken) => this.#keepRefreshToken(profile, refreshToken),
       onNewAccessToken: (fresh: TokenSet) => this.#shareAccessToken(profile, fresh, grant),
     });
+    this.#lifetimeMs = tokens.expiresIn * 1000;
     this.#settle('renewed');
     await this.#renewed(tokens, sentMono);
     return { renewal: 'renewed' as const };

@@ -228,6 +228,11 @@ export type RenewalOutcome =
   | 'rate_limited'
   /** Fleet mode: another live replica owns the shared profile now (fleet.ts), so this one sent no token request. */
   | 'handed_over'
+  /**
+   * The profile has made its token calls of the day (call-budget.ts: 100 in any 24 hours, a burst of 40 then one
+   * every 24 minutes), so none was sent; it calls again when the budget gives one back (`backoffUntil`).
+   */
+  | 'budget_spent'
   | 'failed'
   | 'reauthorization_needed'
   | 'configuration_error';

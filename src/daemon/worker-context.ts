@@ -1,6 +1,7 @@
 // What a profile's worker, and each of its parts (renewal.ts, reconciler.ts), may use of the daemon.
 import type { Logger } from '../log.js';
 import type { AccountPauses } from './account-pause.js';
+import type { CallBudgets } from './call-budget.js';
 import type { ProfileStore } from '../profile/index.js';
 import type { TemplateSpec } from '../publish/template.js';
 import type { TokenPublisher } from '../publish/publisher.js';
@@ -52,6 +53,8 @@ export interface WorkerContext {
   readonly fleet: { confirm(profile: string): Promise<boolean>; servesForFallback(profile: string): boolean; shares(profile: string): boolean } | undefined;
   /** Pauses of a Dropbox account's token calls after a 429, here and (with Redis and the key) on every replica. */
   readonly pauses: AccountPauses;
+  /** Each profile's budget of token calls a day, here and (for a fleet's shared profiles) in Redis. */
+  readonly budgets: CallBudgets;
   /** The coordinator's reachability is the daemon's, told once however many workers notice. */
   readonly coordinatorHealth: { down(error: unknown): void; up(): void };
 }

@@ -65,6 +65,7 @@ export class ProfileWorker {
     if (!worker.#rt.parked) await worker.#observeInitialState();
     // At start the newest of the store's grant and the shared record wins; the store's counts as the older.
     await worker.#adoptShared('start');
+    await worker.#adoptBudget();
     await worker.#adoptPublished();
     return worker;
   }
@@ -373,6 +374,8 @@ export class ProfileWorker {
     rt.accountId = grant.accountId || undefined;
     rt.recordedAccountId = grant.accountId || undefined;
     rt.check.off = undefined;
+    // Tried at once: the backoff (or the budget's wait) the previous grant's failures earned does not hold it.
+    rt.backoff = Backoff.none;
     const warnings: string[] = [];
     if (writable) {
       log.info({ profile: rt.name, event: 'reauth.grant_stored', op: 'reauth' }, `stored the new grant of profile "${rt.name}"; renewing with it`);
@@ -489,6 +492,21 @@ export class ProfileWorker {
     );
     this.#unpark('another replica shared a newer grant');
     return true;
+  }
+
+  /**
+   * The profile's budget of token calls as the fleet's last owner of it left it (call-budget.ts), or as this
+   * process knew it before the worker was stopped: its failure streak and the wait it chose go on here, so a
+   * takeover or a restart continues the backoff, not from its first step.
+   */
+  async #adoptBudget(): Promise<void> {
+    const rt = this.#rt;
+    const { budgets, fleet, clock } = this.#ctx;
+    const state = await budgets.adopt(rt.name, fleet?.shares(rt.name) ?? false);
+    if (!state || state.failures === 0 || rt.backoff.failures >= state.failures) return;
+    const now = this.#now();
+    const until = state.retryAt !== undefined && state.retryAt > now ? rt.monoTimeOf(state.retryAt, now) : clock.mono();
+    rt.backoff = Backoff.of(state.failures, until);
   }
 
   /**

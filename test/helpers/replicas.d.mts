@@ -1,5 +1,6 @@
 import type { Coordinator, CoordinatorUnavailableError } from '../../src/daemon/coordinator.js';
 import type { FleetBackend } from '../../src/daemon/fleet.js';
+import type { BudgetState } from '../../src/daemon/call-budget.js';
 import type { DaemonGrant } from '../../src/daemon/index.js';
 import type { EmulatorApp, RunningEmulator } from '../../src/emulator/index.js';
 import type { exchangeCode } from '../../src/oauth/index.js';
@@ -13,6 +14,8 @@ export interface MemoryRedis {
   members?: Map<string, number | 'left'>;
   /** Pauses' ends by Dropbox account; made on first use. */
   pauses?: Map<string, number>;
+  /** Budgets of token calls by profile (src/daemon/call-budget.ts), times on `now()`; made on first use. */
+  budgets?: Map<string, BudgetState>;
   /** Sealed grant records by profile; made on first use. */
   grants?: Map<string, string>;
   down?: boolean;

@@ -62,9 +62,29 @@ export function memoryCoordinator(redis, replicaId, CoordinatorUnavailableError,
         if ((pauses.get(account) ?? 0) < end) pauses.set(account, end);
       },
     },
+    budgets: {
+      async read(profile) {
+        check();
+        const stored = (redis.budgets ??= new Map()).get(profile);
+        return stored && shiftBudget(stored, replicaNow() - redis.now());
+      },
+      async update(profile, next) {
+        check();
+        const budgets = (redis.budgets ??= new Map());
+        const stored = budgets.get(profile);
+        const written = next(stored && shiftBudget(stored, replicaNow() - redis.now()));
+        budgets.set(profile, shiftBudget(written, redis.now() - replicaNow()));
+        return written;
+      },
+    },
     isAvailable: () => !redis.down,
     async close() {},
   };
+}
+
+/** A budget of token calls (src/daemon/call-budget.ts) with its times moved by `by`. */
+function shiftBudget(state, by) {
+  return { ...state, at: state.at + by, ...(state.retryAt !== undefined ? { retryAt: state.retryAt + by } : {}) };
 }
 
 /**
