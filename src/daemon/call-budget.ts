@@ -118,7 +118,10 @@ export class CallBudgets {
   readonly #local = new Map<string, BudgetState>();
   /** Profiles whose refusal was logged at warn since their last success: the next ones are at debug. */
   readonly #told = new Set<string>();
-  /** Each profile's budgetScale, from the lifetime of the last token it was given (1 until one is). */
+  /**
+   * Each token endpoint's budgetScale, from the lifetime of the last token it gave (1 until one is): a lifetime is
+   * the endpoint's, not a profile's, so it is kept per endpoint (a few), through every profile's failing spell.
+   */
   readonly #scales = new Map<string, number>();
   /** Each token endpoint's last call and last success from this process. */
   readonly #endpoints = new Map<string, { calledAt: number; okAt: number }>();
@@ -134,15 +137,15 @@ export class CallBudgets {
     this.#log = options.log;
   }
 
-  #scale(profile: string): number {
-    return this.#scales.get(profile) ?? 1;
+  #scale(endpoint: string): number {
+    return this.#scales.get(endpoint) ?? 1;
   }
 
   /**
    * At the start of the profile's worker: what is known of its budget, the fleet's record (for a `shared`
    * profile, when Redis answers) merged into this process's. The caller continues its backoff from it.
    */
-  async adopt(profile: string, shared: boolean): Promise<BudgetState | undefined> {
+  async adopt(profile: string, endpoint: string, shared: boolean): Promise<BudgetState | undefined> {
     let recorded: BudgetState | undefined;
     if (shared && this.#backend) {
       try {
@@ -151,7 +154,7 @@ export class CallBudgets {
         // Redis away: this process's count holds.
       }
     }
-    const state = mergeBudgets(this.#local.get(profile), recorded, this.#scale(profile));
+    const state = mergeBudgets(this.#local.get(profile), recorded, this.#scale(endpoint));
     if (state) this.#local.set(profile, state);
     return state;
   }
@@ -165,11 +168,10 @@ export class CallBudgets {
   spentUntil(profile: string, endpoint: string): number | undefined {
     const now = this.#now();
     const state = this.#local.get(profile);
-    const scale = this.#scale(profile);
+    const scale = this.#scale(endpoint);
     // A budget whole again, with no streak, is what no record says: nothing kept for it.
     if (state && state.failures === 0 && spentAt(state, now, scale) === 0) {
       this.#local.delete(profile);
-      this.#scales.delete(profile);
       return undefined;
     }
     const left = BUDGET_BURST * scale - spentAt(state, now, scale);
@@ -201,10 +203,10 @@ export class CallBudgets {
     call: { at: number; failures: number; retryAt?: number | undefined; lifetimeMs?: number | undefined; endpoint: string },
     shared: boolean,
   ): Promise<void> {
-    if (call.lifetimeMs !== undefined) this.#scales.set(profile, budgetScale(call.lifetimeMs, this.#marginMs));
+    if (call.lifetimeMs !== undefined) this.#scales.set(call.endpoint, budgetScale(call.lifetimeMs, this.#marginMs));
     const seen = this.#endpoints.get(call.endpoint) ?? { calledAt: call.at, okAt: -Infinity };
     this.#endpoints.set(call.endpoint, { calledAt: Math.max(seen.calledAt, call.at), okAt: call.failures === 0 ? Math.max(seen.okAt, call.at) : seen.okAt });
-    const scale = this.#scale(profile);
+    const scale = this.#scale(call.endpoint);
     const local = this.#local.get(profile);
     this.#local.set(profile, withCall(local, call, scale));
     if (call.failures === 0) this.#told.delete(profile);

@@ -502,7 +502,7 @@ export class ProfileWorker {
   async #adoptBudget(): Promise<void> {
     const rt = this.#rt;
     const { budgets, fleet, clock } = this.#ctx;
-    const state = await budgets.adopt(rt.name, fleet?.shares(rt.name) ?? false);
+    const state = await budgets.adopt(rt.name, rt.config?.tokenUrl ?? '', fleet?.shares(rt.name) ?? false);
     if (!state || state.failures === 0 || rt.backoff.failures >= state.failures) return;
     const now = this.#now();
     const until = state.retryAt !== undefined && state.retryAt > now ? rt.monoTimeOf(state.retryAt, now) : clock.mono();

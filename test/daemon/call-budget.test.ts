@@ -121,21 +121,36 @@ describe("a process's budgets over one token endpoint", () => {
     for (const ats of calls.values()) expect(ats.length).toBeLessThanOrEqual(TOKEN_CALLS_PER_DAY);
   });
 
+  it("keeps the endpoint's scale for a short-lived token through a profile's spell of failures that begins once its budget is whole again", async () => {
+    let t = 0;
+    const budgets = new CallBudgets({ now: () => t, marginMs: 20_000, log: captureLog('info').logger });
+    const endpoint = 'http://127.0.0.1:1/oauth2/token';
+    // One-minute tokens: a healthy profile renews about 2,000 times a day, so the budget is scaled for it.
+    await budgets.called('docs', { at: t, failures: 0, endpoint, lifetimeMs: 60_000 }, false);
+    t += 10 * MINUTE;
+    expect(budgets.spentUntil('docs', endpoint)).toBeUndefined();
+    // Then its endpoint fails: a call a second for five minutes is still within the scaled budget.
+    for (let i = 1; i <= 300; i += 1, t += 1_000) {
+      expect(budgets.spentUntil('docs', endpoint)).toBeUndefined();
+      await budgets.called('docs', { at: t, failures: i, endpoint }, false);
+    }
+  });
+
   it('a profile failing alone spends its reserve as the others succeed, then the refill: at most 100 in 24 hours', async () => {
     let t = 0;
     const budgets = new CallBudgets({ now: () => t, marginMs: 15 * MINUTE, log: captureLog('info').logger });
     const endpoint = 'http://127.0.0.1:1/oauth2/token';
     const ats: number[] = [];
     for (t = 0; t < 2 * DAY; t += MINUTE) {
-      // A healthy neighbour with 25-minute tokens renews every 10 minutes: news that the endpoint answers.
-      if (t % (10 * MINUTE) === 0) await budgets.called('healthy', { at: t, failures: 0, endpoint, lifetimeMs: 25 * MINUTE }, false);
+      // Healthy neighbours with four-hour tokens, one of them renewing every 10 minutes: news that the endpoint answers.
+      if (t % (10 * MINUTE) === 0) await budgets.called(`healthy-${(t / (10 * MINUTE)) % 24}`, { at: t, failures: 0, endpoint, lifetimeMs: 4 * 60 * MINUTE }, false);
       if (budgets.spentUntil('failing', endpoint) !== undefined) continue;
       ats.push(t);
       await budgets.called('failing', { at: t, failures: ats.length, endpoint }, false);
     }
     expect(mostWithin(ats, DAY)).toBeLessThanOrEqual(TOKEN_CALLS_PER_DAY);
     expect(ats.filter((at) => at >= DAY).length).toBeGreaterThanOrEqual(55);
-    expect(budgets.spentUntil('healthy', endpoint)).toBeUndefined();
+    for (let i = 0; i < 24; i += 1) expect(budgets.spentUntil(`healthy-${i}`, endpoint)).toBeUndefined();
   });
 });
 
