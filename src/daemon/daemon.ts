@@ -199,6 +199,7 @@ export class Daemon implements RunningDaemon {
       loadProfile: options.loadProfile,
       templates,
       serviceClient: options.serviceClient,
+      dropboxApiDispatcher: options.dropboxApiDispatcher,
       notices: options.notices,
       grants: GrantSharing.of(options.coordinator, options.grantKey, this.#log),
       onReauthorized: options.onReauthorized,

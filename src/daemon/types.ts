@@ -2,6 +2,7 @@
 import type { Registry } from 'prom-client';
 import type { Logger } from '../log.js';
 import type { TokenSet } from '../oauth/index.js';
+import type { TransportOptions } from '../oauth/http.js';
 import type { ProfileStore } from '../profile/index.js';
 import type { ServiceClientOptions } from '../service/index.js';
 import type { Schedule } from '../service/models.js';
@@ -216,6 +217,12 @@ export interface DaemonOptions {
   connectorFailingAfterMs?: number;
   /** Extra options for every service client (a test's dispatcher, timeouts; each call's overall deadline is 20 s by default). */
   serviceClient?: Pick<ServiceClientOptions, 'dispatcher' | 'timeouts' | 'userAgent'>;
+  /**
+   * The transport of the Dropbox v2 API calls (the token checks, the account id): a test's or the soak's (the
+   * emulator's in-process one). Default: the proxy the environment names, else a direct pool. Token requests
+   * keep their own.
+   */
+  dropboxApiDispatcher?: TransportOptions['dispatcher'];
 }
 
 export type RenewalOutcome =

@@ -180,7 +180,7 @@ export class ProfileWorker {
     const apiUrl = rt.config?.dropboxApiUrl;
     if (rt.accountId || !apiUrl || this.#ctx.clock.mono() < rt.accountRetryAt || !(await templatesUse(this.#ctx.files.templatesOf(rt.name), 'account_id'))) return rt.accountId;
     try {
-      rt.accountId = (await getCurrentAccount({ apiUrl, accessToken, timeoutMs: ACCOUNT_ID_TIMEOUT_MS, signal: this.#ctx.shutdown })).accountId;
+      rt.accountId = (await getCurrentAccount({ apiUrl, accessToken, timeoutMs: ACCOUNT_ID_TIMEOUT_MS, signal: this.#ctx.shutdown, dispatcher: this.#ctx.dropboxApiDispatcher })).accountId;
     } catch (error) {
       rt.accountRetryAt = this.#ctx.clock.mono() + 60_000;
       this.#ctx.log.warn({ profile: rt.name, event: 'account.unknown', op: 'publish', error: classifyFailure(error).message }, `could not learn the Dropbox account id of profile "${rt.name}" for its templates`);
@@ -229,7 +229,7 @@ export class ProfileWorker {
     let account: string | undefined;
     let failure: ReturnType<typeof classifyFailure> | undefined;
     try {
-      account = (await getCurrentAccount({ apiUrl, accessToken: token.value, timeoutMs: config.checks.timeoutMs, signal: shutdown })).accountId;
+      account = (await getCurrentAccount({ apiUrl, accessToken: token.value, timeoutMs: config.checks.timeoutMs, signal: shutdown, dispatcher: this.#ctx.dropboxApiDispatcher })).accountId;
       const expected = rt.recordedAccountId ?? (rt.accountRecorded ? rt.accountId : undefined);
       outcome = expected !== undefined && account !== expected ? 'account_mismatch' : 'valid';
     } catch (error) {
@@ -508,7 +508,7 @@ export class ProfileWorker {
         rt.accountRecorded = true;
         return;
       }
-      const accountId = rt.accountId ?? (await getCurrentAccount({ apiUrl, accessToken: token.value, timeoutMs: ACCOUNT_ID_TIMEOUT_MS, signal: this.#ctx.shutdown })).accountId;
+      const accountId = rt.accountId ?? (await getCurrentAccount({ apiUrl, accessToken: token.value, timeoutMs: ACCOUNT_ID_TIMEOUT_MS, signal: this.#ctx.shutdown, dispatcher: this.#ctx.dropboxApiDispatcher })).accountId;
       rt.accountId = accountId;
       await rt.config.grants.recordAccount(accountId);
       rt.accountRecorded = true;
