@@ -318,6 +318,14 @@ export interface RunningDaemon {
    * The daemon calls it by itself unless `checkTickMs` is false.
    */
   checkTick(): Promise<void>;
+  /**
+   * For a caller that drives the sweeps itself (`schedule: false`): the earliest wall-clock time at which a sweep
+   * may have work to do, from this process's own state; a sweep before it finds nothing due unless another
+   * process wrote the profile store meanwhile.
+   */
+  nextDueAt(): number;
+  /** A fleet with `timers: false`: the heartbeat a sweep begins with, without the visits. */
+  heartbeat(): Promise<void>;
   /** Resolves once the template renders started so far have ended (each read has a deadline); for a one-shot run. */
   rendersSettled(): Promise<void>;
   /**

@@ -13,6 +13,7 @@ import { tokenFileFor } from '../publish/place.js';
 import { ACCOUNT_ID_TIMEOUT_MS, templatesUse } from '../publish/template.js';
 import { Backoff } from '../backoff.js';
 import { classifyFailure, type Failure } from './classify.js';
+import { visitDueAt } from './due.js';
 import { HELD_ELSEWHERE } from './exclusion.js';
 import { ProfileNotices } from '../notify/transitions.js';
 import type { ProfileHealth } from './metrics.js';
@@ -130,6 +131,13 @@ export class ProfileWorker {
   /** How the profile looks at `at`, for status() and /readyz. */
   view(at: number): ProfileStatus {
     return profileStatus(this.#rt, at, this.#ctx.config);
+  }
+
+  /** The earliest time at which a visit may have work of the profile's own to do (due.ts). */
+  nextDueAt(at: number): number {
+    const { config, files, locks } = this.#ctx;
+    const busy = locks.flight.inFlight(this.#rt.name) !== undefined || this.#reconciler.reconciling !== undefined;
+    return visitDueAt(this.#rt, { marginMs: config.marginMs, needsOwnToken: config.needsOwnToken, publishes: files.publishes, busy }, at);
   }
 
   /** Its health and the expiry known, for the metrics: cheaper than the whole view. */
