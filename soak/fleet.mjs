@@ -193,9 +193,10 @@ export async function runFleetSoak({ seed = 1, days = 14, profileCount = 1000, r
       tokenTimeoutMs: TOKEN_TIMEOUT,
       reconcileTimeoutMs: RECONCILE_TIMEOUT,
       serviceRetry: { retries: 1, baseDelayMs: 10, maxDelayMs: 20 },
-      serviceClient: { timeouts: { totalMs: SERVICE_CALL } },
-      // The token checks reach the emulator's API routes within this process (the same daemon code down to the
-      // transport; the emulator logs each as its server does): over loopback HTTP they cost a quarter of the run.
+      // The token checks and the reconciles' service calls reach the emulator's routes within this process (the
+      // same daemon code down to the transport; the emulator logs each as its server does, and a route a fault
+      // names goes over HTTP): over loopback HTTP they cost a third of the run. Token requests go over HTTP.
+      serviceClient: { timeouts: { totalMs: SERVICE_CALL }, dispatcher: emu.dispatcher },
       dropboxApiDispatcher: emu.dispatcher,
       shutdownTimeoutMs: 1_000,
     });
@@ -650,7 +651,7 @@ export function formatFleetResult(result, misses = checkFleetTargets(result)) {
   row('simulated time', `${duration(result.simulatedMs)}, a step per minute (each running replica's heartbeat, its sweep when something is due, its checks ticked${made})`);
   row('profiles × replicas', `${result.profiles} shared × ${result.replicas} (fleet lease ${duration(f.leaseMs)}; ${f.replicasStarted} replica processes started in all)`);
   row('Redis', result.redis);
-  if (result.stores) row('profile stores', `files under ${result.stores}; token checks answered by the emulator in-process`);
+  if (result.stores) row('profile stores', `files under ${result.stores}; token checks and service calls answered by the emulator in-process`);
   row('token lifetime / margin', `${duration(result.lifetimeMs)} / ${duration(result.marginMs)}`);
   const stale = result.staleConnector;
   row('(1) connector with an expired token', `${stale.count} window(s), ${fmt(stale.seconds)} s`, '0', stale.count === 0 && stale.duringServiceOutages.length === 0);

@@ -1,14 +1,16 @@
-// The emulator's Dropbox v2 API answered within the caller's process: an undici-shaped dispatcher (the seam every
-// Dropbox call of syncauth takes, see net/post.ts) that hands `/2/...` calls to the same routes the HTTP server
-// runs, with no socket between, and logs them in `state.requests` as the server does. Everything else (the token
-// endpoint, the service, the pages), and any API call while a fault rule names its route, goes over HTTP to the
-// emulator itself, so faults and their timing stay the server's. A long simulated run checks each token every
-// few minutes for weeks: over loopback HTTP those checks cost a quarter of its time.
+// The emulator's Dropbox v2 API and service answered within the caller's process: an undici-shaped dispatcher
+// (the seam the Dropbox API calls and the service client of syncauth take, see net/post.ts and service/http.ts)
+// that hands `/2/...` and `/api/v1/...` calls to the same routes the HTTP server runs, with no socket between,
+// and logs them in `state.requests` as the server does. Everything else (the token endpoint, the pages), and any
+// call while a fault rule names its route, goes over HTTP to the emulator itself, so faults and their timing
+// stay the server's. A long simulated run checks each token every few minutes and reconciles each renewal for
+// weeks: over loopback HTTP those calls cost a third of its time.
 import type { Request, Response, Router } from 'express';
 import { DirectPool } from '../net/direct.js';
 import type { EmulatorContext } from './context.js';
 import { dropboxApiRouter } from './dropbox-api.js';
 import { routeOf } from './faults.js';
+import { serviceRouter } from './service.js';
 
 /** What net/post.ts asks of a dispatcher. */
 export interface InProcessRequest {
@@ -23,7 +25,7 @@ export interface InProcessRequest {
 export interface InProcessResponse {
   statusCode: number;
   headers: Record<string, string | string[] | undefined>;
-  body: { text(): Promise<string> };
+  body: { text(): Promise<string> } & AsyncIterable<Buffer>;
 }
 
 export interface InProcessDispatcher {
@@ -34,20 +36,30 @@ export interface InProcessDispatcher {
 // The limits net/post.ts gives its own direct pools.
 const FORWARD_LIMITS = { connectMs: 10_000, headersMs: 300_000, bodyMs: 300_000 };
 
+function bodyOf(text: string): InProcessResponse['body'] {
+  return {
+    text: async () => text,
+    async *[Symbol.asyncIterator]() {
+      yield Buffer.from(text, 'utf8');
+    },
+  };
+}
+
 /**
- * A dispatcher for calls to the emulator at `url`: API routes in-process (unless `faulted(route)`), the rest
- * forwarded over HTTP.
+ * A dispatcher for calls to the emulator at `url`: API and service routes in-process (unless `faulted(route)`),
+ * the rest forwarded over HTTP.
  */
 export function inProcessDispatcher(ctx: EmulatorContext, url: string, faulted: (route: string) => boolean): InProcessDispatcher {
   const api: Router = dropboxApiRouter(ctx);
+  const service: Router = serviceRouter(ctx);
   const forward = new DirectPool(url, FORWARD_LIMITS);
   const own = new URL(url).origin;
   return {
     async request(request) {
       const pathname = request.path.split('?')[0] ?? '';
       const route = routeOf(pathname);
-      const inProcess = new URL(request.origin).origin === own && pathname.startsWith('/2/') && !faulted(route);
-      if (!inProcess) {
+      const router = pathname.startsWith('/2/') ? api : pathname.startsWith('/api/v1/') ? service : undefined;
+      if (!router || new URL(request.origin).origin !== own || faulted(route)) {
         const answer = await forward.request({
           method: request.method,
           path: request.path,
@@ -55,13 +67,13 @@ export function inProcessDispatcher(ctx: EmulatorContext, url: string, faulted: 
           ...(request.body !== undefined ? { body: request.body } : {}),
           ...(request.signal ? { signal: request.signal } : {}),
         });
-        return { statusCode: answer.statusCode, headers: answer.headers, body: { text: async () => answer.text } };
+        return { statusCode: answer.statusCode, headers: answer.headers, body: bodyOf(answer.text) };
       }
       if (request.signal?.aborted) throw Object.assign(new Error('the request was aborted'), { name: 'AbortError', code: 'UND_ERR_ABORTED' });
       const at = ctx.options.now();
-      const answer = await answerInProcess(api, request, pathname);
-      ctx.state.requests.push({ route, method: request.method, path: pathname, status: answer.statusCode, at, bytes: Buffer.byteLength(answer.text) });
-      return { statusCode: answer.statusCode, headers: answer.headers, body: { text: async () => answer.text } };
+      const answer = await answerInProcess(router, request, pathname);
+      ctx.state.requests.push({ route, method: request.method.toUpperCase(), path: pathname, status: answer.statusCode, at, bytes: Buffer.byteLength(answer.text) });
+      return { statusCode: answer.statusCode, headers: answer.headers, body: bodyOf(answer.text) };
     },
     close: () => forward.close(),
   };
@@ -70,13 +82,15 @@ export function inProcessDispatcher(ctx: EmulatorContext, url: string, faulted: 
 /** Runs `router` on a request and response that hold what its routes read and write. */
 function answerInProcess(router: Router, request: InProcessRequest, pathname: string): Promise<{ statusCode: number; headers: Record<string, string>; text: string }> {
   return new Promise((resolve, reject) => {
-    const headers: Record<string, string> = {};
+    const headers: Record<string, string> = { host: new URL(request.origin).host };
     for (const [name, value] of Object.entries(request.headers ?? {})) headers[name.toLowerCase()] = value;
     const req = {
       method: request.method.toUpperCase(),
       url: request.path,
       originalUrl: request.path,
       path: pathname,
+      protocol: 'http',
+      get: (name: string) => headers[name.toLowerCase()],
       headers,
       // As express.raw leaves it: the body's bytes.
       body: Buffer.from(request.body ?? '', 'utf8'),
@@ -99,6 +113,12 @@ function answerInProcess(router: Router, request: InProcessRequest, pathname: st
       type(type: string) {
         out['content-type'] = type.includes('/') ? type : `application/${type}`;
         return res;
+      },
+      redirect(status: number, location: string) {
+        out.location = location;
+        res.statusCode = status;
+        out['content-type'] = 'text/plain';
+        return res.send(`Temporary Redirect. Redirecting to ${location}`);
       },
       json(value: unknown) {
         out['content-type'] ??= 'application/json';
