@@ -90,7 +90,10 @@ export async function runFleetSoak({ seed = 1, days = 14, profileCount = 1000, r
   const total = days * DAY;
   let t = START;
   const now = () => t;
-  const emu = await startEmulator({ autoApprove: true, now, tokenLifetimeSeconds: LIFETIME / 1000 });
+  // A connection check reports at once on the soak's clock: the re-authorization waits for its outcome, polling in
+  // real time while the soak's clock stands still, so the emulator's default delay (200 ms) held it for its whole
+  // deadline (a minute of every run's wall time).
+  const emu = await startEmulator({ autoApprove: true, now, tokenLifetimeSeconds: LIFETIME / 1000, checkDelayMs: 0 });
   const work = mkdtempSync(path.join(storesBase(), 'syncauth-fleet-soak-'));
   const names = Array.from({ length: profileCount }, (_, i) => `p${i + 1}`);
   const index = new Map(names.map((name, i) => [name, i]));
