@@ -201,6 +201,7 @@ export class Daemon implements RunningDaemon {
       loadProfile: options.loadProfile,
       templates,
       serviceClient: options.serviceClient,
+      dropboxApiDispatcher: options.dropboxApiDispatcher,
       notices: options.notices,
       grants: GrantSharing.of(options.coordinator, options.grantKey, this.#log),
       onReauthorized: options.onReauthorized,
@@ -326,6 +327,29 @@ export class Daemon implements RunningDaemon {
     } finally {
       this.#sweeping -= 1;
     }
+  }
+
+  /**
+   * For a caller that drives the daemon itself (`schedule: false`; a fleet with `timers: false`, as the soak
+   * runs it): the earliest wall-clock time at which a sweep may have work to do, from this process's own state
+   * (a renewal, a token's expiry, a reconcile or its retry, the fleet's share to match again; see due.ts). What
+   * other processes write to the profile store is seen only by a sweep.
+   */
+  nextDueAt(): number {
+    const at = this.#clock.wall();
+    if (this.#closing || (this.#fleet && this.#fleet.generation !== this.#matched)) return at;
+    let next = Infinity;
+    for (const worker of this.#workers.values()) {
+      next = Math.min(next, worker.nextDueAt(at));
+      if (next <= at) return at;
+    }
+    return next;
+  }
+
+  /** A fleet with `timers: false`: the heartbeat and look at the members a sweep begins with, without the visits. */
+  async heartbeat(): Promise<void> {
+    if (this.#closing) return;
+    await this.#fleet?.tick();
   }
 
   async checkTick(): Promise<void> {

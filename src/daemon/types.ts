@@ -2,6 +2,7 @@
 import type { Registry } from 'prom-client';
 import type { Logger } from '../log.js';
 import type { TokenSet } from '../oauth/index.js';
+import type { TransportOptions } from '../oauth/http.js';
 import type { ProfileStore } from '../profile/index.js';
 import type { ServiceClientOptions } from '../service/index.js';
 import type { Schedule } from '../service/models.js';
@@ -216,6 +217,12 @@ export interface DaemonOptions {
   connectorFailingAfterMs?: number;
   /** Extra options for every service client (a test's dispatcher, timeouts; each call's overall deadline is 20 s by default). */
   serviceClient?: Pick<ServiceClientOptions, 'dispatcher' | 'timeouts' | 'userAgent'>;
+  /**
+   * The transport of the Dropbox v2 API calls (the token checks, the account id): a test's or the soak's (the
+   * emulator's in-process one). Default: the proxy the environment names, else a direct pool. Token requests
+   * keep their own.
+   */
+  dropboxApiDispatcher?: TransportOptions['dispatcher'];
 }
 
 export type RenewalOutcome =
@@ -316,6 +323,14 @@ export interface RunningDaemon {
    * The daemon calls it by itself unless `checkTickMs` is false.
    */
   checkTick(): Promise<void>;
+  /**
+   * For a caller that drives the sweeps itself (`schedule: false`): the earliest wall-clock time at which a sweep
+   * may have work to do, from this process's own state; a sweep before it finds nothing due unless another
+   * process wrote the profile store meanwhile.
+   */
+  nextDueAt(): number;
+  /** A fleet with `timers: false`: the heartbeat a sweep begins with, without the visits. */
+  heartbeat(): Promise<void>;
   /** Resolves once the template renders started so far have ended (each read has a deadline); for a one-shot run. */
   rendersSettled(): Promise<void>;
   /**

@@ -40,6 +40,8 @@ export interface WorkerContext {
   readonly loadProfile: DaemonOptions['loadProfile'];
   readonly templates: readonly TemplateSpec[];
   readonly serviceClient: DaemonOptions['serviceClient'];
+  /** The Dropbox API calls' transport, when the daemon was given one. */
+  readonly dropboxApiDispatcher: DaemonOptions['dropboxApiDispatcher'];
   /** Where notices for a person go, when someone listens. */
   readonly notices: NoticeSink | undefined;
   /** The grant record replicas share after a re-authorization, when a coordinator and a key make one. */

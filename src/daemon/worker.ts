@@ -13,6 +13,7 @@ import { tokenFileFor } from '../publish/place.js';
 import { ACCOUNT_ID_TIMEOUT_MS, templatesUse } from '../publish/template.js';
 import { Backoff } from '../backoff.js';
 import { classifyFailure, type Failure } from './classify.js';
+import { visitDueAt } from './due.js';
 import { HELD_ELSEWHERE } from './exclusion.js';
 import { ProfileNotices } from '../notify/transitions.js';
 import type { ProfileHealth } from './metrics.js';
@@ -133,6 +134,13 @@ export class ProfileWorker {
     return profileStatus(this.#rt, at, this.#ctx.config);
   }
 
+  /** The earliest time at which a visit may have work of the profile's own to do (due.ts). */
+  nextDueAt(at: number): number {
+    const { config, files, locks } = this.#ctx;
+    const busy = locks.flight.inFlight(this.#rt.name) !== undefined || this.#reconciler.reconciling !== undefined;
+    return visitDueAt(this.#rt, { marginMs: config.marginMs, needsOwnToken: config.needsOwnToken, publishes: files.publishes, busy }, at);
+  }
+
   /** Its health and the expiry known, for the metrics: cheaper than the whole view. */
   health(at: number): { health: ProfileHealth; expiresAt: number | undefined; account: string | undefined } {
     return { health: healthOf(this.#rt, at, this.#ctx.config).health, expiresAt: this.#rt.expiry(at), account: this.#rt.knownAccount };
@@ -181,7 +189,7 @@ export class ProfileWorker {
     const apiUrl = rt.config?.dropboxApiUrl;
     if (rt.accountId || !apiUrl || this.#ctx.clock.mono() < rt.accountRetryAt || !(await templatesUse(this.#ctx.files.templatesOf(rt.name), 'account_id'))) return rt.accountId;
     try {
-      rt.accountId = (await getCurrentAccount({ apiUrl, accessToken, timeoutMs: ACCOUNT_ID_TIMEOUT_MS, signal: this.#ctx.shutdown })).accountId;
+      rt.accountId = (await getCurrentAccount({ apiUrl, accessToken, timeoutMs: ACCOUNT_ID_TIMEOUT_MS, signal: this.#ctx.shutdown, dispatcher: this.#ctx.dropboxApiDispatcher })).accountId;
     } catch (error) {
       rt.accountRetryAt = this.#ctx.clock.mono() + 60_000;
       this.#ctx.log.warn({ profile: rt.name, event: 'account.unknown', op: 'publish', error: classifyFailure(error).message }, `could not learn the Dropbox account id of profile "${rt.name}" for its templates`);
@@ -230,7 +238,7 @@ export class ProfileWorker {
     let account: string | undefined;
     let failure: ReturnType<typeof classifyFailure> | undefined;
     try {
-      account = (await getCurrentAccount({ apiUrl, accessToken: token.value, timeoutMs: config.checks.timeoutMs, signal: shutdown })).accountId;
+      account = (await getCurrentAccount({ apiUrl, accessToken: token.value, timeoutMs: config.checks.timeoutMs, signal: shutdown, dispatcher: this.#ctx.dropboxApiDispatcher })).accountId;
       const expected = rt.recordedAccountId ?? (rt.accountRecorded ? rt.accountId : undefined);
       outcome = expected !== undefined && account !== expected ? 'account_mismatch' : 'valid';
     } catch (error) {
@@ -526,7 +534,7 @@ export class ProfileWorker {
         rt.accountRecorded = true;
         return;
       }
-      const accountId = rt.accountId ?? (await getCurrentAccount({ apiUrl, accessToken: token.value, timeoutMs: ACCOUNT_ID_TIMEOUT_MS, signal: this.#ctx.shutdown })).accountId;
+      const accountId = rt.accountId ?? (await getCurrentAccount({ apiUrl, accessToken: token.value, timeoutMs: ACCOUNT_ID_TIMEOUT_MS, signal: this.#ctx.shutdown, dispatcher: this.#ctx.dropboxApiDispatcher })).accountId;
       rt.accountId = accountId;
       await rt.config.grants.recordAccount(accountId);
       rt.accountRecorded = true;

@@ -51,6 +51,11 @@ export class FaultInjector {
     this.rules = rules.map((r) => ({ ...r, remaining: r.times ?? Infinity }));
   }
 
+  /** Whether a rule still armed names `route` (or every route). */
+  names(route: string): boolean {
+    return this.rules.some((rule) => rule.remaining > 0 && (rule.route === '*' || rule.route === route));
+  }
+
   /** Stops pending delays so that closing the server does not wait for them. */
   cancelPending(): void {
     for (const t of this.timers) clearTimeout(t);

@@ -11,6 +11,7 @@ import type { EmulatorContext } from './context.js';
 import { dropboxApiRouter } from './dropbox-api.js';
 import { dropboxOAuthRouter } from './dropbox-oauth.js';
 import { FaultInjector, routeOf } from './faults.js';
+import { inProcessDispatcher, type InProcessDispatcher } from './in-process.js';
 import { serviceRouter } from './service.js';
 import { Generator, createState } from './state.js';
 import type { EmulatorApp, EmulatorOptions, FaultRule, ResolvedEmulatorOptions, RunningEmulator } from './types.js';
@@ -178,6 +179,7 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Runn
   const url = `http://${DEFAULT_HOST}:${port}`;
   const first = resolved.workspaces[0];
   let closing: Promise<void> | undefined;
+  let inProcess: InProcessDispatcher | undefined;
 
   return {
     url,
@@ -191,6 +193,10 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Runn
     setFaults(rules: FaultRule[]) {
       faults.set(rules);
     },
+    get dispatcher() {
+      inProcess ??= inProcessDispatcher(ctx, url, (route) => faults.names(route));
+      return inProcess;
+    },
     revokeGrant(refreshToken: string) {
       const grant = state.grantsByRefreshToken.get(refreshToken);
       if (!grant) throw new Error('emulator: no grant has that refresh token');
@@ -199,6 +205,7 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Runn
     close() {
       closing ??= new Promise<void>((resolve, reject) => {
         faults.cancelPending();
+        void inProcess?.close();
         server.close((err) => (err ? reject(err) : resolve()));
         server.closeAllConnections();
       });

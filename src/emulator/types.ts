@@ -1,4 +1,5 @@
 // Public shapes of the emulator: its options, its inspectable state, and the running handle.
+import type { InProcessDispatcher } from './in-process.js';
 
 /** A Dropbox app as registered in the App Console. */
 export interface EmulatorApp {
@@ -274,6 +275,12 @@ export interface RunningEmulator {
   /** Seeded ids of the first workspace, or null with `seed: false`. */
   seeded: SeededIds | null;
   setFaults(rules: FaultRule[]): void;
+  /**
+   * A dispatcher (the `dispatcher` Dropbox calls take) that answers the v2 API routes within this process, logged
+   * in `state.requests` as the server logs them, and sends every other call (and an API call a fault rule names)
+   * over HTTP.
+   */
+  readonly dispatcher: InProcessDispatcher;
   /** Simulates the user unlinking the app: the grant's refresh token and all its access tokens die. */
   revokeGrant(refreshToken: string): void;
   close(): Promise<void>;

@@ -8,6 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { Redis } from 'ioredis';
+import type { Dispatcher } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRedisCoordinator, startDaemon, type DaemonGrant, type DaemonOptions, type DaemonProfile, type RunningDaemon } from '../../src/daemon/index.js';
 import { parseDaemonConfig } from '../../src/daemon/config-file.js';
@@ -131,6 +132,34 @@ describe('token checks', () => {
       const before = checksAt(s.emu).length;
       await tickFor(s, 3 * MINUTE, 1_000);
       expect(checksAt(s.emu).length).toBe(before);
+    } finally {
+      await s.daemon.close();
+    }
+  }, 60_000);
+
+  it('checks go through the Dropbox API transport the daemon is given (the emulator in-process), and a revocation is still found', async () => {
+    // The soak's way: the same daemon code down to the transport, the emulator answering within the process.
+    let given = 0;
+    const to: { emu?: RunningEmulator } = {};
+    const dispatcher = {
+      request: (request: Parameters<Dispatcher['request']>[0]) => {
+        given += 1;
+        return (to.emu as RunningEmulator).dispatcher.request(request as never);
+      },
+    } as unknown as Dispatcher;
+    const s = await setup(2, { checkIntervalMs: MINUTE, dropboxApiDispatcher: dispatcher });
+    to.emu = s.emu;
+    try {
+      await s.daemon.sweep();
+      await tickFor(s, 2 * MINUTE, 1_000);
+      expect(s.daemon.status().profiles.map((p) => p.check?.outcome)).toEqual(['valid', 'valid']);
+      // Each check the emulator logged came through the transport given.
+      expect(checksAt(s.emu).length).toBeGreaterThanOrEqual(2);
+      expect(given).toBe(checksAt(s.emu).length);
+      s.emu.revokeGrant((s.grants.get('p001') as DaemonGrant).refreshToken);
+      await tickFor(s, MINUTE + 1_000, 1_000);
+      expect(s.daemon.status().profiles[0]).toMatchObject({ ready: false, terminal: { reason: 'reauthorization_needed' }, check: { outcome: 'invalid' } });
+      expect(given).toBe(checksAt(s.emu).length);
     } finally {
       await s.daemon.close();
     }
