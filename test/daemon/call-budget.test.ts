@@ -7,12 +7,11 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { BUDGET_BURST, BUDGET_REFILL_MS, budgetScale, CallBudgets, mergeBudgets, nextCallAt, spentAt, TOKEN_CALLS_PER_DAY, withCall, type BudgetState } from '../../src/daemon/call-budget.js';
-import { CoordinatorUnavailableError } from '../../src/daemon/coordinator.js';
 import { startDaemon, type DaemonGrant, type RunningDaemon } from '../../src/daemon/index.js';
 import type { RunningEmulator } from '../../src/emulator/index.js';
 import { openProfileStore } from '../../src/profile/index.js';
-import { memoryCoordinator, type MemoryRedis } from '../helpers/replicas.mjs';
-import { captureLog, emulator, fakeClock, obtainGrant, profileOf, renewalsOf, seededRandom, tempDir } from './helpers.js';
+import type { MemoryRedis } from '../helpers/replicas.mjs';
+import { captureLog, emulator, fleetReplicaOptions, handDrivenOptions, obtainGrant, profileOf, renewalsOf, tempDir, virtualClocks } from './helpers.js';
 
 const MINUTE = 60_000;
 const HOUR = 60 * MINUTE;
@@ -193,11 +192,10 @@ interface Replica {
 
 /** Daemons over one emulator (four-hour tokens) and one clock, alone or as a fleet over the Redis stand-in. */
 async function budgetWorld(count: number, options: { fleet?: boolean } = {}) {
-  const clock = fakeClock();
-  let mono = 0;
-  const emu = await emulator({ tokenLifetimeSeconds: 4 * 3600, now: clock.now });
-  const door = await failingDoor(emu, clock.now);
-  const redis: MemoryRedis = { now: clock.now, leases: new Map(), records: new Map() };
+  const clocks = virtualClocks();
+  const emu = await emulator({ tokenLifetimeSeconds: 4 * 3600, now: clocks.now });
+  const door = await failingDoor(emu, clocks.now);
+  const redis: MemoryRedis = { now: clocks.now, leases: new Map(), records: new Map() };
   const grantKey = randomBytes(32);
   const names = Array.from({ length: count }, (_, i) => `b${String(i).padStart(2, '0')}`);
   const grants = new Map<string, DaemonGrant>();
@@ -208,21 +206,9 @@ async function budgetWorld(count: number, options: { fleet?: boolean } = {}) {
     const daemon = await startDaemon({
       profiles: () => Promise.resolve(names.map((name) => ({ ...profileOf(emu, { name, grant: grants.get(name) as DaemonGrant }), tokenUrl: door.url }))),
       profileStore: openProfileStore(tempDir()),
-      renewMarginMs: 15 * 60_000,
-      schedule: false,
-      checkIntervalMs: 0,
-      logger: log.logger.child({ replica: id }),
-      now: clock.now,
-      monotonicNow: () => mono,
-      sleep: async (ms: number) => {
-        clock.advance(ms);
-        mono += ms;
-        await Promise.resolve();
-      },
-      random: seededRandom(),
       ...(options.fleet
-        ? { coordinator: memoryCoordinator(redis, id, CoordinatorUnavailableError, clock.now), grantKey, fleet: { timers: false, leaseMs: 3 * MINUTE, fallbackMs: 20 * MINUTE }, spreadRenewals: false }
-        : {}),
+        ? { ...fleetReplicaOptions(id, { clocks, log, redis, grantKey, leaseMs: 3 * MINUTE, fallbackMs: 20 * MINUTE }), spreadRenewals: false }
+        : handDrivenOptions(id, { clocks, log })),
     });
     const replica = { id, daemon, running: true };
     replicas.push(replica);
@@ -233,8 +219,7 @@ async function budgetWorld(count: number, options: { fleet?: boolean } = {}) {
   };
   const advance = async (ms: number): Promise<void> => {
     for (let left = ms; left > 0; left -= MINUTE) {
-      clock.advance(MINUTE);
-      mono += MINUTE;
+      clocks.advance(MINUTE);
       await sweepAll();
     }
   };
@@ -246,7 +231,7 @@ async function budgetWorld(count: number, options: { fleet?: boolean } = {}) {
     for (const r of replicas) await r.daemon.close();
     await door.close();
   };
-  return { emu, door, redis, names, replicas, start, sweepAll, advance, refreshTokenOf, callsOf, served, outcomes, close, log, now: clock.now };
+  return { emu, door, redis, names, replicas, start, sweepAll, advance, refreshTokenOf, callsOf, served, outcomes, close, log, now: clocks.now };
 }
 
 describe('a profile whose token endpoint fails all day', () => {

@@ -5,11 +5,10 @@
 // the only one, and its part once it sees them.
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { CoordinatorUnavailableError } from '../../src/daemon/coordinator.js';
 import { startDaemon, type DaemonGrant, type RunningDaemon } from '../../src/daemon/index.js';
 import { openProfileStore } from '../../src/profile/index.js';
-import { memoryCoordinator, type MemoryRedis } from '../helpers/replicas.mjs';
-import { captureLog, emulator, fakeClock, obtainGrant, profileOf, seededRandom, tempDir } from './helpers.js';
+import type { MemoryRedis } from '../helpers/replicas.mjs';
+import { captureLog, emulator, fleetReplicaOptions, obtainGrant, profileOf, tempDir, virtualClocks } from './helpers.js';
 
 const MINUTE = 60_000;
 const FALLBACK = 20 * MINUTE;
@@ -17,10 +16,9 @@ const CAP = 3;
 
 describe("the fleet's cap while Redis is away", () => {
   it('each replica in mode `all` keeps the part it last had; one started during the outage takes the whole cap until it sees the members', async () => {
-    const clock = fakeClock();
-    let mono = 0;
-    const emu = await emulator({ tokenLifetimeSeconds: 4 * 3600, now: clock.now });
-    const redis: MemoryRedis = { now: clock.now, leases: new Map(), records: new Map() };
+    const clocks = virtualClocks();
+    const emu = await emulator({ tokenLifetimeSeconds: 4 * 3600, now: clocks.now });
+    const redis: MemoryRedis = { now: clocks.now, leases: new Map(), records: new Map() };
     const grantKey = randomBytes(32);
     const names = Array.from({ length: 30 }, (_, i) => `c${String(i).padStart(2, '0')}`);
     const grants = new Map<string, DaemonGrant>();
@@ -31,21 +29,7 @@ describe("the fleet's cap while Redis is away", () => {
       const daemon = await startDaemon({
         profiles: () => Promise.resolve(names.map((name) => profileOf(emu, { name, grant: grants.get(name) as DaemonGrant }))),
         profileStore: openProfileStore(tempDir()),
-        renewMarginMs: 15 * MINUTE,
-        schedule: false,
-        checkIntervalMs: 0,
-        logger: log.logger.child({ replica: id }),
-        now: clock.now,
-        monotonicNow: () => mono,
-        sleep: async (ms: number) => {
-          clock.advance(ms);
-          mono += ms;
-          await Promise.resolve();
-        },
-        random: seededRandom(),
-        coordinator: memoryCoordinator(redis, id, CoordinatorUnavailableError, clock.now),
-        grantKey,
-        fleet: { timers: false, leaseMs: 3 * MINUTE, fallbackMs: FALLBACK },
+        ...fleetReplicaOptions(id, { clocks, redis, grantKey, log, leaseMs: 3 * MINUTE, fallbackMs: FALLBACK }),
         spreadRenewals: false,
         maxRenewalsPerSecond: CAP,
         // One renewal at a time, so the cap's wait moves the shared clock as real waits would: request by request.
@@ -64,8 +48,7 @@ describe("the fleet's cap while Redis is away", () => {
     };
     const advance = async (ms: number): Promise<void> => {
       for (let left = ms; left > 0; left -= MINUTE) {
-        clock.advance(MINUTE);
-        mono += MINUTE;
+        clocks.advance(MINUTE);
         for (const daemon of daemons.values()) await daemon.sweep();
       }
     };
@@ -79,8 +62,7 @@ describe("the fleet's cap while Redis is away", () => {
       // and renews them, at its part of the cap (1 a second), not the whole of it.
       redis.down = true;
       await advance(FALLBACK);
-      clock.advance(MINUTE);
-      mono += MINUTE;
+      clocks.advance(MINUTE);
       let total = 0;
       for (const daemon of replicas) {
         const { sent, gapMs } = await sweep(daemon);

@@ -9,10 +9,10 @@ import { CoordinatorUnavailableError } from '../../src/daemon/coordinator.js';
 import { Fleet, ownerOf } from '../../src/daemon/fleet.js';
 import { startDaemon, type DaemonGrant, type DaemonProfile, type RunningDaemon } from '../../src/daemon/index.js';
 import { openProfileStore } from '../../src/profile/index.js';
-import { memoryCoordinator, memoryFleet, type MemoryRedis } from '../helpers/replicas.mjs';
+import { memoryFleet, type MemoryRedis } from '../helpers/replicas.mjs';
 import type { RunningEmulator } from '../../src/emulator/index.js';
 import type { ProfileSinks } from '../../src/publish/token-file.js';
-import { captureLog, emulator, fakeClock, obtainGrant, profileOf, renewalsOf, rotatingTokenEndpoint, seededRandom, tempDir, tokensOf, connectorsNamed } from './helpers.js';
+import { captureLog, emulator, fleetReplicaOptions, obtainGrant, profileOf, renewalsOf, rotatingTokenEndpoint, tempDir, tokensOf, connectorsNamed, virtualClocks } from './helpers.js';
 
 const HOUR = 3_600_000;
 const MINUTE = 60_000;
@@ -116,11 +116,10 @@ async function fleetWorld(
   count: number,
   options: { tokenUrl?: (emu: RunningEmulator) => Promise<string>; sinks?: (name: string) => ProfileSinks | undefined; account?: string; concurrency?: number; rate?: number; spread?: boolean; reconcile?: boolean } = {},
 ) {
-  const clock = fakeClock();
-  let mono = 0;
-  const emu = await emulator({ tokenLifetimeSeconds: 4 * 3600, now: clock.now });
+  const clocks = virtualClocks();
+  const emu = await emulator({ tokenLifetimeSeconds: 4 * 3600, now: clocks.now });
   const tokenUrl = options.tokenUrl ? await options.tokenUrl(emu) : emu.tokenUrl;
-  const redis: MemoryRedis = { now: clock.now, leases: new Map(), records: new Map() };
+  const redis: MemoryRedis = { now: clocks.now, leases: new Map(), records: new Map() };
   const grantKey = randomBytes(32);
   const names = Array.from({ length: count }, (_, i) => `f${String(i).padStart(2, '0')}`);
   const grants = new Map<string, DaemonGrant>();
@@ -140,22 +139,8 @@ async function fleetWorld(
     const daemon = await startDaemon({
       profiles,
       profileStore,
-      renewMarginMs: 15 * MINUTE,
-      schedule: false,
-      checkIntervalMs: 0,
-      logger: log.logger.child({ replica: id }),
-      now: clock.now,
-      monotonicNow: () => mono,
-      // The fleet's cap on token requests waits on this clock (both of its readings move), not in real time.
-      sleep: async (ms: number) => {
-        clock.advance(ms);
-        mono += ms;
-        await Promise.resolve();
-      },
-      random: seededRandom(),
-      coordinator: memoryCoordinator(redis, id, CoordinatorUnavailableError, clock.now),
-      grantKey,
-      fleet: { timers: false, leaseMs: DAEMON_LEASE, fallbackMs: FALLBACK },
+      // The fleet's cap on token requests waits on the virtual clocks (both of their readings move), not in real time.
+      ...fleetReplicaOptions(id, { clocks, log, redis, grantKey, leaseMs: DAEMON_LEASE, fallbackMs: FALLBACK }),
       ...(profileSinks.size > 0 ? { profileSinks } : {}),
       ...(options.concurrency ? { concurrency: options.concurrency } : {}),
       ...(options.rate ? { maxRenewalsPerSecond: options.rate } : {}),
@@ -173,8 +158,7 @@ async function fleetWorld(
   const advance = async (ms: number): Promise<void> => {
     for (let left = ms; left > 0; left -= MINUTE) {
       const step = Math.min(MINUTE, left);
-      clock.advance(step);
-      mono += step;
+      clocks.advance(step);
       await sweepAll();
     }
   };
@@ -183,7 +167,7 @@ async function fleetWorld(
   const close = async (): Promise<void> => {
     for (const r of replicas) await r.daemon.close();
   };
-  return { emu, redis, names, grants, replicas, start, advance, sweepAll, renewals, served, close, log, now: clock.now };
+  return { emu, redis, names, grants, replicas, start, advance, sweepAll, renewals, served, close, log, now: clocks.now };
 }
 
 describe('three daemons in fleet mode', () => {

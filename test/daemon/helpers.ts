@@ -14,7 +14,8 @@ import type { EmulatorApp, EmulatorOptions, IssuedAccessToken, RunningEmulator, 
 import { createLogger, type Logger } from '../../src/log.js';
 import { exchangeCode } from '../../src/oauth/index.js';
 import { openProfileStore, type ProfileStore } from '../../src/profile/index.js';
-import { obtainGrant as obtainGrantWith } from '../helpers/replicas.mjs';
+import { CoordinatorUnavailableError } from '../../src/daemon/coordinator.js';
+import { memoryCoordinator, obtainGrant as obtainGrantWith, type MemoryRedis } from '../helpers/replicas.mjs';
 
 export const REDIRECT = DEFAULT_APP.redirectUris[0] as string;
 export const START = Date.parse('2030-01-01T00:00:00Z');
@@ -24,6 +25,58 @@ export interface Clock {
   advance: (ms: number) => void;
   /** Waits on this clock: moves it, then yields once, so a rate gate's wait costs no real time. */
   sleep: (ms: number, signal?: AbortSignal) => Promise<void>;
+}
+
+/** A wall clock and a monotonic reading that move together (a host whose clock is not stepped): `sleep` moves both. */
+export interface VirtualClocks extends Clock {
+  monotonicNow: () => number;
+}
+
+export function virtualClocks(start = START): VirtualClocks {
+  const wall = fakeClock(start);
+  let mono = 0;
+  const advance = (ms: number): void => {
+    wall.advance(ms);
+    mono += ms;
+  };
+  return {
+    now: wall.now,
+    monotonicNow: () => mono,
+    advance,
+    sleep: async (ms: number) => {
+      advance(ms);
+      await Promise.resolve();
+    },
+  };
+}
+
+/**
+ * What an in-process daemon among several of these tests starts with: sweeps driven by hand, checks off, the
+ * renewal margin's default, both clocks virtual (a cap's waits move them, not real time), its lines tagged `id`.
+ */
+export function handDrivenOptions(id: string, world: { clocks: VirtualClocks; log: CapturedLog }) {
+  const { clocks, log } = world;
+  return {
+    renewMarginMs: 15 * 60_000,
+    schedule: false,
+    checkIntervalMs: 0,
+    logger: log.logger.child({ replica: id }),
+    now: clocks.now,
+    monotonicNow: clocks.monotonicNow,
+    sleep: clocks.sleep,
+    random: seededRandom(),
+  } satisfies Partial<DaemonOptions>;
+}
+
+/** The same, as a fleet replica over the Redis stand-in without timers (its heartbeat rides the sweeps). */
+export function fleetReplicaOptions(id: string, world: { clocks: VirtualClocks; log: CapturedLog; redis: MemoryRedis; grantKey: Buffer; leaseMs: number; fallbackMs: number }) {
+  const { clocks, redis, grantKey, leaseMs, fallbackMs } = world;
+  return {
+    ...handDrivenOptions(id, world),
+    coordinator: memoryCoordinator(redis, id, CoordinatorUnavailableError, clocks.now),
+    grantKey,
+    fleet: { timers: false, leaseMs, fallbackMs },
+  } satisfies Partial<DaemonOptions>;
 }
 
 export function fakeClock(start = START): Clock {
