@@ -5,47 +5,17 @@
 // a real spent record copied from the failing profile, and a real record with its count changed. A replica that
 // starts with them renews every healthy profile at once: none is frozen, and each planted record is refused once.
 import { randomBytes } from 'node:crypto';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { Redis as RedisClient } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BUDGET_BURST, BUDGET_RESERVE, type BudgetBackend } from '../../src/daemon/call-budget.js';
 import { createRedisCoordinator, startDaemon, type DaemonGrant, type RedisCoordinator, type RunningDaemon } from '../../src/daemon/index.js';
-import type { RunningEmulator } from '../../src/emulator/index.js';
 import { openProfileStore } from '../../src/profile/index.js';
 import { redisAvailability, startRedisServer, type RedisServer } from '../helpers/redis.js';
-import { captureLog, emulator, obtainGrant, profileOf, tempDir } from './helpers.js';
+import { captureLog, emulator, failingDoor, obtainGrant, profileOf, tempDir } from './helpers.js';
 
 const availability = redisAvailability();
 if (availability.skip) console.warn(`call-budget-redis.test.ts: ${availability.reason}`);
 
-/** The emulator's token endpoint, answering 503 for the refresh tokens in `failing`, counting calls by refresh token. */
-async function failingDoor(emu: RunningEmulator): Promise<{ url: string; failing: Set<string>; calls: Map<string, number>; close: () => Promise<void> }> {
-  const failing = new Set<string>();
-  const calls = new Map<string, number>();
-  const server: Server = createServer((req, res) => {
-    let body = '';
-    req.setEncoding('utf8').on('data', (chunk: string) => (body += chunk));
-    req.on('end', () => {
-      const refreshToken = new URLSearchParams(body).get('refresh_token') ?? '';
-      calls.set(refreshToken, (calls.get(refreshToken) ?? 0) + 1);
-      if (failing.has(refreshToken)) {
-        res.writeHead(503, { 'content-type': 'text/plain' }).end('unavailable');
-        return;
-      }
-      void fetch(emu.tokenUrl, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body }).then(async (answer) => {
-        res.writeHead(answer.status, { 'content-type': 'application/json' }).end(await answer.text());
-      });
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/oauth2/token`,
-    failing,
-    calls,
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
-  };
-}
 
 describe.skipIf(availability.skip)('a Redis writer without the grant key, against the budgets of token calls', () => {
   let redis: RedisServer;
@@ -70,7 +40,7 @@ describe.skipIf(availability.skip)('a Redis writer without the grant key, agains
     const grantKey = randomBytes(32);
     const log = captureLog('debug');
     const emu = await emulator({ tokenLifetimeSeconds: 4 * 3600 });
-    const door = await failingDoor(emu);
+    const door = await failingDoor(emu, Date.now);
     const names = ['failing', 'own', 'badmac', 'copied', 'changed'];
     const grants = new Map<string, DaemonGrant>();
     for (const name of names) grants.set(name, await obtainGrant(emu));
@@ -105,16 +75,16 @@ describe.skipIf(availability.skip)('a Redis writer without the grant key, agains
     try {
       const a = await replica('a');
       await a.sweep();
-      for (const name of names.filter((n) => n !== 'failing')) expect(door.calls.get(refreshTokenOf(name))).toBe(1);
+      for (const name of names.filter((n) => n !== 'failing')) expect(door.calls.get(refreshTokenOf(name))?.length ?? 0).toBe(1);
       // The failing profile's burst, call by call, until the budget holds it; an older record kept on the way.
       let older: string | undefined;
       for (let sweep = 0; sweep < 3 * BUDGET_BURST && outcomesOf('failing').length === 0; sweep += 1) {
         await new Promise((resolve) => setTimeout(resolve, 2));
         await a.sweep();
-        if (door.calls.get(refreshTokenOf('failing')) === 10) older = (await writer.get(key('failing'))) ?? undefined;
+        if ((door.calls.get(refreshTokenOf('failing'))?.length ?? 0) === 10) older = (await writer.get(key('failing'))) ?? undefined;
       }
       expect(outcomesOf('failing').length).toBeGreaterThanOrEqual(1);
-      const spentCalls = door.calls.get(refreshTokenOf('failing')) as number;
+      const spentCalls = door.calls.get(refreshTokenOf('failing'))?.length ?? 0;
       // Its burst less the reserve kept for when the endpoint is seen answering (no other call is made to it now).
       expect(spentCalls).toBe(BUDGET_BURST - BUDGET_RESERVE);
       const spent = (await writer.get(key('failing'))) as string;
@@ -127,7 +97,7 @@ describe.skipIf(availability.skip)('a Redis writer without the grant key, agains
       const replayed = await reader.read('failing');
       expect(replayed?.spent).toBeLessThanOrEqual(10);
       await a.sweep();
-      expect(door.calls.get(refreshTokenOf('failing'))).toBe(spentCalls);
+      expect(door.calls.get(refreshTokenOf('failing'))?.length ?? 0).toBe(spentCalls);
       expect(a.status().profiles.find((p) => p.name === 'failing')).toMatchObject({ lastRenewal: { outcome: 'budget_spent' }, backoffUntil: expect.any(String) });
 
       // Planted, to hold the healthy profiles on the replica that takes them next.
@@ -145,7 +115,7 @@ describe.skipIf(availability.skip)('a Redis writer without the grant key, agains
       const b = await replica('b');
       await b.sweep();
       for (const name of ['own', 'badmac', 'copied', 'changed']) {
-        expect(door.calls.get(refreshTokenOf(name))).toBe(2);
+        expect(door.calls.get(refreshTokenOf(name))?.length ?? 0).toBe(2);
         expect(outcomesOf(name)).toEqual([]);
         expect(b.status().profiles.find((p) => p.name === name)).toMatchObject({ ready: true });
         // The record a call writes verifies again: one call counted, no streak.

@@ -3,15 +3,12 @@
 // moved by hand a minute a sweep. Alone, and in a fleet of three over the Redis stand-in, where the replica that
 // takes the failing profile over continues its count and its backoff rather than starting from zero.
 import { randomBytes } from 'node:crypto';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { BUDGET_BURST, BUDGET_REFILL_MS, budgetScale, CallBudgets, mergeBudgets, nextCallAt, spentAt, TOKEN_CALLS_PER_DAY, withCall, type BudgetState } from '../../src/daemon/call-budget.js';
 import { startDaemon, type DaemonGrant, type RunningDaemon } from '../../src/daemon/index.js';
-import type { RunningEmulator } from '../../src/emulator/index.js';
 import { openProfileStore } from '../../src/profile/index.js';
 import type { MemoryRedis } from '../helpers/replicas.mjs';
-import { captureLog, emulator, fleetReplicaOptions, handDrivenOptions, obtainGrant, profileOf, renewalsOf, tempDir, virtualClocks } from './helpers.js';
+import { captureLog, emulator, failingDoor, fleetReplicaOptions, handDrivenOptions, obtainGrant, profileOf, renewalsOf, tempDir, virtualClocks } from './helpers.js';
 
 const MINUTE = 60_000;
 const HOUR = 60 * MINUTE;
@@ -153,36 +150,6 @@ describe("a process's budgets over one token endpoint", () => {
   });
 });
 
-/**
- * The emulator's token endpoint behind a door that answers 503 for the refresh tokens in `failing`, and counts
- * every call by refresh token, on the test's clock.
- */
-async function failingDoor(emu: RunningEmulator, now: () => number): Promise<{ url: string; failing: Set<string>; calls: Map<string, number[]>; close: () => Promise<void> }> {
-  const failing = new Set<string>();
-  const calls = new Map<string, number[]>();
-  const server: Server = createServer((req, res) => {
-    let body = '';
-    req.setEncoding('utf8').on('data', (chunk: string) => (body += chunk));
-    req.on('end', () => {
-      const refreshToken = new URLSearchParams(body).get('refresh_token') ?? '';
-      calls.set(refreshToken, [...(calls.get(refreshToken) ?? []), now()]);
-      if (failing.has(refreshToken)) {
-        res.writeHead(503, { 'content-type': 'text/plain' }).end('unavailable');
-        return;
-      }
-      void fetch(emu.tokenUrl, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body }).then(async (answer) => {
-        res.writeHead(answer.status, { 'content-type': 'application/json' }).end(await answer.text());
-      });
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/oauth2/token`,
-    failing,
-    calls,
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
-  };
-}
 
 interface Replica {
   id: string;

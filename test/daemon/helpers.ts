@@ -306,3 +306,34 @@ export async function rotatingTokenEndpoint(emu: RunningEmulator): Promise<{ url
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
 }
+
+/**
+ * The emulator's token endpoint behind a door that answers 503 for the refresh tokens in `failing`, and counts
+ * every call by refresh token, on the test's clock.
+ */
+export async function failingDoor(emu: RunningEmulator, now: () => number): Promise<{ url: string; failing: Set<string>; calls: Map<string, number[]>; close: () => Promise<void> }> {
+  const failing = new Set<string>();
+  const calls = new Map<string, number[]>();
+  const server: Server = createServer((req, res) => {
+    let body = '';
+    req.setEncoding('utf8').on('data', (chunk: string) => (body += chunk));
+    req.on('end', () => {
+      const refreshToken = new URLSearchParams(body).get('refresh_token') ?? '';
+      calls.set(refreshToken, [...(calls.get(refreshToken) ?? []), now()]);
+      if (failing.has(refreshToken)) {
+        res.writeHead(503, { 'content-type': 'text/plain' }).end('unavailable');
+        return;
+      }
+      void fetch(emu.tokenUrl, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body }).then(async (answer) => {
+        res.writeHead(answer.status, { 'content-type': 'application/json' }).end(await answer.text());
+      });
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/oauth2/token`,
+    failing,
+    calls,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
