@@ -109,12 +109,12 @@ export class ProfileRenewer {
    */
   #budgetSpent(): boolean {
     const rt = this.#rt;
-    const { budgets, clock, log } = this.#ctx;
+    const { budgets, log } = this.#ctx;
     if (rt.forceRenewal) return false;
     const resumeAt = budgets.spentUntil(rt.name, rt.config?.tokenUrl ?? '');
     if (resumeAt === undefined) return false;
     const at = this.#now();
-    rt.backoff = rt.backoff.waitUntil(clock.mono() + (resumeAt - at));
+    rt.backoff = rt.backoff.waitUntil(rt.monoTimeOf(resumeAt, at));
     const fields = { profile: rt.name, event: 'renewal.budget_spent', op: 'renew', resumeAt: new Date(resumeAt).toISOString(), perDay: TOKEN_CALLS_PER_DAY };
     const message =
       `profile "${rt.name}" has spent its budget of token requests (${TOKEN_CALLS_PER_DAY} in any 24 hours: a burst of ${BUDGET_BURST}, then one every ${Math.round(BUDGET_REFILL_MS / 60_000)} min, ` +
@@ -131,7 +131,7 @@ export class ProfileRenewer {
    */
   async #accountPaused(): Promise<boolean> {
     const rt = this.#rt;
-    const { pauses, config, clock, random } = this.#ctx;
+    const { pauses, config, random } = this.#ctx;
     const account = rt.knownAccount;
     if (account === undefined) return false;
     const until = await pauses.pausedUntil(account);
@@ -139,7 +139,7 @@ export class ProfileRenewer {
     const at = this.#now();
     const resumeAt = resumeAfterPause(until, { now: at, spreadMs: RESUME_SPREAD_MS, random, expiresAt: rt.expiry(at), safetyMs: config.safetyMs });
     if (resumeAt === undefined) return false;
-    rt.backoff = rt.backoff.waitUntil(clock.mono() + (resumeAt - at));
+    rt.backoff = rt.backoff.waitUntil(rt.monoTimeOf(resumeAt, at));
     if (config.spreadRenewals) rt.spreadNext = true;
     this.#ctx.log.debug({ profile: rt.name, event: 'renewal.paused', op: 'renew', resumeAt: new Date(resumeAt).toISOString() }, `profile "${rt.name}": its Dropbox account is paused; renewing at ${new Date(resumeAt).toISOString()}`);
     return true;

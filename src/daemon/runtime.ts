@@ -220,12 +220,12 @@ export class ProfileRuntime {
     return (this.reconcile.pending && this.reconcile.backoff.ready(mono)) || (this.watchSharedAt !== undefined && mono >= this.watchSharedAt);
   }
 
-  /** Whether renewals wait (backoff or Retry-After). */
   /** The profile's Dropbox account as far as it is known: recorded, found by a check, or learnt for a template. */
   get knownAccount(): string | undefined {
     return this.recordedAccountId ?? this.check.account ?? this.accountId;
   }
 
+  /** Whether renewals wait (backoff or Retry-After). */
   inBackoff(): boolean {
     return !this.backoff.ready(this.#clock.mono());
   }
