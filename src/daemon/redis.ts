@@ -222,7 +222,7 @@ export async function createRedisCoordinator(options: RedisCoordinatorOptions): 
     const at = (profile: string): string => `${prefix}:budget:${profile}`;
     const shifted = (state: BudgetState, by: number): BudgetState => ({ ...state, at: state.at + by, ...(state.retryAt !== undefined ? { retryAt: state.retryAt + by } : {}) });
     const read = async (profile: string): Promise<{ raw: string | null; state: BudgetState | undefined; skew: number }> => {
-      const [raw, skew] = await Promise.all([command('read a budget of token calls', () => client.get(at(profile))), skewMs('read a budget of token calls')]);
+      const { raw, skew } = await readOnRedisClock(at(profile), 'read a budget of token calls');
       if (raw === null) return { raw, state: undefined, skew };
       const state = open(at(profile), raw, (reason) =>
         log?.warn({ profile, event: 'budget.record_refused', op: 'renew', reason }, `a budget of token calls of profile "${profile}" in Redis was refused (${CHECK_REASONS[reason]}); it counts nothing`),
@@ -263,7 +263,7 @@ export async function createRedisCoordinator(options: RedisCoordinatorOptions): 
     const open = recordOpener(macKey, PAUSE_VERSION, (fields) => (typeof fields.until === 'number' ? fields.until : undefined));
     const at = (account: string): string => `${prefix}:pause:${account}`;
     const read = async (account: string): Promise<{ until: number | undefined; skew: number }> => {
-      const [raw, skew] = await Promise.all([command('read a pause', () => client.get(at(account))), skewMs('read a pause')]);
+      const { raw, skew } = await readOnRedisClock(at(account), 'read a pause');
       if (raw === null) return { until: undefined, skew };
       const until = open(at(account), raw, (reason) =>
         log?.warn({ event: 'pause.record_refused', op: 'renew', reason }, `a pause of a Dropbox account's token requests in Redis was refused (${CHECK_REASONS[reason]}); it pauses nothing`),
@@ -399,6 +399,12 @@ export async function createRedisCoordinator(options: RedisCoordinatorOptions): 
     return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000) - now();
   }
 
+  /** A record kept on Redis's clock, and the skew to read its times by: both sent at once, one round trip, not two. */
+  async function readOnRedisClock(key: string, action: string): Promise<{ raw: string | null; skew: number }> {
+    const [raw, skew] = await Promise.all([command(action, () => client.get(key)), skewMs(action)]);
+    return { raw, skew };
+  }
+
   function unavailable(action: string, cause?: unknown): CoordinatorUnavailableError {
     return new CoordinatorUnavailableError(`Redis at ${redisTarget(options.url)} is unreachable, so this replica cannot ${action}`, { cause });
   }
@@ -471,8 +477,7 @@ export async function createRedisCoordinator(options: RedisCoordinatorOptions): 
     },
 
     async lastReconcile(profile) {
-      // Both sent at once: one round trip, not two.
-      const [raw, skew] = await Promise.all([command('read the last reconcile', () => client.get(key('reconciled', profile))), skewMs('read the last reconcile')]);
+      const { raw, skew } = await readOnRedisClock(key('reconciled', profile), 'read the last reconcile');
       const record = raw === null ? undefined : decodeReconcile(raw);
       if (!record) return undefined;
       return { ...record, expiresAt: record.expiresAt - skew, reconciledAt: record.reconciledAt - skew };
