@@ -301,7 +301,8 @@ export class DaemonMetrics {
       },
     });
     const spread = this.#spread;
-    const spreadCounter = (name: string, help: string, pick: () => number): void => {
+    /** A counter whose total is read from the daemon when scraped. */
+    const total = (name: string, help: string, pick: () => number): void => {
       const metric: PromClient.Counter = new prom.Counter({
         name, help, registers,
         collect() {
@@ -310,21 +311,13 @@ export class DaemonMetrics {
         },
       });
     };
-    spreadCounter('syncauth_renewals_spread_total', 'Tokens whose renewal was drawn over the whole renewal window (spreadRenewals: after a start, a failure or a pause) rather than within the usual jitter', () => spread.renewals);
-    spreadCounter('syncauth_renewals_spread_early_seconds_total', "Seconds of token life given up by spreading: how much earlier than the usual draw each spread renewal was set, summed", () => spread.earlyMs / 1000);
+    total('syncauth_renewals_spread_total', 'Tokens whose renewal was drawn over the whole renewal window (spreadRenewals: after a start, a failure or a pause) rather than within the usual jitter', () => spread.renewals);
+    total('syncauth_renewals_spread_early_seconds_total', "Seconds of token life given up by spreading: how much earlier than the usual draw each spread renewal was set, summed", () => spread.earlyMs / 1000);
     if (!budget) return;
     const gauge = (name: string, help: string, pick: (b: BudgetView) => number): void => {
       const metric: PromClient.Gauge = new prom.Gauge({ name, help, registers, collect: () => metric.set(pick(budget())) });
     };
-    const counter = (name: string, help: string, pick: (b: BudgetView) => number): void => {
-      const metric: PromClient.Counter = new prom.Counter({
-        name, help, registers,
-        collect() {
-          metric.reset();
-          metric.inc(pick(budget()));
-        },
-      });
-    };
+    const counter = (name: string, help: string, pick: (b: BudgetView) => number): void => total(name, help, () => pick(budget()));
     // The cap is set when the daemon is built (a flag, or a fleet's default): its series are there only with one.
     if (budget().cap !== undefined) {
       const cap = (b: BudgetView): NonNullable<BudgetView['cap']> => b.cap ?? { perSecond: 0, delayed: 0, delayMs: 0, waiting: 0 };
