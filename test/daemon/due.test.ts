@@ -4,7 +4,7 @@
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { Backoff } from '../../src/backoff.js';
-import { startDaemon } from '../../src/daemon/index.js';
+import { startDaemon, type DaemonOptions } from '../../src/daemon/index.js';
 import { visitDueAt, type VisitDueRule } from '../../src/daemon/due.js';
 import { ProfileRuntime, type ServedProfile } from '../../src/daemon/runtime.js';
 import { openProfileStore } from '../../src/profile/index.js';
@@ -85,24 +85,30 @@ describe('visitDueAt', () => {
   });
 });
 
+/** One profile with four-hour tokens on the emulator, in a daemon whose sweeps the test drives on a hand-moved clock. */
+async function drivenDaemon(extra: Partial<DaemonOptions> = {}) {
+  const clock = fakeClock();
+  const emu = await emulator({ tokenLifetimeSeconds: 4 * 3600, now: clock.now });
+  const grant = await obtainGrant(emu);
+  const exchanged = tokenRequests(emu);
+  const daemon = await startDaemon({
+    profiles: [{ ...profileOf(emu, { name: 'p1', grant, reconcile: true }) }],
+    profileStore: openProfileStore(tempDir()),
+    renewMarginMs: MARGIN,
+    schedule: false,
+    checkTickMs: false,
+    logger: captureLog().logger,
+    now: clock.now,
+    random: seededRandom(),
+    sleep: clock.sleep,
+    ...extra,
+  });
+  return { clock, emu, exchanged, daemon };
+}
+
 describe('a daemon driven by its caller', () => {
   it('nextDueAt() is the renewal time: a sweep before it asks nothing, one at it renews', async () => {
-    const clock = fakeClock();
-    const emu = await emulator({ tokenLifetimeSeconds: 4 * 3600, now: clock.now });
-    const grant = await obtainGrant(emu);
-    const exchanged = tokenRequests(emu);
-    const daemon = await startDaemon({
-      profiles: [{ ...profileOf(emu, { name: 'p1', grant, reconcile: true }) }],
-      profileStore: openProfileStore(tempDir()),
-      renewMarginMs: MARGIN,
-      schedule: false,
-      checkTickMs: false,
-      logger: captureLog().logger,
-      now: clock.now,
-      random: seededRandom(),
-      sleep: clock.sleep,
-      tokenFile: path.join(tempDir(), '{profile}.token'),
-    });
+    const { clock, emu, exchanged, daemon } = await drivenDaemon({ tokenFile: path.join(tempDir(), '{profile}.token') });
     try {
       // Nothing held yet: due now.
       expect(daemon.nextDueAt()).toBe(clock.now());
@@ -116,21 +122,7 @@ describe('a daemon driven by its caller', () => {
   });
 
   it('without a file to look at, the sweeps before the time given renew nothing, and the one at it renews', async () => {
-    const clock = fakeClock();
-    const emu = await emulator({ tokenLifetimeSeconds: 4 * 3600, now: clock.now });
-    const grant = await obtainGrant(emu);
-    const exchanged = tokenRequests(emu);
-    const daemon = await startDaemon({
-      profiles: [{ ...profileOf(emu, { name: 'p1', grant, reconcile: true }) }],
-      profileStore: openProfileStore(tempDir()),
-      renewMarginMs: MARGIN,
-      schedule: false,
-      checkTickMs: false,
-      logger: captureLog().logger,
-      now: clock.now,
-      random: seededRandom(),
-      sleep: clock.sleep,
-    });
+    const { clock, emu, exchanged, daemon } = await drivenDaemon();
     try {
       await daemon.sweep();
       await daemon.sweep();
