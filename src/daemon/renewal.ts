@@ -184,6 +184,8 @@ export class ProfileRenewer {
       signal,
       timeoutMs: config.tokenTimeoutMs,
       onAnswer: (error) => this.#ctx.metrics.tokenRequest(error),
+      // Its own failure is no news at the next visit's look at what other processes recorded.
+      onFailureRecorded: (at) => (rt.seenFailureAt = at),
       onNewRefreshToken: (refreshToken) => this.#keepRefreshToken(profile, refreshToken),
       onNewAccessToken: (fresh: TokenSet) => this.#shareAccessToken(profile, fresh, grant),
     });

@@ -24,6 +24,8 @@ export interface RenewOptions {
   timeoutMs?: number;
   /** Told when the token request ends, before anything is done with its answer: `error` is absent when it gave tokens. */
   onAnswer?: (error?: unknown) => void;
+  /** Told the `lastError.at` of a failure this renewal recorded in the state, so its caller does not take it for another process's. */
+  onFailureRecorded?: (at: string) => void;
 }
 
 /**
@@ -46,7 +48,8 @@ export async function renewHoldingLock(options: RenewOptions): Promise<TokenSet>
     });
   } catch (error) {
     options.onAnswer?.(error);
-    await recordFailure(profiles, name, error, options.now);
+    const recorded = await recordFailure(profiles, name, error, options.now);
+    if (recorded !== undefined) options.onFailureRecorded?.(recorded);
     throw error;
   }
   options.onAnswer?.();
@@ -87,13 +90,15 @@ export function stateWithNewGrant(current: ProfileState | undefined, accountId: 
   };
 }
 
-export async function recordFailure(profiles: ProfileStore, name: string, error: unknown, now?: () => number): Promise<void> {
+/** Records the failure in the profile's state; returns the `lastError.at` it wrote. */
+export async function recordFailure(profiles: ProfileStore, name: string, error: unknown, now?: () => number): Promise<string | undefined> {
   const terminal = isOAuthError(error) && (error.kind === 'terminal' || error.kind === 'configuration');
   const code = error instanceof Error && 'code' in error && typeof error.code === 'string' ? error.code : 'UNKNOWN';
   const message = error instanceof Error ? error.message : String(error);
-  await profiles.update(name, (current) => ({
+  const state = await profiles.update(name, (current) => ({
     ...baseState(current),
     lastError: { code, message, at: new Date(now?.() ?? Date.now()).toISOString(), terminal },
     ...(isOAuthError(error) && error.kind === 'terminal' ? { needsReauthorization: true } : {}),
   }));
+  return state?.lastError?.at;
 }

@@ -515,6 +515,14 @@ describe('a re-authorized grant while Redis is away past the bound', () => {
       expect(flagged).toEqual([]);
       expect(w.log.records().filter((r) => r.event === 'fleet.fallback_refused' && r.profile === name && r.replica === 'b').length).toBeGreaterThan(0);
       expect(a.daemon.status().profiles.find((p) => p.name === name)?.ready).toBe(true);
+      // Its own refusal, which b recorded in its state, is not another process's news: b tries the old grant again
+      // only when its retry is due, not at every sweep to see for itself.
+      const refusedBefore = w.log.records().filter((r) => r.event === 'fleet.fallback_refused' && r.profile === name && r.replica === 'b').length;
+      await w.advance(12 * MINUTE);
+      const refused = w.log.records().filter((r) => r.event === 'fleet.fallback_refused' && r.profile === name && r.replica === 'b').length - refusedBefore;
+      expect(w.log.records().filter((r) => r.event === 'grant.failed_elsewhere' && r.profile === name && r.replica === 'b')).toEqual([]);
+      expect(refused).toBeGreaterThanOrEqual(1);
+      expect(refused).toBeLessThanOrEqual(3);
       // Redis back: b lets it go again; a, its owner, kept it fresh throughout.
       w.redis.down = false;
       await w.advance(2 * MINUTE);
