@@ -56,6 +56,7 @@ export type {
   GrantStore,
   ProfileStatus,
   ReconcileTarget,
+  SweepOptions,
   SweepReport,
 } from './daemon/types.js';
 export type { Coordinator, Lease, SharedReconcile } from './daemon/coordinator.js';

@@ -18,7 +18,7 @@ import { DaemonMetrics } from './metrics.js';
 import type { DaemonClock } from './runtime.js';
 import { startHealthServer } from './server.js';
 import type { ReauthorizationResult, ReauthorizedGrant } from './events.js';
-import type { DaemonOptions, DaemonStatus, ProfileEntry, RunningDaemon, SweepEntry, SweepReport } from './types.js';
+import type { DaemonOptions, DaemonStatus, ProfileEntry, RunningDaemon, SweepEntry, SweepOptions, SweepReport } from './types.js';
 import { GrantSharing } from './grant-sharing.js';
 import { DEFAULT_FLEET_FALLBACK_MS, DEFAULT_FLEET_TOKEN_REQUESTS_PER_SECOND, Fleet } from './fleet.js';
 import { AccountPauses } from './account-pause.js';
@@ -317,13 +317,13 @@ export class Daemon implements RunningDaemon {
   }
 
   /** Expired tokens leave the file before anything else happens, even for a profile whose renewal is running. */
-  async sweep(): Promise<SweepReport> {
+  async sweep(options: SweepOptions = {}): Promise<SweepReport> {
     const at = this.#clock.wall();
     if (this.#closing) return { at: new Date(at).toISOString(), profiles: [] };
     this.#metrics.swept(at);
     this.#sweeping += 1;
     try {
-      return await this.#sweepAt(at);
+      return await this.#sweepAt(at, options.onlyDue === true);
     } finally {
       this.#sweeping -= 1;
     }
@@ -357,7 +357,7 @@ export class Daemon implements RunningDaemon {
     await this.#checks.tick();
   }
 
-  async #sweepAt(at: number): Promise<SweepReport> {
+  async #sweepAt(at: number, onlyDue: boolean): Promise<SweepReport> {
     if (this.#fleet) {
       await this.#fleet.tick();
       await this.#matchShare();
@@ -371,6 +371,11 @@ export class Daemon implements RunningDaemon {
     const entries: SweepEntry[] = new Array<SweepEntry>(workers.length);
     const reconciles: Promise<void>[] = [];
     await eachBounded(workers, width, async (worker, i) => {
+      // Not visited before its time (due.ts): reported as the visit would have found it.
+      if (onlyDue && worker.nextDueAt(at) > at) {
+        entries[i] = { profile: worker.name, action: 'idle' };
+        return;
+      }
       const { entry, reconcile } = await worker.visitOwn();
       entries[i] = entry;
       if (reconcile) reconciles.push(reconcile.then((outcome) => void (entries[i] = { ...entry, reconcile: outcome })));

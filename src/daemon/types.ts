@@ -314,9 +314,19 @@ export interface DaemonStatus {
   profiles: ProfileStatus[];
 }
 
+export interface SweepOptions {
+  /**
+   * For a caller that drives the sweeps itself (`schedule: false`), where no other process writes the profile
+   * store: visits only the profiles whose own next due time (nextDueAt) has come, and reports the others idle,
+   * as a visit would find them. A visit is also where a profile sees what other processes wrote to the store, so
+   * the daemon's own schedule never skips one.
+   */
+  onlyDue?: boolean;
+}
+
 export interface RunningDaemon {
   /** Renews what is due and retries pending reconciles; resolves when the work it started is done. */
-  sweep(): Promise<SweepReport>;
+  sweep(options?: SweepOptions): Promise<SweepReport>;
   /**
    * Checks the published tokens whose time has come (each profile once per check interval, at its own offset,
    * within the rate caps); resolves when the checks it started, and the renewals they started, have ended.

@@ -148,4 +148,58 @@ describe('a daemon driven by its caller', () => {
       await daemon.close();
     }
   }, 60_000);
+
+  it('a sweep of the due alone visits only the profiles whose time has come, and reports the others idle', async () => {
+    const clock = fakeClock();
+    const emu = await emulator({ tokenLifetimeSeconds: 4 * 3600, now: clock.now });
+    const names = ['p1', 'p2', 'p3'];
+    const grants = await Promise.all(names.map(() => obtainGrant(emu)));
+    // Every visit reads the profile's state (to see what other processes wrote): the reads tell the visits.
+    const store = openProfileStore(tempDir());
+    const reads = new Map<string, number>();
+    const counted = new Proxy(store, {
+      get(target, prop) {
+        if (prop === 'read') {
+          return (name: string) => {
+            reads.set(name, (reads.get(name) ?? 0) + 1);
+            return target.read(name);
+          };
+        }
+        const value: unknown = Reflect.get(target, prop, target);
+        return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+    const daemon = await startDaemon({
+      profiles: names.map((name, i) => profileOf(emu, { name, grant: grants[i]! })),
+      profileStore: counted,
+      renewMarginMs: MARGIN,
+      schedule: false,
+      checkTickMs: false,
+      logger: captureLog().logger,
+      now: clock.now,
+      random: seededRandom(),
+      sleep: clock.sleep,
+    });
+    try {
+      await daemon.sweep();
+      const exchanged = tokenRequests(emu);
+      clock.advance(daemon.nextDueAt() - clock.now());
+      reads.clear();
+      const report = await daemon.sweep({ onlyDue: true });
+      expect(report.profiles.map((p) => p.profile).sort()).toEqual(names);
+      const renewed = report.profiles.filter((p) => p.action === 'renewal').map((p) => p.profile);
+      expect(renewed.length).toBeGreaterThanOrEqual(1);
+      expect(report.profiles.filter((p) => p.action !== 'renewal').every((p) => p.action === 'idle')).toBe(true);
+      expect([...reads.keys()].sort()).toEqual([...renewed].sort());
+      expect(tokenRequests(emu) - exchanged).toBe(renewed.length);
+      // A sweep of every profile, at the same time: the others are visited, and find nothing to do.
+      reads.clear();
+      const whole = await daemon.sweep();
+      expect([...reads.keys()].sort()).toEqual(names);
+      expect(whole.profiles.map((p) => p.action)).toEqual(['idle', 'idle', 'idle']);
+      expect(tokenRequests(emu) - exchanged).toBe(renewed.length);
+    } finally {
+      await daemon.close();
+    }
+  }, 60_000);
 });
