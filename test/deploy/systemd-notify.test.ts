@@ -74,7 +74,9 @@ describe.skipIf(!hasNotify && !isCI())('notifySystemd with the real systemd-noti
     expect(await notifySystemd('READY=1\nSTATUS=serving 2 profiles', env)).toBe(true);
     expect(await notifySystemd('STOPPING=1', env)).toBe(true);
 
-    await receiver.waitFor('STOPPING=1');
+    // The barrier goes through when the receiver reads its message, before the line it prints for it reaches this
+    // process: both barriers' lines are waited for, not only STOPPING's, printed before the second barrier.
+    await waitFor('both barriers on the notify socket', () => receiver.messages.filter((m) => m.fields.includes('BARRIER=1')).length >= 2 || undefined);
     const fields = receiver.messages.map((m) => m.fields);
     expect(fields).toContainEqual(['READY=1', 'STATUS=serving 2 profiles']);
     expect(fields.filter((f) => f.includes('BARRIER=1'))).toHaveLength(2);
