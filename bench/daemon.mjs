@@ -92,7 +92,8 @@ export function emulatorChild(workspaces, { tokenLifetimeSeconds } = {}) {
         },
         /**
          * The token endpoint's requests from the `since`-th request on: how many, how many answered 200, the
-         * grants they renewed (distinct), the most one grant was renewed, and `next`, the `since` of the next call.
+         * grants they renewed (distinct), the most one grant was renewed, the most that arrived within one second
+         * (`peakPerSecond`), and `next`, the `since` of the next call.
          */
         tokenCalls(since = 0) {
           return new Promise((done) => {
@@ -267,16 +268,25 @@ function tokenCallsSince(requests, since) {
   const perGrant = new Map();
   let count = 0;
   let ok = 0;
+  const times = [];
   for (const r of requests.slice(since)) {
     if (r.route !== 'token') continue;
     count += 1;
+    times.push(r.at);
     if (r.status !== 200) continue;
     ok += 1;
     if (r.grantId !== undefined) perGrant.set(r.grantId, (perGrant.get(r.grantId) ?? 0) + 1);
   }
   let most = 0;
   for (const n of perGrant.values()) most = Math.max(most, n);
-  return { next: requests.length, count, ok, grants: perGrant.size, most };
+  // The most requests that arrived within any one second.
+  times.sort((a, b) => a - b);
+  let peakPerSecond = 0;
+  for (let i = 0, j = 0; i < times.length; i++) {
+    while (times[i] - times[j] >= 1000) j++;
+    peakPerSecond = Math.max(peakPerSecond, i - j + 1);
+  }
+  return { next: requests.length, count, ok, grants: perGrant.size, most, peakPerSecond };
 }
 
 function outcomeNote(outcomes, n, reconcile) {

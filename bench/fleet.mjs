@@ -9,7 +9,10 @@
 // - 1 replica: `syncauth daemon --fleet --redis-url … --listen 127.0.0.1:0 --max-renewals-per-second 1000` over
 //   another copy (the fleet's cap lifted, as the floor has none; a replica also waits a heartbeat, 10 s, on joining);
 // - 3 replicas: three such processes over one more copy, shared by all three as a shared volume would be,
-//   started together (each joins while the others load or join: the race of a cold start), Redis emptied first.
+//   started together (each joins while the others load or join: the race of a cold start), Redis emptied first;
+// - 3 replicas at a cap: the same with `--max-renewals-per-second` at BENCH_FLEET_CAP (100): a catch-up of every
+//   profile at once, paced by the fleet's cap; the most token requests that reached the emulator within any one
+//   second is set against the cap.
 //
 // A run ends when the emulator has renewed every profile's grant (counted at the emulator from the run's first
 // token request on), then a settling pause in which late renewals still count. Per process: spawn → its
@@ -49,6 +52,11 @@ const LIFETIME_S = 1_200;
 const STORE_KEY = 'bench-store-key-of-enough-length';
 /** After every profile is renewed: how long late renewals (a replica that had not yet seen the others) still count. */
 const SETTLE_MS = 5_000;
+/**
+ * The fleet's cap in the capped run (BENCH_FLEET_CAP): a catch-up of N profiles takes N / cap seconds, so the
+ * default 10 a second would make 10,000 last 17 minutes.
+ */
+const CAP = Number(process.env.BENCH_FLEET_CAP ?? 100);
 /** How long a run may take to renew every profile before it is reported as not done. */
 const RUN_TIMEOUT_MS = 20 * 60_000;
 const MiB = 1024 * 1024;
@@ -258,6 +266,11 @@ export async function fleetRows({ sizes = SIZES, log = () => {} } = {}) {
         await redis.restart();
         const three = await timedRun({ emulator, dir: copy('three'), n, count: REPLICAS, args: fleetArgs, env: fleetEnv });
         log(`fleet bench: N=${n} ${REPLICAS} replicas done in ${(three.wallMs / 1000).toFixed(1)} s`);
+        // A catch-up at the fleet's cap: every profile due at once on three replicas (a cold start, which makes
+        // due more profiles than a one-hour outage of the token endpoint does), the cap set to CAP a second.
+        await redis.restart();
+        const capped = await timedRun({ emulator, dir: copy('capped'), n, count: REPLICAS, args: [...fleetArgs.slice(0, -1), String(CAP)], env: fleetEnv });
+        log(`fleet bench: N=${n} ${REPLICAS} replicas at a cap of ${CAP}/s done in ${(capped.wallMs / 1000).toFixed(1)} s`);
         // The floor once more: how far the shared machine drifted over the runs.
         const again = await timedRun({ emulator, dir: copy('again'), n, count: 1, args: ['--listen', '127.0.0.1:0'], env: {} });
         log(`fleet bench: N=${n} floor again done in ${(again.wallMs / 1000).toFixed(1)} s`);
@@ -296,6 +309,8 @@ export async function fleetRows({ sizes = SIZES, log = () => {} } = {}) {
           rows.push([`  replica ${i + 1}: heap NET OF THE BASE, (heap − base of 1 replica) against (floor − base of one daemon)`, (r.heapUsed - base.replica) / MiB, 'MiB', (r.heapUsed - base.replica) / (f.heapUsed - base.floor), '≈ 1/3 of the floor']);
           rows.push([`  replica ${i + 1}: CPU`, r.cpuMs, 'ms', r.cpuMs / f.cpuMs, '']);
         }
+        rows.push([`  ${REPLICAS} replicas at a cap of ${CAP}/s (--max-renewals-per-second), cold start → every profile renewed, wall (the cap alone takes N / cap: ${fmt(Math.round((n / CAP) * 1000))} ms)`, capped.wallMs, 'ms', capped.wallMs / floorWall, '']);
+        rows.push([`  ${REPLICAS} replicas at a cap of ${CAP}/s: the most token requests within one second, against the cap (${requests(capped)})`, capped.calls.peakPerSecond, 'requests', capped.calls.peakPerSecond / CAP, `≤ cap + ${REPLICAS} (1 per replica at a second's edges)`]);
         const renewed = three.replicas.map((r) => r.renewed);
         rows.push([`  ${REPLICAS} replicas: renewals per replica, most / fewest (${renewed.map(fmt).join(' / ')})`, Math.max(...renewed) / Math.max(1, Math.min(...renewed)), 'x', NaN, '']);
         // What a replica's heap holds per profile it serves (a worker), from the 1 replica serving all N against
