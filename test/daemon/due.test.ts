@@ -85,14 +85,15 @@ describe('visitDueAt', () => {
   });
 });
 
-/** One profile with four-hour tokens on the emulator, in a daemon whose sweeps the test drives on a hand-moved clock. */
-async function drivenDaemon(extra: Partial<DaemonOptions> = {}) {
+/** `count` profiles (p1, p2, …) with four-hour tokens on the emulator, in a daemon whose sweeps the test drives on a hand-moved clock. */
+async function drivenDaemon(extra: Partial<DaemonOptions> = {}, count = 1) {
   const clock = fakeClock();
   const emu = await emulator({ tokenLifetimeSeconds: 4 * 3600, now: clock.now });
-  const grant = await obtainGrant(emu);
+  const names = Array.from({ length: count }, (_, i) => `p${i + 1}`);
+  const grants = await Promise.all(names.map(() => obtainGrant(emu)));
   const exchanged = tokenRequests(emu);
   const daemon = await startDaemon({
-    profiles: [{ ...profileOf(emu, { name: 'p1', grant, reconcile: true }) }],
+    profiles: names.map((name, i) => profileOf(emu, { name, grant: grants[i]!, reconcile: true })),
     profileStore: openProfileStore(tempDir()),
     renewMarginMs: MARGIN,
     schedule: false,
@@ -103,7 +104,7 @@ async function drivenDaemon(extra: Partial<DaemonOptions> = {}) {
     sleep: clock.sleep,
     ...extra,
   });
-  return { clock, emu, exchanged, daemon };
+  return { clock, emu, exchanged, daemon, names };
 }
 
 describe('a daemon driven by its caller', () => {
@@ -150,10 +151,6 @@ describe('a daemon driven by its caller', () => {
   }, 60_000);
 
   it('a sweep of the due alone visits only the profiles whose time has come, and reports the others idle', async () => {
-    const clock = fakeClock();
-    const emu = await emulator({ tokenLifetimeSeconds: 4 * 3600, now: clock.now });
-    const names = ['p1', 'p2', 'p3'];
-    const grants = await Promise.all(names.map(() => obtainGrant(emu)));
     // Every visit reads the profile's state (to see what other processes wrote): the reads tell the visits.
     const store = openProfileStore(tempDir());
     const reads = new Map<string, number>();
@@ -169,17 +166,7 @@ describe('a daemon driven by its caller', () => {
         return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
       },
     });
-    const daemon = await startDaemon({
-      profiles: names.map((name, i) => profileOf(emu, { name, grant: grants[i]! })),
-      profileStore: counted,
-      renewMarginMs: MARGIN,
-      schedule: false,
-      checkTickMs: false,
-      logger: captureLog().logger,
-      now: clock.now,
-      random: seededRandom(),
-      sleep: clock.sleep,
-    });
+    const { clock, emu, daemon, names } = await drivenDaemon({ profileStore: counted }, 3);
     try {
       await daemon.sweep();
       const exchanged = tokenRequests(emu);
