@@ -310,7 +310,9 @@ export async function fleetRows({ sizes = SIZES, log = () => {} } = {}) {
           rows.push([`  replica ${i + 1}: CPU`, r.cpuMs, 'ms', r.cpuMs / f.cpuMs, '']);
         }
         rows.push([`  ${REPLICAS} replicas at a cap of ${CAP}/s (--max-renewals-per-second), cold start → every profile renewed, wall (the cap alone takes N / cap: ${fmt(Math.round((n / CAP) * 1000))} ms)`, capped.wallMs, 'ms', capped.wallMs / floorWall, '']);
-        rows.push([`  ${REPLICAS} replicas at a cap of ${CAP}/s: the most token requests within one second, against the cap (${requests(capped)})`, capped.calls.peakPerSecond, 'requests', capped.calls.peakPerSecond / CAP, `≤ cap + ${REPLICAS} (1 per replica at a second's edges)`]);
+        // A catch-up longer than a minute meets a later sweep, at which a profile renewed early in it may be due again:
+        // spreading draws its next renewal over its whole window, which tokens of LIFETIME_S make 300 s long.
+        rows.push([`  ${REPLICAS} replicas at a cap of ${CAP}/s: the most token requests within one second, against the cap (${requests(capped)}; spreading's draws over ${LIFETIME_S - 900} s included)`, capped.calls.peakPerSecond, 'requests', capped.calls.peakPerSecond / CAP, `≤ cap + ${REPLICAS} (1 per replica at a second's edges)`]);
         const renewed = three.replicas.map((r) => r.renewed);
         rows.push([`  ${REPLICAS} replicas: renewals per replica, most / fewest (${renewed.map(fmt).join(' / ')})`, Math.max(...renewed) / Math.max(1, Math.min(...renewed)), 'x', NaN, '']);
         // What a replica's heap holds per profile it serves (a worker), from the 1 replica serving all N against
