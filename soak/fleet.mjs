@@ -81,7 +81,8 @@ function fleetFaultSpecs(days, slots) {
 
 /**
  * Runs `days` of simulated time with `profileCount` shared profiles on `replicas` fleet replicas. `log` gets
- * progress lines. Returns the result `checkFleetTargets` and `formatFleetResult` read.
+ * progress lines. `visitAll` makes each sweep visit every profile, as the daemon's own schedule does, to compare
+ * with the visits of the due alone. Returns the result `checkFleetTargets` and `formatFleetResult` read.
  */
 export async function runFleetSoak({ seed = 1, days = 14, profileCount = 1000, replicas: replicaCount = 3, log = () => {}, logEvery = 1, visitAll = false } = {}) {
   const started = performance.now();
