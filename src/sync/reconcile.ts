@@ -426,12 +426,17 @@ export async function syncConnector(input: SyncConnectorInput): Promise<Reconcil
     const write = (): Promise<unknown> =>
       input.profiles.update(
         input.profile,
-        (current) => ({
-          ...(input.fields ? input.fields(current) : baseState(current)),
-          connectorId: result.connector.id,
-          // The configured name, not a replacement's time-stamped one, so later runs find the whole family.
-          connectorName: input.connector.name,
-        }),
+        (current) => {
+          // The connector recorded already, and nothing else to record (the daemon's reconcile after each renewal):
+          // no write, which would be the same state but for its time, made durable at every renewal.
+          if (!input.fields && current?.connectorId === result.connector.id && current.connectorName === input.connector.name) return current;
+          return {
+            ...(input.fields ? input.fields(current) : baseState(current)),
+            connectorId: result.connector.id,
+            // The configured name, not a replacement's time-stamped one, so later runs find the whole family.
+            connectorName: input.connector.name,
+          };
+        },
         input.update,
       );
     await (input.writing ? input.writing(write) : write());
