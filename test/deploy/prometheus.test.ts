@@ -39,6 +39,16 @@ function runPromtool(args: string[], cwd: string): Promise<{ code: number | null
   });
 }
 
+/** `promtool test rules` on `tests` (a rule test file's content, named `file`) beside a copy of the rules; its output printed. */
+async function testRules(file: string, tests: unknown): Promise<{ code: number | null; output: string }> {
+  const dir = tempDir('syncauth-rules-');
+  copyFileSync(RULES, path.join(dir, 'syncauth-rules.yml'));
+  writeFileSync(path.join(dir, file), stringify(tests));
+  const result = await runPromtool(['test', 'rules', file], dir);
+  console.log(result.output);
+  return result;
+}
+
 interface Rule {
   alert: string;
   expr: string;
@@ -185,12 +195,7 @@ async function promtoolAgainst(
       },
     ],
   };
-  const dir = tempDir('syncauth-rules-');
-  copyFileSync(RULES, path.join(dir, 'syncauth-rules.yml'));
-  writeFileSync(path.join(dir, 'real.test.yml'), stringify(tests));
-  const result = await runPromtool(['test', 'rules', 'real.test.yml'], dir);
-  console.log(result.output);
-  return result;
+  return testRules('real.test.yml', tests);
 }
 
 describe.skipIf(skip)('the alerting rules against a real daemon', () => {
@@ -301,12 +306,7 @@ describe.skipIf(skip)('the fleet alerts against real replicas', () => {
         ],
       }],
     };
-    const dir = tempDir('syncauth-rules-');
-    copyFileSync(RULES, path.join(dir, 'syncauth-rules.yml'));
-    writeFileSync(path.join(dir, 'fleet.test.yml'), stringify(tests));
-    const result = await runPromtool(['test', 'rules', 'fleet.test.yml'], dir);
-    console.log(result.output);
-    return result;
+    return testRules('fleet.test.yml', tests);
   }
 
   it('fire for a share nobody serves while Redis is away and for replicas in fallback, and not while every share is served', async () => {
@@ -404,12 +404,7 @@ describe.skipIf(skip)('the budget alerts against real daemons', () => {
         })),
       }],
     };
-    const dir = tempDir('syncauth-rules-');
-    copyFileSync(RULES, path.join(dir, 'syncauth-rules.yml'));
-    writeFileSync(path.join(dir, 'budget.test.yml'), stringify(tests));
-    const result = await runPromtool(['test', 'rules', 'budget.test.yml'], dir);
-    console.log(result.output);
-    return result;
+    return testRules('budget.test.yml', tests);
   }
 
   /**
