@@ -3,20 +3,13 @@
 // grant store once held, through a closure of the load, the array of every profile loaded with it, their grants
 // included). Profiles made through the package's own stores (as setup makes them), a daemon that sees two other
 // live members; the loaded profiles watched through weak references across full collections.
-import { randomBytes } from 'node:crypto';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
-import { openSecretStore } from '../../src/credentials/index.js';
-import { CoordinatorUnavailableError } from '../../src/daemon/coordinator.js';
 import type { ProfileEntry } from '../../src/daemon/types.js';
-import { startDaemon, storedProfiles } from '../../src/index.js';
-import { openProfileStore } from '../../src/profile/index.js';
-import { memoryCoordinator, type MemoryRedis } from '../helpers/replicas.mjs';
-import { newHome } from '../helpers/onboarding.js';
+import { startDaemon } from '../../src/index.js';
 import { captureLog } from './helpers.js';
-
-const MINUTE = 60_000;
+import { storedFleet } from './stored-fleet.js';
 
 setFlagsFromString('--expose-gc');
 const gc = runInNewContext('gc') as () => void;
@@ -31,17 +24,8 @@ async function collect(): Promise<void> {
 
 describe('a fleet replica holds nothing of a profile it lets go', () => {
   it('leaves no loaded profile of another replica reachable, at start and after a reload, while it keeps those it serves', async () => {
-    const home = newHome();
-    const names = Array.from({ length: 24 }, (_, i) => `h${String(i).padStart(2, '0')}`);
-    const secrets = openSecretStore({ kind: 'file', configDir: home.configDir, storeKey: home.storeKey, env: {} });
-    const state = openProfileStore(home.configDir);
-    for (const name of names) {
-      await secrets.set(name, { app_key: 'app-key-shared', app_secret: 'app-secret-shared-0123456789', refresh_token: `refresh-token-of-${name}-${'x'.repeat(40)}` });
-      await state.update(name, () => ({ tokenUrl: 'http://127.0.0.1:9/oauth2/token' }));
-    }
     const t = Date.parse('2030-01-01T00:00:00Z');
-    const redis: MemoryRedis = { now: () => t, leases: new Map(), records: new Map(), members: new Map([['other-1', t + 3_600_000], ['other-2', t + 3_600_000]]) };
-    const stored = await storedProfiles({ env: { SYNCAUTH_CONFIG_DIR: home.configDir, SYNCAUTH_STORE: 'file', SYNCAUTH_STORE_KEY: home.storeKey } });
+    const { names, stored, options } = await storedFleet('h', () => t);
     // Each profile the daemon is handed, watched without being held.
     const loaded = new Map<string, WeakRef<ProfileEntry>>();
     const profiles = async (): Promise<ProfileEntry[]> => {
@@ -50,20 +34,12 @@ describe('a fleet replica holds nothing of a profile it lets go', () => {
       return entries;
     };
     const daemon = await startDaemon({
-      ...stored,
+      ...options,
       profiles,
-      renewMarginMs: 15 * MINUTE,
-      schedule: false,
-      sweepOnStart: false,
-      checkIntervalMs: 0,
       logger: captureLog('info').logger,
-      now: () => t,
       monotonicNow: () => 0,
       // This replica's part of the fleet's cap on token requests would space the sweep's renewals: they wait for nothing.
       sleep: async () => {},
-      coordinator: memoryCoordinator(redis, 'me', CoordinatorUnavailableError, () => t),
-      grantKey: randomBytes(32),
-      fleet: { timers: false, leaseMs: 3 * MINUTE },
     });
     try {
       const served = new Set(daemon.status().profiles.map((p) => p.name));
